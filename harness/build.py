@@ -1,0 +1,198 @@
+"""CMake builds: the engine project (host compiler) and the module project (nvcc), separately,
+into build/<name>/{engine,cuda,bin}. Incremental: when no input changed since the last good
+build (same sources, options and tools) CMake is not even invoked."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from collections.abc import Callable
+
+from harness.config import BuildSpec, Config, ProjectSpec
+from harness.engine import run_process
+
+_SKIP_DIRS = {".git", "__pycache__", ".cache", "build"}
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class PartResult:
+    status: str  # built | up-to-date | failed | skipped | prebuilt
+    reason: str = ""
+    log: str | None = None
+    seconds: float = 0.0
+
+
+@dataclass
+class BuildResult:
+    name: str
+    bin_dir: str
+    engine_path: str
+    module_path: str
+    engine: PartResult
+    module: PartResult
+    seconds: float = 0.0
+    options: dict[str, dict[str, str]] = field(default_factory=dict)
+    extras: dict[str, PartResult] = field(default_factory=dict)  # source -> result
+
+    @property
+    def engine_ok(self) -> bool:
+        return self.engine.status in ("built", "up-to-date", "prebuilt")
+
+    @property
+    def module_ok(self) -> bool:
+        return self.module.status in ("built", "up-to-date", "prebuilt")
+
+    def to_json(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def find_nvcc() -> str | None:
+    cand = os.environ.get("CUDACXX") or shutil.which("nvcc")
+    if cand:
+        return cand
+    for p in ("/usr/local/cuda/bin/nvcc", "/opt/cuda/bin/nvcc"):
+        if os.access(p, os.X_OK):
+            return p
+    return None
+
+
+def fingerprint(dirs: list[Path], exclude: list[Path], extra: dict[str, object]) -> str:
+    """Digest of every file's relative path, size and mtime under dirs, plus `extra`."""
+    h = hashlib.sha256(json.dumps(extra, sort_keys=True).encode())
+    ex = {p.resolve() for p in exclude}
+    for d in dirs:
+        if not d.exists():
+            h.update(f"missing:{d}".encode())
+            continue
+        for base, subdirs, files in os.walk(d):
+            bp = Path(base)
+            subdirs[:] = sorted(s for s in subdirs if s not in _SKIP_DIRS and (bp / s).resolve() not in ex)
+            for f in sorted(files):
+                try:
+                    st = (bp / f).stat()
+                except OSError:
+                    continue
+                h.update(f"{(bp / f).as_posix()}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()
+
+
+def _generator(cfg: Config) -> list[str]:
+    if cfg.generator == "auto":
+        return ["-G", "Ninja"] if shutil.which("ninja") else []
+    if cfg.generator in ("", "default", "none"):
+        return []
+    return ["-G", cfg.generator]
+
+
+def _cmake_project(cfg: Config, proj: ProjectSpec, bdir: Path, extra_defs: dict[str, str], log: Path,
+                   excludes: list[Path], tools: dict[str, object], force: bool) -> PartResult:
+    t0 = time.perf_counter()
+    src = cfg.root / proj.source
+    if not (src / "CMakeLists.txt").exists():
+        return PartResult("failed", f"{proj.source}/CMakeLists.txt not found", None, 0.0)
+    cmake = shutil.which("cmake")
+    if not cmake:
+        return PartResult("failed", "cmake not found on PATH")
+    defs = {"CMAKE_BUILD_TYPE": cfg.build_type, **proj.options, **extra_defs}
+    gen = _generator(cfg)
+    fp = fingerprint([src] + [cfg.root / i for i in proj.inputs], excludes,
+                     {"defs": defs, "gen": gen, "tools": tools})
+    stamp = bdir / ".kite-stamp"
+    if not force and stamp.exists() and stamp.read_text() == fp and (bdir / "CMakeCache.txt").exists():
+        return PartResult("up-to-date", "", str(log) if log.exists() else None, time.perf_counter() - t0)
+    bdir.mkdir(parents=True, exist_ok=True)
+    cache = bdir / "CMakeCache.txt"
+    if cache.exists() and gen and f"CMAKE_GENERATOR:INTERNAL={gen[1]}" not in cache.read_text(errors="replace"):
+        shutil.rmtree(bdir)  # generator changed: CMake refuses to reuse the folder
+        bdir.mkdir(parents=True)
+    logs = []
+    conf = [cmake, "-S", str(src), "-B", str(bdir), *gen, *[f"-D{k}={v}" for k, v in defs.items()]]
+    r = run_process(conf, timeout=cfg.timeout("build", 1200), log_prefix=bdir / "configure")
+    logs.append(r)
+    if r.ok:
+        r = run_process([cmake, "--build", str(bdir), "--parallel", str(cfg.jobs)], timeout=cfg.timeout("build", 1200),
+                        log_prefix=bdir / "build")
+        logs.append(r)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "w", encoding="utf-8") as f:
+        for x in logs:
+            f.write("$ " + " ".join(x.argv) + "\n" + x.stdout + x.stderr + f"[{x.describe()}]\n\n")
+    if not r.ok:
+        stamp.unlink(missing_ok=True)
+        step = "configure" if len(logs) == 1 else "build"
+        return PartResult("failed", f"cmake {step}: {r.describe()}", str(log), time.perf_counter() - t0)
+    stamp.write_text(fp)
+    return PartResult("built", "", str(log), time.perf_counter() - t0)
+
+
+def _differs(a: Path, b: Path) -> bool:
+    sa, sb = a.stat(), b.stat()
+    return sa.st_size != sb.st_size or sa.st_mtime_ns != sb.st_mtime_ns
+
+
+def build(cfg: Config, name: str, *, force: bool = False, progress: Progress | None = None) -> BuildResult:
+    spec: BuildSpec = cfg.builds[name]
+    say = progress or (lambda s: None)
+    t0 = time.perf_counter()
+    bin_dir = cfg.bin_dir(name)
+    res = BuildResult(name, str(bin_dir), str(bin_dir / cfg.binary), str(bin_dir / cfg.module),
+                      PartResult("skipped"), PartResult("skipped", "no module project in this build"))
+    if spec.prebuilt:
+        ok = (bin_dir / cfg.binary).exists()
+        res.engine = PartResult("prebuilt" if ok else "failed", "" if ok else f"{bin_dir / cfg.binary} not found")
+        res.module = PartResult("prebuilt" if (bin_dir / cfg.module).exists() else "skipped",
+                                "" if (bin_dir / cfg.module).exists() else "no module in the prebuilt folder")
+        return res
+    root = cfg.build_root(name)
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    excludes = ([cfg.root / spec.module.source] if spec.module else []) + [cfg.root / x.source for x in spec.extras]
+    tools = {"CC": os.environ.get("CC", ""), "CXX": os.environ.get("CXX", "")}
+    if spec.engine:
+        say(f"build {name}: engine ({spec.engine.source}, "
+            + " ".join(f"{k}={v}" for k, v in spec.engine.options.items()) + ")")
+        res.options["engine"] = dict(spec.engine.options)
+        res.engine = _cmake_project(cfg, spec.engine, root / "engine",
+                                    {"CMAKE_RUNTIME_OUTPUT_DIRECTORY": str(bin_dir)}, root / "logs" / "engine.log",
+                                    excludes, tools, force)
+        if res.engine.status == "built" or res.engine.status == "up-to-date":
+            exe = bin_dir / cfg.binary
+            # the project may place the executable in its own binary folder: bring it into bin/
+            for cand in (root / "engine" / "bin" / cfg.binary, root / "engine" / cfg.binary):
+                if cand.exists():
+                    if not exe.exists() or _differs(cand, exe):
+                        shutil.copy2(cand, exe)
+                    break
+            if not exe.exists():
+                res.engine = PartResult("failed", f"build succeeded but {cfg.binary} not found in "
+                                                  f"{bin_dir} or {root / 'engine'}", res.engine.log)
+        say(f"build {name}: engine {res.engine.status}" + (f" ({res.engine.reason})" if res.engine.reason else "")
+            + f" [{res.engine.seconds:.1f} s]")
+    for proj in spec.extras:
+        label = Path(proj.source).name
+        say(f"build {name}: {label} ({proj.source})")
+        res.extras[proj.source] = _cmake_project(cfg, proj, root / label, {"KITE_OUTPUT_DIR": str(bin_dir)},
+                                                 root / "logs" / f"{label}.log", [], tools, force)
+        say(f"build {name}: {label} {res.extras[proj.source].status}")
+    if spec.module:
+        res.options["module"] = dict(spec.module.options)
+        nvcc = find_nvcc()
+        if not nvcc:
+            res.module = PartResult("skipped", "nvcc not found")
+        else:
+            say(f"build {name}: module ({spec.module.source}, nvcc)")
+            res.module = _cmake_project(cfg, spec.module, root / "cuda",
+                                        {"KITE_OUTPUT_DIR": str(bin_dir), "CMAKE_CUDA_COMPILER": nvcc},
+                                        root / "logs" / "module.log", [], {"nvcc": nvcc}, force)
+            if res.module.status in ("built", "up-to-date") and not (bin_dir / cfg.module).exists():
+                res.module = PartResult("failed", f"build succeeded but {cfg.module} not found in {bin_dir}",
+                                        res.module.log)
+        say(f"build {name}: module {res.module.status}" + (f" ({res.module.reason})" if res.module.reason else ""))
+    res.seconds = time.perf_counter() - t0
+    return res

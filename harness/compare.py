@@ -1,0 +1,111 @@
+"""Comparison of raw float32 dumps: identical bytes, or a full account of the differences."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+@dataclass
+class DumpDiff:
+    identical: bool
+    ok: bool  # identical, or within tolerance (NaN and shape problems are never ok)
+    reason: str  # one line
+    elements: int = 0
+    row_len: int = 0
+    differing: int = 0
+    first_index: int | None = None
+    first_position: int | None = None  # row (token position)
+    first_element: int | None = None  # column within the row
+    first_values: tuple[float, float] | None = None
+    max_abs: float = 0.0
+    max_ulp: int = 0
+    nmse: float = 0.0
+    nan_a: int = 0
+    nan_b: int = 0
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["first_values"] = list(self.first_values) if self.first_values else None
+        return d
+
+
+def _ordered(bits: np.ndarray) -> np.ndarray:
+    """float32 bit patterns -> integers whose difference is the distance in ULPs."""
+    i = bits.view(np.int32).astype(np.int64)
+    return np.where(i < 0, -(i & 0x7FFFFFFF), i)
+
+
+def compare_bytes(a: bytes, b: bytes, row_len: int = 0, *, mode: str = "memcmp", max_abs: float | None = None,
+                  max_ulp: int | None = None, nmse: float | None = None, allow_nan: bool = False,
+                  shape_a: list[int] | None = None, shape_b: list[int] | None = None) -> DumpDiff:
+    """Compare two float32 little-endian dumps. row_len: elements per row (position)."""
+    for label, buf, shape in (("A", a, shape_a), ("B", b, shape_b)):
+        if len(buf) % 4:
+            return DumpDiff(False, False, f"{label}: {len(buf)} bytes is not a whole number of float32 (truncated?)")
+        if shape is not None:
+            want = int(np.prod(shape)) * 4 if shape else 0
+            if want != len(buf):
+                return DumpDiff(False, False, f"{label}: {len(buf)} bytes but meta.json shape {shape} needs {want} "
+                                              "(truncated or stale dump)")
+    if shape_a is not None and shape_b is not None and list(shape_a) != list(shape_b):
+        return DumpDiff(False, False, f"shape mismatch: A {list(shape_a)} vs B {list(shape_b)}")
+    if len(a) != len(b):
+        return DumpDiff(False, False, f"length mismatch: A has {len(a) // 4} elements, B has {len(b) // 4}")
+    n = len(a) // 4
+    row_len = row_len or n or 1
+    identical = a == b  # memcmp
+    fa = np.frombuffer(a, dtype="<f4")
+    fb = np.frombuffer(b, dtype="<f4")
+    nan_a = int(np.count_nonzero(np.isnan(fa)))
+    nan_b = int(np.count_nonzero(np.isnan(fb)))
+    d = DumpDiff(identical, identical, "identical bytes", elements=n, row_len=row_len, nan_a=nan_a, nan_b=nan_b)
+    if not identical:
+        ua = fa.view(np.uint32)
+        ub = fb.view(np.uint32)
+        diff = ua != ub
+        idx = np.flatnonzero(diff)
+        d.differing = int(idx.size)
+        k = int(idx[0])
+        d.first_index = k
+        d.first_position, d.first_element = divmod(k, row_len)
+        d.first_values = (float(fa[k]), float(fb[k]))
+        sa = fa[idx].astype(np.float64)
+        sb = fb[idx].astype(np.float64)
+        fin = np.isfinite(sa) & np.isfinite(sb)
+        if fin.any():
+            d.max_abs = float(np.max(np.abs(sa[fin] - sb[fin])))
+        both = ~np.isnan(sa) & ~np.isnan(sb)
+        if both.any():
+            d.max_ulp = int(np.max(np.abs(_ordered(ua[idx][both]) - _ordered(ub[idx][both]))))
+        # NMSE = sum((a-b)^2) / sum(a^2): the error is zero outside the differing elements
+        err = (sa[fin] - sb[fin]) if fin.any() else np.zeros(0)
+        num = float(np.dot(err, err))
+        den = float(np.dot(fa, fa))  # float32 BLAS: plenty for a diagnostic
+        if not np.isfinite(den):
+            ok = np.isfinite(fa)
+            den = float(np.dot(fa[ok].astype(np.float64), fa[ok].astype(np.float64)))
+        d.nmse = num / den if den > 0 else (0.0 if num == 0 else float("inf"))
+        d.reason = (f"{d.differing} of {n} elements differ; first at index {k} (position {d.first_position}, "
+                    f"element {d.first_element}): {d.first_values[0]!r} vs {d.first_values[1]!r}; "
+                    f"max abs {d.max_abs:.3g}, max ULP {d.max_ulp}, NMSE {d.nmse:.3g}")
+        if mode == "tolerance":
+            fails = []
+            if max_abs is not None and d.max_abs > max_abs:
+                fails.append(f"max abs {d.max_abs:.3g} > {max_abs:g}")
+            if max_ulp is not None and d.max_ulp > max_ulp:
+                fails.append(f"max ULP {d.max_ulp} > {max_ulp}")
+            if nmse is not None and d.nmse > nmse:
+                fails.append(f"NMSE {d.nmse:.3g} > {nmse:g}")
+            d.ok = not fails
+            d.reason = ("within tolerance: " if d.ok else "outside tolerance (" + "; ".join(fails) + "): ") + d.reason
+    if (nan_a or nan_b) and not allow_nan:
+        where = int(np.flatnonzero(np.isnan(fa) if nan_a else np.isnan(fb))[0])
+        pos, el = divmod(where, row_len)
+        d.ok = False
+        d.reason = (f"NaN in {'A' if nan_a else 'B'} ({nan_a} in A, {nan_b} in B), first at index {where} "
+                    f"(position {pos}, element {el})" + ("" if identical else "; " + d.reason))
+    return d

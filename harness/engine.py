@@ -1,0 +1,288 @@
+"""Running the engine: argv lists only, environment overlays, timeouts, peak RSS and CPU time,
+and a classification of how the process ended (exit status, signal, timeout, not found)."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class ProcResult:
+    argv: list[str]
+    env_overlay: dict[str, str]
+    returncode: int | None  # None: never started
+    signal: str | None  # e.g. SIGSEGV when killed by a signal
+    timed_out: bool
+    wall_s: float
+    cpu_s: float | None  # user + system of the child
+    peak_rss_mb: float | None
+    stdout_path: str | None
+    stderr_path: str | None
+    error: str | None = None  # could not start (not found, not executable)
+    stdout: str = ""
+    stderr: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and not self.timed_out and self.signal is None and self.returncode == 0
+
+    def describe(self) -> str:
+        """How the process ended, in a few words."""
+        if self.error:
+            return self.error
+        if self.timed_out:
+            return f"timed out after {self.wall_s:.1f} s (killed)"
+        if self.signal:
+            return f"killed by signal {self.signal}"
+        if self.returncode != 0:
+            tail = _last_line(self.stderr)
+            return f"exit status {self.returncode}" + (f": {tail}" if tail else "")
+        return "exit status 0"
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("stdout")
+        d.pop("stderr")
+        return d
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1][:200] if lines else ""
+
+
+def _signame(num: int) -> str:
+    try:
+        return signal.Signals(num).name
+    except ValueError:
+        return f"signal {num}"
+
+
+def run_process(argv: list[str], env_overlay: dict[str, str] | None = None, *, timeout: float = 120.0,
+                log_prefix: Path | None = None, cwd: Path | None = None,
+                base_env: dict[str, str] | None = None) -> ProcResult:
+    """Run argv (never through a shell). stdout/stderr go to files `<log_prefix>.stdout/.stderr`
+    (unnamed temporary files when log_prefix is None) and are also returned as text. POSIX: reaped
+    with wait4 (exact peak RSS and CPU time); elsewhere psutil samples them."""
+    overlay = dict(env_overlay or {})
+    env = dict(os.environ if base_env is None else base_env)
+    env.update(overlay)
+    out_path = err_path = None
+    if log_prefix is not None:
+        log_prefix.parent.mkdir(parents=True, exist_ok=True)
+        out_path = Path(str(log_prefix) + ".stdout")
+        err_path = Path(str(log_prefix) + ".stderr")
+        Path(str(log_prefix) + ".cmd").write_text(
+            "".join(f"{k}={v}\n" for k, v in overlay.items()) + " ".join(_quote(a) for a in argv) + "\n",
+            encoding="utf-8")
+    t0 = time.perf_counter()
+    res = ProcResult(list(argv), overlay, None, None, False, 0.0, None, None,
+                     str(out_path) if out_path else None, str(err_path) if err_path else None)
+    # files, never pipes: no deadlock on large output, and the POSIX path can reap with wait4
+    fo = open(out_path, "w+b") if out_path else tempfile.TemporaryFile()
+    fe = open(err_path, "w+b") if err_path else tempfile.TemporaryFile()
+    try:
+        try:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=fo, stderr=fe, env=env,
+                                    cwd=str(cwd) if cwd else None, start_new_session=(os.name != "nt"))
+        except FileNotFoundError:
+            res.error = f"not found: {argv[0]}"
+            return res
+        except PermissionError:
+            res.error = f"not executable: {argv[0]}"
+            return res
+        except OSError as e:
+            res.error = f"cannot start {argv[0]}: {e.strerror or e}"
+            return res
+        if hasattr(os, "wait4"):
+            _wait_posix(proc, res, timeout)
+        else:
+            _wait_portable(proc, res, timeout)
+        res.wall_s = time.perf_counter() - t0
+        for f, attr in ((fo, "stdout"), (fe, "stderr")):
+            f.seek(0)
+            setattr(res, attr, f.read().decode("utf-8", errors="replace"))
+    finally:
+        fo.close()
+        fe.close()
+    return res
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        if os.name != "nt":
+            os.killpg(proc.pid, signal.SIGKILL)
+        else:
+            proc.kill()
+    except (ProcessLookupError, PermissionError, OSError):
+        pass
+
+
+def _read_hwm_kb(pid: int) -> int | None:
+    """Linux: the process's peak resident set since exec (VmHWM), in kB."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"VmHWM:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+class _PeakSampler(threading.Thread):
+    """Samples the child's peak RSS every few ms until stopped (wait4's ru_maxrss alone is not enough:
+    it includes the harness's own peak from before exec). Linux reads VmHWM; elsewhere psutil."""
+
+    def __init__(self, pid: int, interval: float = 0.005):
+        super().__init__(daemon=True)
+        self.pid = pid
+        self.interval = interval
+        self.stop = threading.Event()
+        self.peak_kb = 0
+        self.proc_fs = os.path.exists(f"/proc/{pid}/status")
+
+    def run(self) -> None:
+        ps = None
+        if not self.proc_fs:
+            try:
+                import psutil
+
+                ps = psutil.Process(self.pid)
+            except Exception:  # noqa: BLE001 - no psutil or process gone: no figure
+                return
+        while True:
+            if ps is None:
+                kb = _read_hwm_kb(self.pid)
+            else:
+                try:
+                    kb = ps.memory_info().rss // 1024
+                except Exception:  # noqa: BLE001
+                    kb = None
+            if kb:
+                self.peak_kb = max(self.peak_kb, kb)
+            if self.stop.wait(self.interval):
+                return
+
+
+def _wait_posix(proc: subprocess.Popen[bytes], res: ProcResult, timeout: float) -> None:
+    """Reap with wait4: exact CPU time from the kernel, no polling delay; peak RSS sampled."""
+    fired = threading.Event()
+    sampler = _PeakSampler(proc.pid)
+    sampler.start()
+
+    def on_timeout() -> None:
+        fired.set()
+        _kill_group(proc)
+
+    timer = threading.Timer(timeout, on_timeout)
+    timer.daemon = True
+    timer.start()
+    try:
+        while True:
+            try:
+                _, status, ru = os.wait4(proc.pid, 0)
+                break
+            except InterruptedError:
+                continue
+    except BaseException:  # Ctrl-C: the engine runs in its own session, so end it here
+        _kill_group(proc)
+        proc.wait()
+        raise
+    finally:
+        timer.cancel()
+        sampler.stop.set()
+    if fired.is_set():
+        res.timed_out = True
+    # a child's own children may still hold the process group: end them too
+    if os.name != "nt":
+        try:
+            os.killpg(proc.pid, 0)
+            _kill_group(proc)
+        except (ProcessLookupError, PermissionError, OSError):
+            pass
+    if os.WIFSIGNALED(status):
+        res.signal = _signame(os.WTERMSIG(status))
+        res.returncode = -os.WTERMSIG(status)
+    else:
+        res.returncode = os.WEXITSTATUS(status)
+    proc.returncode = res.returncode
+    res.cpu_s = ru.ru_utime + ru.ru_stime
+    sampler.join(1.0)
+    # ru_maxrss also counts the harness's own peak (the child shares its memory until exec): when it
+    # is above that, it is the engine's exact peak; else the samples are the best figure there is
+    try:
+        import resource
+
+        own_peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    except (ImportError, OSError):
+        own_peak_kb = None
+    if own_peak_kb is not None and ru.ru_maxrss > own_peak_kb:
+        res.peak_rss_mb = ru.ru_maxrss / 1024.0
+    else:
+        res.peak_rss_mb = sampler.peak_kb / 1024.0 if sampler.peak_kb else None
+    if res.timed_out:
+        res.signal = None
+
+
+def _wait_portable(proc: subprocess.Popen[bytes], res: ProcResult, timeout: float) -> None:
+    """psutil sampling where wait4 is missing (Windows)."""
+    peak = 0
+    cpu = None
+    deadline = time.monotonic() + timeout
+    try:
+        import psutil
+
+        p = psutil.Process(proc.pid)
+    except Exception:  # noqa: BLE001 - psutil missing or process gone: no resource figures
+        p = None
+    while True:
+        try:
+            proc.wait(timeout=0.02)
+            break
+        except subprocess.TimeoutExpired:
+            pass
+        if p is not None:
+            try:
+                peak = max(peak, p.memory_info().rss)
+                t = p.cpu_times()
+                cpu = t.user + t.system
+            except Exception:  # noqa: BLE001
+                pass
+        if time.monotonic() > deadline:
+            res.timed_out = True
+            _kill_group(proc)
+            proc.wait()
+            break
+    res.returncode = proc.returncode
+    if proc.returncode is not None and proc.returncode < 0 and not res.timed_out:
+        res.signal = _signame(-proc.returncode)
+    res.peak_rss_mb = peak / 2**20 if peak else None
+    res.cpu_s = cpu
+
+
+def _quote(a: str) -> str:
+    import shlex
+
+    return shlex.quote(a)
+
+
+_PASS_RE = re.compile(r"^\s*(\d+) passed, (\d+) failed\s*$", re.M)
+
+
+def closing_counts(text: str) -> tuple[int, int] | None:
+    """The selftest's closing line `N passed, M failed` (the last such line)."""
+    found = _PASS_RE.findall(text)
+    if not found:
+        return None
+    n, m = found[-1]
+    return int(n), int(m)

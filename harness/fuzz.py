@@ -1,0 +1,366 @@
+"""`python -m harness fuzz`: build the libFuzzer targets and run them for a given time.
+
+Targets (native/fuzz/CMakeLists.txt, CMake option KITE_FUZZ, clang only):
+
+  gguf   the GGUF reader alone (native/engine/fuzz_gguf.c)
+  model  the model loader on top of the reader, plus a two-token forward pass for inputs that
+         load and have a small state (native/fuzz/fuzz_model.c)
+
+Steps: build into build/fuzz/ (clang, -fsanitize=fuzzer,address,undefined, KITE_CUDA=OFF);
+gather the seeds (the default tiny model, the micro recipe native/fuzz/micro.yaml in four
+tensor types, the shared fixtures when present, and the kept regression inputs); replay every
+regression input once (each must pass); then fuzz each target for --seconds, one worker, with a
+corpus kept under build/fuzz/corpus/<target>/ between runs. Crash, leak, timeout and
+out-of-memory inputs are copied into tests/data/fuzz_regressions/ as `<kind>-<target>-<sha1>`.
+
+The summary (stdout, and build/fuzz/summary.json) gives per target: seconds, executions,
+exec/s, the final `cov:` (edges) and `ft:` (features) of libFuzzer, corpus size, peak RSS and
+the findings. Exit status: 0 no finding, 1 a finding (or a regression input failed), 2 usage
+or tool problem (no clang, build failed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from harness.errors import HarnessError
+
+TARGETS = {"gguf": "fuzz_gguf", "model": "fuzz_model"}
+FINDING_PREFIXES = ("crash-", "leak-", "timeout-", "oom-")
+REGRESSIONS = Path("tests") / "data" / "fuzz_regressions"
+MICRO_RECIPE = Path("native") / "fuzz" / "micro.yaml"
+MICRO_TYPES = ("f32", "f16", "q8_0", "q4_0")
+
+_STATUS_RE = re.compile(r"^#(\d+)\s+(\w+)\s+cov: (\d+) ft: (\d+) corp: (\d+)/(\S+)(?:.*?exec/s: (\d+))?"
+                        r"(?:.*?rss: (\d+)Mb)?")
+_STAT_RE = re.compile(r"^stat::(\w+):\s+(\d+)")
+
+
+@dataclass
+class FuzzStats:
+    """What one libFuzzer run reported (parsed from its stderr)."""
+
+    executions: int = 0
+    exec_per_s: int = 0
+    cov: int = 0
+    ft: int = 0
+    corpus_units: int = 0
+    corpus_size: str = ""
+    peak_rss_mb: int = 0
+    new_units: int = 0
+    initial_cov: int | None = None
+    initial_ft: int | None = None
+
+
+@dataclass
+class TargetResult:
+    target: str
+    seconds: float = 0.0
+    rc: int | None = None
+    stats: FuzzStats = field(default_factory=FuzzStats)
+    findings: list[str] = field(default_factory=list)   # paths, relative to the repository
+    summary: str = ""                                   # the sanitizer's SUMMARY line, if any
+    log: str = ""
+
+
+def parse_output(text: str) -> tuple[FuzzStats, str]:
+    """libFuzzer's stderr -> (stats, the first sanitizer/libFuzzer SUMMARY line or '')."""
+    st = FuzzStats()
+    summary = ""
+    for line in text.splitlines():
+        m = _STATUS_RE.match(line)
+        if m:
+            st.executions = max(st.executions, int(m.group(1)))
+            st.cov, st.ft = int(m.group(3)), int(m.group(4))
+            st.corpus_units, st.corpus_size = int(m.group(5)), m.group(6)
+            if m.group(7):
+                st.exec_per_s = int(m.group(7))
+            if m.group(8):
+                st.peak_rss_mb = max(st.peak_rss_mb, int(m.group(8)))
+            if m.group(2) == "INITED" and st.initial_cov is None:
+                st.initial_cov, st.initial_ft = st.cov, st.ft
+            continue
+        m = _STAT_RE.match(line)
+        if m:
+            key, val = m.group(1), int(m.group(2))
+            if key == "number_of_executed_units":
+                st.executions = max(st.executions, val)
+            elif key == "average_exec_per_sec":
+                st.exec_per_s = val
+            elif key == "new_units_added":
+                st.new_units = val
+            elif key == "peak_rss_mb":
+                st.peak_rss_mb = max(st.peak_rss_mb, val)
+            continue
+        if not summary and line.startswith("SUMMARY: "):
+            summary = line[len("SUMMARY: "):].strip()
+    return st, summary
+
+
+# ---- build ------------------------------------------------------------------------------------
+
+def find_clang() -> str | None:
+    for name in ("clang", "clang-18", "clang-17", "clang-16", "clang-15", "clang-14"):
+        p = shutil.which(name)
+        if p:
+            return p
+    return None
+
+
+def libfuzzer_works(clang: str, workdir: Path) -> tuple[bool, str]:
+    """Compile and run an empty fuzz target: clang present but libFuzzer/compiler-rt missing
+    is the usual way this fails."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    src = workdir / "probe.c"
+    exe = workdir / "probe"
+    src.write_text("#include <stddef.h>\n#include <stdint.h>\n"
+                   "int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) { (void)d; (void)n; return 0; }\n")
+    try:
+        r = subprocess.run([clang, "-fsanitize=fuzzer,address,undefined", str(src), "-o", str(exe)],
+                           capture_output=True, text=True, timeout=120)
+        if r.returncode != 0:
+            return False, (r.stderr.strip().splitlines() or ["clang failed"])[-1]
+        r = subprocess.run([str(exe), "-runs=1"], capture_output=True, text=True, timeout=60)
+        if r.returncode != 0:
+            return False, f"the probe fuzz target exited {r.returncode}"
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return False, str(e)
+    return True, ""
+
+
+def build(root: Path, build_dir: Path, clang: str, jobs: int, say) -> dict[str, Path]:
+    """CMake configure + build of both targets; returns target name -> executable."""
+    cmake = shutil.which("cmake")
+    if not cmake:
+        raise HarnessError("cmake not found")
+    cfg = [cmake, "-S", str(root / "native"), "-B", str(build_dir), f"-DCMAKE_C_COMPILER={clang}",
+           "-DKITE_FUZZ=ON", "-DKITE_CUDA=OFF", "-DCMAKE_BUILD_TYPE=RelWithDebInfo"]
+    if shutil.which("ninja") and not (build_dir / "CMakeCache.txt").exists():
+        cfg += ["-G", "Ninja"]
+    log = build_dir / "build.log"
+    build_dir.mkdir(parents=True, exist_ok=True)
+    with open(log, "w") as f:
+        for cmd in (cfg, [cmake, "--build", str(build_dir), "-j", str(jobs), "--target", *TARGETS.values()]):
+            say(f"[fuzz] {' '.join(cmd)}")
+            f.write("$ " + " ".join(cmd) + "\n")
+            f.flush()
+            r = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT)
+            if r.returncode != 0:
+                tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
+                raise HarnessError(f"building the fuzz targets failed (log: {log}):\n{tail}")
+    exes = {}
+    for name, tgt in TARGETS.items():
+        exe = build_dir / "bin" / tgt
+        if not exe.exists():
+            raise HarnessError(f"{exe} missing after the build (log: {log})")
+        exes[name] = exe
+    return exes
+
+
+# ---- seeds -------------------------------------------------------------------------------------
+
+def shared_fixtures(root: Path) -> list[Path]:
+    return sorted((root.parent / "shared" / "fixtures" / "qwen35").glob("*/*.gguf"))
+
+
+def gather_seeds(root: Path, seed_dir: Path, say) -> list[Path]:
+    """Seed files (copied or generated into seed_dir): the default model, the micro recipe in
+    several types, the shared fixtures when present, the kept regression inputs."""
+    seed_dir.mkdir(parents=True, exist_ok=True)
+    seeds: list[Path] = []
+    try:
+        from harness.models.gen import ensure_model, generate
+        from harness.models.recipes import load_recipe
+
+        seeds.append(Path(ensure_model("tiny", root / "models")))
+        micro = load_recipe(str(root / MICRO_RECIPE))
+        for t in MICRO_TYPES:
+            out = seed_dir / f"micro-{t}.gguf"
+            if not out.exists():
+                generate(micro, out, t)
+            seeds.append(out)
+    except Exception as e:  # noqa: BLE001 - no generator (numpy missing...): fuzz from what there is
+        say(f"[fuzz] note: could not generate model seeds ({type(e).__name__}: {e})")
+    fx = shared_fixtures(root)
+    if not fx:
+        say("[fuzz] note: no shared fixtures (../shared/fixtures/qwen35/*/*.gguf); skipped")
+    seeds += fx
+    seeds += regression_inputs(root)
+    return seeds
+
+
+def regression_inputs(root: Path) -> list[Path]:
+    d = root / REGRESSIONS
+    return sorted(p for p in d.iterdir() if p.is_file() and not p.name.startswith(".")
+                  and p.suffix not in (".md", ".txt")) if d.is_dir() else []
+
+
+# ---- running ------------------------------------------------------------------------------------
+
+def _sanitizer_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("ASAN_OPTIONS", "abort_on_error=0:detect_leaks=1:allocator_may_return_null=1")
+    env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
+    return env
+
+
+def replay(exe: Path, inputs: list[Path], timeout: float = 300) -> tuple[bool, str]:
+    """Run each input once (no fuzzing). (all passed, output tail)."""
+    if not inputs:
+        return True, ""
+    r = subprocess.run([str(exe), "-runs=1", *map(str, inputs)], capture_output=True, text=True,
+                       timeout=timeout, env=_sanitizer_env())
+    return r.returncode == 0, "\n".join(r.stderr.splitlines()[-20:])
+
+
+def keep_findings(artifact_dir: Path, dest: Path, target: str, root: Path) -> list[str]:
+    """Copy libFuzzer's artifacts into the regression folder as <kind>-<target>-<sha1 12>."""
+    kept = []
+    dest.mkdir(parents=True, exist_ok=True)
+    for p in sorted(artifact_dir.iterdir()) if artifact_dir.is_dir() else []:
+        kind = next((k[:-1] for k in FINDING_PREFIXES if p.name.startswith(k)), None)
+        if kind is None:
+            continue
+        data = p.read_bytes()
+        out = dest / f"{kind}-{target}-{hashlib.sha1(data).hexdigest()[:12]}"
+        if not out.exists():
+            tmp = out.with_name(out.name + ".tmp")
+            tmp.write_bytes(data)
+            os.replace(tmp, out)
+        try:
+            kept.append(str(out.relative_to(root)))
+        except ValueError:
+            kept.append(str(out))
+    return kept
+
+
+def run_target(name: str, exe: Path, seconds: float, work: Path, seeds: list[Path], max_len: int,
+               root: Path, dest: Path, say) -> TargetResult:
+    corpus = work / "corpus" / name
+    artifacts = work / "artifacts" / name
+    seed_dir = work / "seedlinks" / name
+    for d in (corpus, artifacts, seed_dir):
+        d.mkdir(parents=True, exist_ok=True)
+    for old in artifacts.iterdir():
+        old.unlink()
+    # libFuzzer reads seed folders, not files: one folder of links to the seed files
+    for old in seed_dir.iterdir():
+        old.unlink()
+    for s in seeds:
+        link = seed_dir / s.name
+        if not link.exists():
+            try:
+                link.symlink_to(s.resolve())
+            except OSError:
+                shutil.copyfile(s, link)
+    log = work / f"{name}.log"
+    cmd = [str(exe), f"-max_total_time={int(seconds)}", f"-max_len={max_len}", "-timeout=10",
+           "-rss_limit_mb=2048", "-print_final_stats=1", f"-artifact_prefix={artifacts}/",
+           str(corpus), str(seed_dir)]  # one process, one worker
+    say(f"[fuzz] {name}: {' '.join(cmd)}  ({int(seconds)} s, log {log})")
+    t0 = time.monotonic()
+    with open(log, "w") as f:
+        try:
+            r = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, timeout=seconds + 120, env=_sanitizer_env())
+            rc = r.returncode
+        except subprocess.TimeoutExpired:
+            rc = None
+    res = TargetResult(target=name, seconds=round(time.monotonic() - t0, 1), rc=rc, log=str(log))
+    res.stats, res.summary = parse_output(log.read_text(errors="replace"))
+    res.findings = keep_findings(artifacts, dest, name, root)
+    if rc not in (0, None) and not res.findings and not res.summary:
+        res.summary = f"libFuzzer exited {rc} without an artifact (see {log})"
+    if rc is None:
+        res.summary = res.summary or f"libFuzzer did not stop within {int(seconds) + 120} s"
+    return res
+
+
+def main(argv: list[str] | None = None, root: Path | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m harness fuzz",
+                                 description="Build the libFuzzer targets (clang) and fuzz the GGUF reader and "
+                                             "model loader; findings go to tests/data/fuzz_regressions/.")
+    ap.add_argument("--seconds", type=float, default=60, help="fuzzing time per target (default 60)")
+    ap.add_argument("--target", choices=[*TARGETS, "all"], default="all", help="which target (default: all)")
+    ap.add_argument("--max-len", type=int, default=131072, help="largest generated input in bytes (default 131072)")
+    ap.add_argument("--build-dir", type=Path, help="CMake folder (default build/fuzz)")
+    ap.add_argument("--regressions", type=Path, help=f"where findings are kept (default {REGRESSIONS})")
+    ap.add_argument("--replay-only", action="store_true", help="only replay the kept regression inputs")
+    ap.add_argument("--jobs", type=int, default=2, help="parallel compile jobs (default 2)")
+    ap.add_argument("--json", action="store_true", help="print the summary as JSON")
+    a = ap.parse_args(argv)
+    root = (root or Path(__file__).resolve().parent.parent).resolve()
+    say = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
+    if a.seconds < 1:
+        raise HarnessError("--seconds must be at least 1")
+    clang = find_clang()
+    if not clang:
+        raise HarnessError("clang not found: libFuzzer needs clang and compiler-rt "
+                           "(Debian: apt-get install clang libclang-rt-dev, or .ci/install-toolchains.sh)")
+    work = (a.build_dir or root / "build" / "fuzz").resolve()
+    ok, why = libfuzzer_works(clang, work / "probe")
+    if not ok:
+        raise HarnessError(f"{clang} cannot build a libFuzzer target ({why}); install compiler-rt "
+                           "(Debian: libclang-rt-<version>-dev)")
+    dest = (a.regressions or root / REGRESSIONS).resolve()
+    exes = build(root, work, clang, a.jobs, say)
+    names = list(TARGETS) if a.target == "all" else [a.target]
+
+    out: dict = {"clang": clang, "seconds_per_target": a.seconds, "max_len": a.max_len, "targets": [],
+                 "regressions": {}}
+    rc = 0
+    regs = regression_inputs(root) if dest == (root / REGRESSIONS).resolve() else sorted(
+        p for p in dest.glob("*") if p.is_file())
+    for n in names:
+        passed, tail = replay(exes[n], regs)
+        out["regressions"][n] = {"inputs": len(regs), "passed": passed}
+        say(f"[fuzz] {n}: replayed {len(regs)} regression input(s): {'ok' if passed else 'FAILED'}")
+        if not passed:
+            say(tail)
+            rc = 1
+    if not a.replay_only:
+        seeds = gather_seeds(root, work / "seeds", say)
+        for n in names:
+            res = run_target(n, exes[n], a.seconds, work, seeds, a.max_len, root, dest, say)
+            out["targets"].append(asdict(res))
+            s = res.stats
+            say(f"[fuzz] {n}: {res.seconds:.0f} s, {s.executions} executions ({s.exec_per_s}/s), cov {s.cov}, "
+                f"ft {s.ft}, corpus {s.corpus_units} ({s.corpus_size}), peak RSS {s.peak_rss_mb} MB, "
+                f"findings {len(res.findings)}{': ' + res.summary if res.summary else ''}")
+            for p in res.findings:
+                say(f"[fuzz]   kept {p}")
+            if res.findings or res.summary:
+                rc = 1
+    tmp = work / "summary.json.tmp"
+    tmp.write_text(json.dumps(out, indent=2) + "\n")
+    os.replace(tmp, work / "summary.json")
+    if a.json:
+        print(json.dumps(out, indent=2))
+    else:
+        print(f"fuzz: {'no finding' if rc == 0 else 'FINDINGS (see above)'}; summary {work / 'summary.json'}")
+    return rc
+
+
+def _cli() -> int:
+    """`python -m harness.fuzz ...` (the same as `python -m harness fuzz ...`)."""
+    try:
+        return main(sys.argv[1:])
+    except HarnessError as e:
+        print(f"harness: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("harness: error: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(_cli())

@@ -1,0 +1,242 @@
+"""`python -m harness merge [-o OUT] DIR...`: combine report.json files into one report.
+
+The CI fan-out runs one matrix entry (or one verify) per runner, each writing its own report
+folder; merge reads them (a folder holding report.json, or the file itself), and writes one
+report with the harness's own writers (report.json, report.md, junit.xml):
+
+- results are concatenated; an id seen in two reports with different outcomes is kept twice,
+  each suffixed `@<source>` (the source folder's name), so nothing is silently dropped;
+- the `matrix` sections are joined (entry records, dumps), each entry's dump folder is copied
+  into OUT/dumps/<entry>/<variant>/ so the comparisons can memcmp;
+- the cross-entry criteria of configs/matrix.yaml are evaluated again over everything merged
+  (memcmp where the files came along, else the SHA-256 each run recorded);
+- the summary is recounted; `merged_from` lists every source (started, commit, machine, counts).
+
+Exit status: 0 nothing failed (skips allowed), 1 something failed, 2 unreadable input.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from harness.errors import HarnessError
+from harness.report import SCHEMA, Report, utc_now
+
+
+def _read(src: Path) -> tuple[Path, dict[str, Any]]:
+    f = src / "report.json" if src.is_dir() else src
+    try:
+        doc = json.loads(f.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise HarnessError(f"{src}: no report.json") from None
+    except (OSError, json.JSONDecodeError) as e:
+        raise HarnessError(f"{f}: not a readable report: {e}") from None
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA or not isinstance(doc.get("results"), list):
+        raise HarnessError(f"{f}: not a kite report (schema {doc.get('schema') if isinstance(doc, dict) else '?'!r}, "
+                           f"expected {SCHEMA!r})")
+    return f.parent, doc
+
+
+def _label(d: Path, doc: dict[str, Any], used: set[str]) -> str:
+    sel = (doc.get("matrix") or {}).get("selected") or []
+    base = "+".join(sel) if 0 < len(sel) <= 2 else d.name
+    label, n = base, 1
+    while label in used:
+        n += 1
+        label = f"{base}.{n}"
+    used.add(label)
+    return label
+
+
+def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    keys = ("verdict", "reason", "digest", "kind")
+    return all(a.get(k) == b.get(k) for k in keys)
+
+
+def merge_docs(sources: list[tuple[Path, dict[str, Any]]], out: Path) -> dict[str, Any]:
+    """The merged report document (dump folders copied under out/dumps)."""
+    used: set[str] = set()
+    labelled = [(d, doc, _label(d, doc, used)) for d, doc in sources]
+    merged: dict[str, Any] = {
+        "schema": SCHEMA, "started": min((doc.get("started") or "" for _, doc, _ in labelled), default=utc_now()),
+        "finished": None, "status": "running", "argv": sys.argv, "kind": "merged",
+        "git": {}, "system": {}, "engine_info": None, "builds": {}, "criteria_files": {}, "results": [],
+        "summary": {}, "merged_from": [],
+    }
+    commits = set()
+    for d, doc, label in labelled:
+        git = doc.get("git") or {}
+        if git.get("commit"):
+            commits.add(git["commit"])
+        sysd = doc.get("system") or {}
+        merged["merged_from"].append({"source": label, "dir": str(d), "started": doc.get("started"),
+                                      "finished": doc.get("finished"), "status": doc.get("status"),
+                                      "commit": git.get("commit"), "dirty": git.get("dirty"),
+                                      "os": sysd.get("os"), "cpu": sysd.get("cpu"),
+                                      "summary": doc.get("summary") or {}})
+        if not merged["git"] and git:
+            merged["git"] = dict(git)
+        if not merged["system"] and sysd:
+            merged["system"] = dict(sysd)
+        if merged["engine_info"] is None and doc.get("engine_info"):
+            merged["engine_info"] = doc["engine_info"]
+        for name, b in (doc.get("builds") or {}).items():
+            merged["builds"].setdefault(name if name not in merged["builds"] else f"{name}@{label}", b)
+        for name, v in (doc.get("criteria_files") or {}).items():
+            merged["criteria_files"].setdefault(name, v)
+    if len(commits) > 1:
+        merged["git"]["commits"] = sorted(commits)
+        merged["git"]["note"] = "sources were made from different commits"
+
+    # results: union; an id with different outcomes in two sources is kept once per source
+    by_id: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    order: list[str] = []
+    for _, doc, label in labelled:
+        for r in doc["results"]:
+            if not isinstance(r, dict) or "id" not in r:
+                continue
+            if r["id"] not in by_id:
+                order.append(r["id"])
+                by_id[r["id"]] = []
+            by_id[r["id"]].append((label, r))
+    for rid in order:
+        rows = by_id[rid]
+        distinct: list[tuple[str, dict[str, Any]]] = []
+        for label, r in rows:
+            if not any(_same(r, x) for _, x in distinct):
+                distinct.append((label, r))
+        # a SKIP beside a real outcome of the same criterion (e.g. the GPU part on a CPU runner)
+        real = [x for x in distinct if x[1].get("verdict") != "SKIP"]
+        if real and len(real) < len(distinct):
+            distinct = real
+        if len(distinct) == 1:
+            r = dict(distinct[0][1])
+            r.setdefault("details", {})
+            r["source"] = distinct[0][0] if len(rows) == 1 else ",".join(lbl for lbl, _ in rows)
+            merged["results"].append(r)
+        else:
+            for label, r in distinct:
+                r = dict(r)
+                r["id"] = f"{rid}@{label}"
+                r["source"] = label
+                merged["results"].append(r)
+
+    # matrix sections and their dumps
+    entries: list[dict[str, Any]] = []
+    seen: dict[str, int] = {}
+    for d, doc, label in labelled:
+        mx = doc.get("matrix")
+        if not mx:
+            continue
+        merged.setdefault("matrix", {"file": mx.get("file"), "selected": [], "entries": [], "wall_s": 0.0,
+                                     "wall_s_by_source": {}})
+        merged["matrix"]["wall_s_by_source"][label] = mx.get("wall_s")
+        for e in mx.get("entries", []):
+            e = json.loads(json.dumps(e))
+            for var, info in (e.get("dumps") or {}).items():
+                src_dir = d / info["dir"] if info.get("dir") else None
+                if src_dir is not None and src_dir.is_dir():
+                    dst = out / "dumps" / e["entry"] / var
+                    if dst.exists():
+                        shutil.rmtree(dst)
+                    shutil.copytree(src_dir, dst)
+                    info["dir"] = str(dst.relative_to(out))
+                else:
+                    info["dir"] = None
+            e["source"] = label
+            if e["entry"] in seen:
+                prev = entries[seen[e["entry"]]]
+                if prev.get("verdict") == "SKIP" and e.get("verdict") != "SKIP":
+                    entries[seen[e["entry"]]] = e
+                continue
+            seen[e["entry"]] = len(entries)
+            entries.append(e)
+            merged["matrix"]["selected"].append(e["entry"])
+    if "matrix" in merged:
+        merged["matrix"]["entries"] = entries
+        walls = [w for w in merged["matrix"]["wall_s_by_source"].values() if isinstance(w, (int, float))]
+        merged["matrix"]["wall_s"] = round(sum(walls), 3)  # machine time, not elapsed time
+        merged["matrix"]["wall_s_max_source"] = round(max(walls), 3) if walls else None
+    return merged
+
+
+def merge(dirs: list[Path], out: Path, *, root: Path | None = None, matrix_path: Path | None = None,
+          say: Any = None) -> tuple[int, Report]:
+    if not dirs:
+        raise HarnessError("merge: name at least one report folder (or report.json)")
+    sources = [_read(Path(d)) for d in dirs]
+    out.mkdir(parents=True, exist_ok=True)
+    for d, _ in sources:
+        if d.resolve() == out.resolve():
+            raise HarnessError(f"merge: the output folder {out} is also an input")
+    doc = merge_docs(sources, out)
+    rep = Report(out, doc)
+    if "matrix" in doc:
+        _recompute_cross(rep, root, matrix_path)
+    rep.write(final=True, status="complete")
+    s = rep.summarize()
+    if say:
+        say(f"merged {len(sources)} reports into {out}: {s['passed']} passed, {s['failed']} failed, "
+            f"{s['skipped']} skipped")
+    return (1 if s["failed"] else 0), rep
+
+
+def _recompute_cross(rep: Report, root: Path | None, matrix_path: Path | None) -> None:
+    from harness import matrix as M
+
+    root = root or Path(__file__).resolve().parent.parent
+    path = matrix_path or root / "configs" / "matrix.yaml"
+    if not path.exists():
+        return
+    mx = M.load_matrix(path, root)
+    try:
+        from harness.config import load_config
+
+        dump_files = {n: s.file for n, s in load_config(root).dumps.items()}
+    except Exception:  # noqa: BLE001 - the defaults of configs/engine.yaml
+        dump_files = {"h_out": "h_out.f32", "logits": "logits.f32"}
+    sources, skipped = M.sources_from_doc(rep.doc, rep.dir)
+    present = {e["entry"] for e in rep.doc["matrix"]["entries"]}
+    cross = {k: c for k, c in mx.cross.items() if {e for e, _ in c.entries} & present}
+    # drop the sources' own evaluations (and their @source copies): merged data decides
+    rep.doc["results"] = [r for r in rep.doc["results"] if r["id"].split("@")[0] not in cross]
+    import dataclasses
+
+    M.add_cross_results(rep, dataclasses.replace(mx, cross=cross), sources, skipped, dump_files)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m harness merge",
+                                 description="Combine report folders (report.json) into one report.")
+    ap.add_argument("dirs", nargs="+", type=Path, help="report folders or report.json files")
+    ap.add_argument("-o", "--out", type=Path, help="output folder (default reports/merged-<time>)")
+    ap.add_argument("--matrix", type=Path, help="matrix file for the cross criteria (default configs/matrix.yaml)")
+    ap.add_argument("--format", choices=("none", "md", "json", "junit"), default="none",
+                    help="also print the merged report in this format")
+    a = ap.parse_args(argv)
+    root = Path(__file__).resolve().parent.parent
+    out = a.out
+    if out is None:
+        from datetime import datetime, timezone
+
+        out = root / "reports" / ("merged-" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ"))
+    try:
+        rc, rep = merge(a.dirs, out, root=root, matrix_path=a.matrix,
+                        say=lambda s: print(s, file=sys.stderr, flush=True))
+    except HarnessError as e:
+        print(f"harness: error: {e}", file=sys.stderr)
+        return 2
+    if a.format != "none":
+        fname = {"md": "report.md", "json": "report.json", "junit": "junit.xml"}[a.format]
+        print((out / fname).read_text(encoding="utf-8"), end="")
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

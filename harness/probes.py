@@ -1,0 +1,100 @@
+"""`requires:` probes. Each answers (met, reason); results are cached per verify run."""
+
+from __future__ import annotations
+
+import platform
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from collections.abc import Callable
+
+from harness.build import find_nvcc
+
+
+def nvidia_smi_gpus(timeout: float = 15.0) -> list[str]:
+    """GPU lines of `nvidia-smi -L` (empty when there is no nvidia-smi or it fails)."""
+    if not shutil.which("nvidia-smi"):
+        return []
+    from harness.engine import run_process
+
+    r = run_process(["nvidia-smi", "-L"], timeout=timeout)
+    return [ln.strip() for ln in r.stdout.splitlines() if ln.startswith("GPU ")] if r.ok else []
+
+
+@dataclass
+class Probes:
+    """Answers `requires:` entries. gpu_info: a callable giving `kite info --json` of the default build.
+
+    `gpu` is met when the engine reports a usable device, or when nvidia-smi lists a GPU even though
+    the engine does not (a broken build or module must then FAIL the GPU criteria, not skip them)."""
+
+    gpu_info: Callable[[], dict[str, Any] | None]
+    cache: dict[str, tuple[bool, str]] = field(default_factory=dict)
+    overrides: dict[str, tuple[bool, str]] = field(default_factory=dict)
+    smi: Callable[[], list[str]] = nvidia_smi_gpus
+
+    def check(self, req: str) -> tuple[bool, str]:
+        if req in self.overrides:
+            return self.overrides[req]
+        if req not in self.cache:
+            self.cache[req] = self._probe(req)
+        return self.cache[req]
+
+    def unmet(self, reqs: list[str]) -> str | None:
+        for r in reqs:
+            ok, why = self.check(r)
+            if not ok:
+                return why
+        return None
+
+    def _probe(self, req: str) -> tuple[bool, str]:
+        if req == "gpu":
+            info = self.gpu_info()
+            if info is None:
+                why = "the engine is not built, so `info --json` cannot tell"
+            elif "error" in info and "cuda" not in info:
+                why = f"`info --json` failed: {info['error']}"
+            else:
+                cuda = info.get("cuda") or {}
+                if cuda.get("available") is True:
+                    dev = cuda.get("device") or {}
+                    return True, f"GPU {dev.get('name', '?')}"
+                why = cuda.get("reason") or cuda.get("note") or "cuda.available is false"
+            gpus = self.smi()
+            if gpus:
+                return True, f"{gpus[0]} (nvidia-smi), although the engine says: {why}"
+            return False, f"no GPU: {why}"
+        if req == "no_gpu":
+            # for checks of the no-device path itself (e.g. the driver reason in `info`)
+            has_gpu, why = self.check("gpu")
+            return (False, f"a GPU is present ({why})") if has_gpu else (True, why)
+        if req == "nvcc":
+            p = find_nvcc()
+            return (True, p) if p else (False, "nvcc not found")
+        if req == "host_cc":
+            for cc in ("cc", "gcc", "clang"):
+                if shutil.which(cc):
+                    return True, cc
+            return False, "no host C compiler (cc, gcc, clang) found"
+        if req == "cmake":
+            return (True, "cmake") if shutil.which("cmake") else (False, "cmake not found")
+        if req == "clang":
+            return (True, "clang") if shutil.which("clang") else (False, "clang not found")
+        if req == "mingw":
+            return ((True, "mingw") if shutil.which("x86_64-w64-mingw32-gcc")
+                    else (False, "MinGW (x86_64-w64-mingw32-gcc) not found"))
+        if req == "wine":
+            return (True, "wine") if shutil.which("wine") else (False, "wine not found")
+        if req == "valgrind":
+            return (True, "valgrind") if shutil.which("valgrind") else (False, "valgrind not found")
+        if req == "linux":
+            return (platform.system() == "Linux", f"not Linux ({platform.system()})")
+        if req == "x86_64":
+            m = platform.machine().lower()
+            return (m in ("x86_64", "amd64"), f"not x86_64 ({m})")
+        return False, f"unknown requirement {req!r}"
+
+
+def default_engine(cfg_bin: Path, binary: str) -> Path:
+    return cfg_bin / binary

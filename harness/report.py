@@ -1,0 +1,267 @@
+"""Reports: report.json (canonical), report.md, junit.xml, written after every criterion,
+atomically (write, then rename), so a killed run keeps what it finished."""
+
+from __future__ import annotations
+
+import json
+import os
+import xml.etree.ElementTree as ET
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+SCHEMA = "kite-report/1"
+
+
+@dataclass
+class Result:
+    id: str
+    title: str
+    kind: str
+    file: str
+    digest: str
+    verdict: str  # PASS | FAIL | SKIP
+    reason: str
+    registration: str = "registered"  # registered | unregistered | changed
+    exploratory: bool = False
+    amendments: list[dict[str, str]] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)
+    duration_s: float = 0.0
+    log_dir: str | None = None
+    finished: str = ""
+
+    @property
+    def label(self) -> str:
+        return "exploratory: not pre-registered" if self.exploratory else ""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def new_report_dir(reports: Path, short_sha: str | None) -> Path:
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    base = f"{stamp}-{short_sha or 'nogit'}"
+    reports.mkdir(parents=True, exist_ok=True)
+    d = reports / base
+    n = 1
+    while d.exists():
+        n += 1
+        d = reports / f"{base}.{n}"
+    d.mkdir(parents=True)
+    return d
+
+
+def point_latest(reports: Path, target: Path) -> None:
+    link = reports / "latest"
+    try:
+        tmp = reports / f".latest.tmp{os.getpid()}"
+        if tmp.is_symlink() or tmp.exists():
+            tmp.unlink()
+        tmp.symlink_to(target.name, target_is_directory=True)
+        os.replace(tmp, link)
+    except OSError:
+        atomic_write(reports / "LATEST", target.name + "\n")
+
+
+def resolve_latest(reports: Path) -> Path | None:
+    link = reports / "latest"
+    if link.exists():
+        return link.resolve()
+    f = reports / "LATEST"
+    if f.exists():
+        d = reports / f.read_text().strip()
+        return d if d.exists() else None
+    return None
+
+
+class Report:
+    """The report of one verify run (or of a resumed one)."""
+
+    def __init__(self, directory: Path, doc: dict[str, Any] | None = None):
+        self.dir = directory
+        self.doc: dict[str, Any] = doc or {"schema": SCHEMA, "started": utc_now(), "finished": None,
+                                           "status": "running", "argv": [], "git": {}, "system": {},
+                                           "engine_info": None, "builds": {}, "criteria_files": {},
+                                           "results": [], "summary": {}}
+
+    @classmethod
+    def load(cls, directory: Path) -> Report:
+        doc = json.loads((directory / "report.json").read_text(encoding="utf-8"))
+        if doc.get("schema") != SCHEMA:
+            raise ValueError(f"{directory}/report.json: unknown schema {doc.get('schema')!r}")
+        return cls(directory, doc)
+
+    @property
+    def results(self) -> list[dict[str, Any]]:
+        return self.doc["results"]
+
+    def result_for(self, cid: str) -> dict[str, Any] | None:
+        for r in self.results:
+            if r["id"] == cid:
+                return r
+        return None
+
+    def add(self, res: Result) -> None:
+        self.doc["results"] = [r for r in self.results if r["id"] != res.id] + [res.to_json()]
+        self.write()
+
+    def summarize(self) -> dict[str, int]:
+        s = {"total": len(self.results), "passed": 0, "failed": 0, "skipped": 0, "exploratory": 0}
+        for r in self.results:
+            s[{"PASS": "passed", "FAIL": "failed", "SKIP": "skipped"}.get(r["verdict"], "failed")] += 1
+            s["exploratory"] += bool(r.get("exploratory"))
+        return s
+
+    def write(self, final: bool = False, status: str | None = None) -> None:
+        self.doc["summary"] = self.summarize()
+        if final:
+            self.doc["finished"] = utc_now()
+            self.doc["status"] = status or "complete"
+        elif status:
+            self.doc["status"] = status
+        self.dir.mkdir(parents=True, exist_ok=True)
+        atomic_write(self.dir / "report.json", json.dumps(self.doc, indent=2, sort_keys=False, default=str) + "\n")
+        atomic_write(self.dir / "report.md", render_markdown(self.doc))
+        atomic_write(self.dir / "junit.xml", render_junit(self.doc))
+
+
+# ---- Markdown -------------------------------------------------------------------------------
+
+def _table(rows: list[list[Any]], headers: list[str]) -> str:
+    try:
+        from tabulate import tabulate
+
+        return tabulate(rows, headers=headers, tablefmt="github")
+    except ImportError:  # the harness still reports without tabulate
+        def cell(x: Any) -> str:
+            return str(x).replace("|", "\\|").replace("\n", " ")
+
+        out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+        out += ["| " + " | ".join(cell(x) for x in r) + " |" for r in rows]
+        return "\n".join(out)
+
+
+def _clip(s: str, n: int = 120) -> str:
+    s = " ".join(str(s).split())
+    return s if len(s) <= n else s[: n - 1] + "…"
+
+
+def render_markdown(doc: dict[str, Any]) -> str:
+    git = doc.get("git") or {}
+    sysd = doc.get("system") or {}
+    s = doc.get("summary") or {}
+    lines = ["# kite verify report", ""]
+    lines.append(f"- started {doc.get('started')}, finished {doc.get('finished') or '(running)'}, "
+                 f"status **{doc.get('status')}**")
+    lines.append(f"- commit `{git.get('commit') or '?'}`" + (" (dirty)" if git.get("dirty") else ""))
+    lines.append(f"- machine: {sysd.get('os', '?')}, {sysd.get('cpu', '?')}, {sysd.get('cores', '?')} cores, "
+                 f"{sysd.get('ram_gb', '?')} GiB RAM")
+    info = doc.get("engine_info") or {}
+    cuda = info.get("cuda") if isinstance(info, dict) else None
+    if cuda:
+        dev = cuda.get("device") or {}
+        gpu = (f"{dev.get('name')} (cc {dev.get('cc')}, driver {dev.get('driver_version')}, "
+               f"runtime {dev.get('runtime_version')})") if dev else f"none ({cuda.get('reason') or 'unavailable'})"
+        lines.append(f"- GPU: {gpu}")
+    elif (sysd.get("nvidia_smi") or {}).get("gpus"):
+        g = sysd["nvidia_smi"]["gpus"][0]
+        lines.append(f"- GPU (nvidia-smi): {g.get('name')}, driver {g.get('driver')}")
+    comp = sysd.get("compilers") or {}
+    lines.append("- compilers: " + "; ".join(f"{k}: {v}" for k, v in comp.items() if v))
+    lines.append("")
+    lines.append(f"**{s.get('passed', 0)} passed, {s.get('failed', 0)} failed, {s.get('skipped', 0)} skipped** "
+                 f"of {s.get('total', 0)}" + (f" ({s['exploratory']} exploratory, not pre-registered)"
+                                               if s.get("exploratory") else ""))
+    lines.append("")
+    rows = []
+    for r in doc.get("results", []):
+        label = " *(exploratory: not pre-registered)*" if r.get("exploratory") else ""
+        rows.append([r["id"], r["kind"], r["verdict"] + label, f"{r.get('duration_s', 0):.1f}",
+                     _clip(r.get("reason", ""))])
+    lines.append(_table(rows, ["id", "kind", "verdict", "s", "reason"]))
+    lines.append("")
+    for r in doc.get("results", []):
+        lines += _detail_md(r)
+    builds = doc.get("builds") or {}
+    if builds:
+        lines += ["## Builds", ""]
+        brows = [[n, b["engine"]["status"], b["module"]["status"],
+                  _clip(b["engine"].get("reason") or b["module"].get("reason") or "", 80)] for n, b in builds.items()]
+        lines += [_table(brows, ["build", "engine", "module", "note"]), ""]
+    lines += ["## Criteria digests", ""]
+    drows = [[r["id"], r["file"], r["digest"][:23] + "…", r.get("registration", "")] for r in doc.get("results", [])]
+    lines += [_table(drows, ["id", "file", "digest", "registration"]), ""]
+    amends = [(r["id"], a) for r in doc.get("results", []) for a in r.get("amendments", [])]
+    if amends:
+        lines += ["## Amendments (after registration)", ""]
+        lines += [_table([[i, a.get("time"), a.get("reason")] for i, a in amends], ["id", "time", "reason"]), ""]
+    return "\n".join(lines) + "\n"
+
+
+def _detail_md(r: dict[str, Any]) -> list[str]:
+    d = r.get("details") or {}
+    out = [f"### {r['id']}: {r['title']}", "", f"{r['verdict']}: {r.get('reason', '')}"
+           + (" — *exploratory: not pre-registered*" if r.get("exploratory") else ""), ""]
+    if r["kind"] == "equivalence" and d.get("comparisons"):
+        rows = [[c.get("case", ""), c["a"], c["b"], c["dump"], "yes" if c["identical"] else "no", c["differing"],
+                 c.get("max_ulp"), f"{c.get('max_abs', 0):.3g}", _clip(c["reason"], 70)] for c in d["comparisons"]]
+        out += [_table(rows, ["case", "A", "B", "dump", "identical", "differing", "max ULP", "max abs", "note"]), ""]
+    if r["kind"] == "ab_timing" and d.get("pairs"):
+        rows = [[p["pair"], p["order"], f"{p['a']:.4g}", f"{p['b']:.4g}", f"{p['ratio']:.4f}"] for p in d["pairs"]]
+        out += [_table(rows, ["pair", "order", "A", "B", "ratio"]), ""]
+        st = d.get("stats") or {}
+        if st:
+            out += [f"median ratio {st['median']:.4f}, {st['confidence'] * 100:g}% CI [{st['ci_lower']:.4f}, "
+                    f"{st['ci_upper']:.4f}] (bootstrap {st['resamples']}, seed {st['seed']}); "
+                    f"pass if {d.get('pass_if')}", ""]
+        nf = d.get("noise_floor")
+        if nf:
+            out += [f"A/A noise floor: median {nf['median']:.4f}, CI [{nf['ci_lower']:.4f}, {nf['ci_upper']:.4f}]", ""]
+    if r["kind"] == "run" and d.get("runs"):
+        rows = [[x["name"], x.get("ended", ""), "ok" if x.get("ok") else "FAIL", _clip(x.get("reason", ""), 80)]
+                for x in d["runs"]]
+        out += [_table(rows, ["run", "ended", "result", "note"]), ""]
+    if r["kind"] == "artifact" and d.get("files"):
+        rows = [[x["path"], "ok" if x.get("ok") else "FAIL", _clip("; ".join(x.get("problems", [])) or
+                                                                  ", ".join(x.get("facts", [])), 90)]
+                for x in d["files"]]
+        out += [_table(rows, ["file", "result", "facts / problems"]), ""]
+    return out
+
+
+# ---- JUnit ----------------------------------------------------------------------------------
+
+def render_junit(doc: dict[str, Any]) -> str:
+    s = doc.get("summary") or {}
+    total_t = sum(float(r.get("duration_s", 0)) for r in doc.get("results", []))
+    suite = ET.Element("testsuite", {"name": "kite verify", "tests": str(s.get("total", 0)),
+                                     "failures": str(s.get("failed", 0)), "errors": "0",
+                                     "skipped": str(s.get("skipped", 0)), "time": f"{total_t:.3f}",
+                                     "timestamp": str(doc.get("started") or "")})
+    for r in doc.get("results", []):
+        tc = ET.SubElement(suite, "testcase", {"classname": r["file"].replace("/", ".").removesuffix(".yaml"),
+                                               "name": r["id"], "time": f"{float(r.get('duration_s', 0)):.3f}"})
+        label = " [exploratory: not pre-registered]" if r.get("exploratory") else ""
+        if r["verdict"] == "FAIL":
+            f = ET.SubElement(tc, "failure", {"message": (r.get("reason", "") + label)[:1000], "type": r["kind"]})
+            f.text = json.dumps(r.get("details", {}), indent=1, default=str)[:20000]
+        elif r["verdict"] == "SKIP":
+            ET.SubElement(tc, "skipped", {"message": r.get("reason", "") + label})
+        out = ET.SubElement(tc, "system-out")
+        out.text = f"{r['title']}{label}\ndigest {r['digest']}\nlogs {r.get('log_dir') or '-'}"
+    ET.indent(suite)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suite, encoding="unicode") + "\n"

@@ -1,0 +1,449 @@
+"""Evaluating one criterion of each kind. Everything a criterion needs comes through Context."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from collections.abc import Callable
+
+from harness import criteria as C
+from harness import timing
+from harness.binfmt import BinaryFormatError, read_binary
+from harness.build import BuildResult
+from harness.compare import compare_bytes
+from harness.config import Config
+from harness.engine import ProcResult, closing_counts, run_process
+from harness.probes import Probes
+
+
+class CriterionFail(Exception):
+    """Ends the criterion with FAIL and this reason."""
+
+    def __init__(self, reason: str, details: dict[str, Any] | None = None):
+        super().__init__(reason)
+        self.reason = reason
+        self.details = details or {}
+
+
+@dataclass
+class Outcome:
+    verdict: str
+    reason: str
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Context:
+    cfg: Config
+    report_dir: Path
+    probes: Probes
+    ensure_build: Callable[[str], BuildResult]
+    model_path: Callable[[dict[str, Any] | None], Path]
+    progress: Callable[[str], None] = lambda s: print(s, file=sys.stderr, flush=True)
+
+
+# ---- preparing one engine invocation -----------------------------------------------------------
+
+@dataclass
+class Prepared:
+    argv: list[str]
+    env: dict[str, str]
+    work: Path
+    engine: Path
+
+
+def _values(ctx: Context, crit: C.Criterion, var: C.Variant, work: Path, case: dict[str, str],
+            need_model: bool) -> dict[str, str]:
+    b = ctx.ensure_build(var.build)
+    if b.engine.status not in ("built", "up-to-date", "prebuilt"):
+        raise CriterionFail(f"build {var.build!r} failed: {b.engine.reason}"
+                            + (f" (log: {b.engine.log})" if b.engine.log else ""))
+    bin_dir = Path(b.bin_dir)
+    vals = {"bin": str(bin_dir), "module": str(bin_dir / ctx.cfg.module),
+            "testmods": str(bin_dir / ctx.cfg.testmods_dir), "build": str(ctx.cfg.build_root(var.build)),
+            "root": str(ctx.cfg.root), "work": str(work), "nonexistent": str(work / "nonexistent" / "no-such-file"),
+            "engine": str(bin_dir / ctx.cfg.binary), "engine_dir": str(bin_dir), **case}
+    if need_model:
+        vals["model"] = str(ctx.model_path(crit.model))
+    return vals
+
+
+def _uses(var: C.Variant, name: str) -> bool:
+    texts = list(var.args) + list(var.env.values()) + list(var.place.values()) + list(var.wrapper)
+    return any(name in C.placeholders_in(t) for t in texts)
+
+
+def prepare(ctx: Context, crit: C.Criterion, var: C.Variant, work: Path, case: dict[str, str]) -> Prepared:
+    work.mkdir(parents=True, exist_ok=True)
+    vals = _values(ctx, crit, var, work, case, _uses(var, "model"))
+    engine = Path(vals["engine"])
+    if var.layout == "engine_only":
+        edir = work / "engine"
+        if edir.exists():
+            shutil.rmtree(edir)
+        edir.mkdir(parents=True)
+        if not engine.exists():
+            raise CriterionFail(f"variant {var.name}: engine {engine} not found")
+        shutil.copy2(engine, edir / engine.name)
+        for name, src in var.place.items():
+            s = Path(C.substitute(src, vals))
+            if not s.exists():
+                raise CriterionFail(f"variant {var.name}: `place` source {s} not found")
+            shutil.copy2(s, edir / name)
+        engine = edir / engine.name
+        vals["engine"], vals["engine_dir"] = str(engine), str(edir)
+    argv = [C.substitute(a, vals) for a in var.wrapper] + [str(engine)] + [C.substitute(a, vals) for a in var.args]
+    env = {k: C.substitute(v, vals) for k, v in var.env.items()}
+    return Prepared(argv, env, work, engine)
+
+
+def _run(ctx: Context, crit: C.Criterion, p: Prepared, extra: list[str], log_name: str) -> ProcResult:
+    timeout = crit.timeout_s or ctx.cfg.timeout("run", 180)
+    return run_process(p.argv + extra, p.env, timeout=timeout, log_prefix=ctx.report_dir / "logs" / crit.id / log_name)
+
+
+def _precond_failures(doc: Any, pre: dict[str, Any]) -> list[str]:
+    return [m for k, x in pre.items() if (m := C.check_expectation(doc, k, x))]
+
+
+# ---- equivalence ----------------------------------------------------------------------------
+
+def run_equivalence(ctx: Context, crit: C.Criterion, work: Path) -> Outcome:
+    spec: C.EquivalenceSpec = crit.spec  # type: ignore[assignment]
+    cmp_ = spec.compare
+    comparisons: list[dict[str, Any]] = []
+    runs: list[dict[str, Any]] = []
+    cases = crit.cases or [{}]
+    failures: list[str] = []
+    for ci, case in enumerate(cases):
+        tag = ",".join(f"{k}={v}" for k, v in case.items())
+        loaded: list[tuple[C.Variant, dict[str, Any], dict[str, bytes]]] = []
+        for var in spec.variants:
+            vdir = work / (f"case{ci}" if crit.cases else "") / var.name
+            p = prepare(ctx, crit, var, vdir, case)
+            dump = vdir / "dump"
+            if dump.exists():
+                shutil.rmtree(dump)
+            name = f"{var.name}" + (f".case{ci}" if crit.cases else "")
+            r = _run(ctx, crit, p, [ctx.cfg.dump_flag, str(dump)], name)
+            runs.append({"variant": var.name, "case": tag, **r.to_json()})
+            where = f"variant {var.name}" + (f" [{tag}]" if tag else "")
+            if not r.ok:
+                raise CriterionFail(f"{where}: engine {r.describe()}", {"runs": runs})
+            try:
+                meta = json.loads((dump / ctx.cfg.meta_file).read_text(encoding="utf-8"))
+            except FileNotFoundError:
+                raise CriterionFail(f"{where}: {ctx.cfg.meta_file} missing from the dump folder",
+                                    {"runs": runs}) from None
+            except json.JSONDecodeError as e:
+                raise CriterionFail(f"{where}: {ctx.cfg.meta_file} is not valid JSON ({e})", {"runs": runs}) from None
+            bad = _precond_failures(meta, var.preconditions)
+            if bad:
+                raise CriterionFail(f"vacuous: {where}: precondition failed: " + "; ".join(bad), {"runs": runs})
+            data = {}
+            for dname in cmp_.dumps:
+                ds = ctx.cfg.dumps[dname]
+                try:
+                    data[dname] = (dump / ds.file).read_bytes()
+                except FileNotFoundError:
+                    raise CriterionFail(f"{where}: dump {ds.file} missing", {"runs": runs}) from None
+            loaded.append((var, meta, data))
+        base_var, base_meta, base_data = loaded[0]
+        for var, meta, data in loaded[1:]:
+            for dname in cmp_.dumps:
+                ds = ctx.cfg.dumps[dname]
+                sa = C.lookup(base_meta, ds.shape)
+                sb = C.lookup(meta, ds.shape)
+                sa = sa if isinstance(sa, list) else None
+                sb = sb if isinstance(sb, list) else None
+                row = int(sa[-1]) if sa else 0
+                d = compare_bytes(base_data[dname], data[dname], row, mode=cmp_.mode, max_abs=cmp_.max_abs,
+                                  max_ulp=cmp_.max_ulp, nmse=cmp_.nmse, allow_nan=cmp_.allow_nan,
+                                  shape_a=sa, shape_b=sb)
+                comparisons.append({"case": tag, "a": base_var.name, "b": var.name, "dump": dname, **d.to_json()})
+                if not d.ok:
+                    failures.append(f"{var.name} vs {base_var.name}" + (f" [{tag}]" if tag else "")
+                                    + f", {dname}: {d.reason}")
+    details = {"comparisons": comparisons, "runs": runs}
+    if failures:
+        return Outcome("FAIL", failures[0] + (f" (+{len(failures) - 1} more)" if len(failures) > 1 else ""), details)
+    n = len(comparisons)
+    what = "identical bytes" if cmp_.mode == "memcmp" else "within tolerance"
+    return Outcome("PASS", f"{n} comparison{'s' if n != 1 else ''}: {what}", details)
+
+
+# ---- A/B timing -----------------------------------------------------------------------------
+
+def _timed_run(ctx: Context, crit: C.Criterion, p: Prepared, var: C.Variant, label: str) -> tuple[dict[str, Any],
+                                                                                                   ProcResult]:
+    extra = [] if ctx.cfg.json_flag in p.argv else [ctx.cfg.json_flag]
+    r = _run(ctx, crit, p, extra, label)
+    if not r.ok:
+        raise CriterionFail(f"{label}: engine {r.describe()}")
+    try:
+        meta = json.loads(r.stdout)
+    except json.JSONDecodeError:
+        raise CriterionFail(f"{label}: stdout is not the JSON meta object ({ctx.cfg.json_flag})") from None
+    bad = _precond_failures(meta, var.preconditions)
+    if bad:
+        raise CriterionFail(f"vacuous: {label} (variant {var.name}): precondition failed: " + "; ".join(bad))
+    return meta, r
+
+
+def _metric(meta: dict[str, Any], m: C.Metric, label: str) -> float:
+    v = C.lookup(meta, m.field)
+    if v is C._MISSING:
+        raise CriterionFail(f"{label}: metric field {m.field} missing from meta.json")
+    try:
+        return timing.reduce_values(v, m.reduce)
+    except ValueError as e:
+        raise CriterionFail(f"{label}: metric {m.field}: {e}") from None
+
+
+def _pairs(ctx: Context, crit: C.Criterion, s: C.ABSpec, pa: Prepared, pb: Prepared, vb: C.Variant, tag: str,
+           runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    preps = {"A": (pa, s.a), "B": (pb, vb)}
+    for i, order in enumerate(timing.schedule(s.pairs, s.order)):
+        vals = {}
+        for side in order:
+            p, var = preps[side]
+            meta, r = _timed_run(ctx, crit, p, var, f"{tag}pair{i + 1}.{side}")
+            vals[side] = _metric(meta, s.metric_a if side == "A" else s.metric_b, f"pair {i + 1} {side}")
+            runs.append({"pair": i + 1, "side": side, "metric": vals[side], "wall_s": r.wall_s, "cpu_s": r.cpu_s,
+                         "peak_rss_mb": r.peak_rss_mb})
+        try:
+            ratio = timing.pair_ratio(vals["A"], vals["B"], s.ratio)
+        except ValueError as e:
+            raise CriterionFail(f"pair {i + 1}: {e}") from None
+        out.append({"pair": i + 1, "order": "".join(order), "a": vals["A"], "b": vals["B"], "ratio": ratio})
+        ctx.progress(f"  [{crit.id}] {tag}pair {i + 1}/{s.pairs} ({''.join(order)}): A {vals['A']:.4g}  "
+                     f"B {vals['B']:.4g}  ratio {ratio:.4f}")
+    return out
+
+
+def run_ab(ctx: Context, crit: C.Criterion, work: Path) -> Outcome:
+    s: C.ABSpec = crit.spec  # type: ignore[assignment]
+    case: dict[str, str] = {}  # the schema refuses `cases` here
+    pa = prepare(ctx, crit, s.a, work / s.a.name, case)
+    runs: list[dict[str, Any]] = []
+    details: dict[str, Any] = {"pass_if": s.pass_if, "ratio": s.ratio, "order": s.order, "runs": runs,
+                               "metric_a": vars(s.metric_a), "metric_b": vars(s.metric_b)}
+    try:
+        if s.same_run:
+            for w in range(s.warmups):
+                _timed_run(ctx, crit, pa, s.a, f"warmup{w + 1}")
+            pairs = []
+            for i in range(s.pairs):
+                meta, r = _timed_run(ctx, crit, pa, s.a, f"run{i + 1}")
+                a = _metric(meta, s.metric_a, f"run {i + 1} A")
+                b = _metric(meta, s.metric_b, f"run {i + 1} B")
+                try:
+                    ratio = timing.pair_ratio(a, b, s.ratio)
+                except ValueError as e:
+                    raise CriterionFail(f"run {i + 1}: {e}") from None
+                runs.append({"pair": i + 1, "side": "AB", "wall_s": r.wall_s, "cpu_s": r.cpu_s,
+                             "peak_rss_mb": r.peak_rss_mb})
+                pairs.append({"pair": i + 1, "order": "same run", "a": a, "b": b, "ratio": ratio})
+                ctx.progress(f"  [{crit.id}] run {i + 1}/{s.pairs}: A {a:.4g}  B {b:.4g}  ratio {ratio:.4f}")
+        else:
+            assert s.b is not None
+            pb = prepare(ctx, crit, s.b, work / s.b.name, case)
+            for w in range(s.warmups):
+                _timed_run(ctx, crit, pa, s.a, f"warmup{w + 1}.A")
+                _timed_run(ctx, crit, pb, s.b, f"warmup{w + 1}.B")
+            pairs = _pairs(ctx, crit, s, pa, pb, s.b, "", runs)
+            if s.noise_floor:
+                ctx.progress(f"  [{crit.id}] A/A noise floor")
+                aa = _pairs(ctx, crit, s, pa, pa, s.a, "aa.", runs)
+                st = timing.bootstrap_median_ci([p["ratio"] for p in aa], s.confidence, s.resamples, s.seed)
+                details["noise_floor"] = {**vars(st), "pairs": aa}
+    except CriterionFail as e:
+        e.details = {**details, **e.details}
+        raise
+    st = timing.bootstrap_median_ci([p["ratio"] for p in pairs], s.confidence, s.resamples, s.seed)
+    details["pairs"] = pairs
+    details["stats"] = vars(st)
+    ok = timing.passes(st, s.pass_stat, s.pass_op, s.pass_value)
+    msg = (f"median {s.ratio} {st.median:.4f}, {s.confidence * 100:g}% CI [{st.ci_lower:.4f}, {st.ci_upper:.4f}] "
+           f"over {st.n} pairs; pass if {s.pass_if}")
+    return Outcome("PASS" if ok else "FAIL", msg if ok else "threshold not met: " + msg, details)
+
+
+# ---- run ------------------------------------------------------------------------------------
+
+def check_run(r: ProcResult, ex: C.Expect, pre: dict[str, Any]) -> list[str]:
+    problems: list[str] = []
+    if r.error or r.timed_out or r.signal:
+        return [r.describe()]
+    if ex.exit is not None and r.returncode != ex.exit:
+        problems.append(f"{r.describe()} (expected {ex.exit})")
+    if ex.passes_min is not None:
+        cc = closing_counts(r.stdout + "\n" + r.stderr)
+        if cc is None:
+            problems.append("no closing line 'N passed, M failed'")
+        else:
+            n, m = cc
+            if m:
+                fails = re.findall(r"^FAIL .*$", r.stdout, re.M)[:5]
+                problems.append(f"{m} failed" + (": " + " | ".join(fails) if fails else ""))
+            if n < ex.passes_min:
+                problems.append(f"only {n} passed (at least {ex.passes_min} expected)")
+    text = r.stdout + "\n" + r.stderr
+    for pat in ex.must_match:
+        if not re.search(pat, text, re.M):
+            problems.append(f"output lacks /{pat}/")
+    for pat in ex.must_not_match:
+        m = re.search(pat, text, re.M)
+        if m:
+            problems.append(f"output has /{pat}/: {m.group(0)[:100]!r}")
+    checks = {**pre, **ex.json}
+    if checks:
+        try:
+            doc = json.loads(r.stdout)
+        except json.JSONDecodeError:
+            problems.append("stdout is not JSON (needed by `json` / `preconditions`)")
+        else:
+            problems += _precond_failures(doc, checks)
+    return problems
+
+
+def run_run(ctx: Context, crit: C.Criterion, work: Path) -> Outcome:
+    spec: C.RunSpec = crit.spec  # type: ignore[assignment]
+    out = []
+    failures = []
+    for ci, case in enumerate(crit.cases or [{}]):
+        for st in spec.steps:
+            var = st.variant
+            name = var.name + (f".case{ci}" if crit.cases else "")
+            p = prepare(ctx, crit, var, work / name, case)
+            r = _run(ctx, crit, p, [], name)
+            problems = check_run(r, st.expect, var.preconditions)
+            ended = r.describe().split(":", 1)[0]
+            out.append({"name": name, "ended": ended, "ok": not problems, "reason": "; ".join(problems),
+                        **r.to_json()})
+            if problems:
+                failures.append(f"{name}: " + "; ".join(problems))
+    details = {"runs": out}
+    if failures:
+        return Outcome("FAIL", failures[0] + (f" (+{len(failures) - 1} more)" if len(failures) > 1 else ""), details)
+    return Outcome("PASS", f"{len(out)} run{'s' if len(out) != 1 else ''} as expected", details)
+
+
+# ---- artifact -------------------------------------------------------------------------------
+
+def check_file(fc: C.FileCheck, path: Path, ignore_exports: list[str]) -> tuple[list[str], list[str]]:
+    """(problems, facts) for one built file."""
+    problems: list[str] = []
+    facts: list[str] = []
+    if not path.exists():
+        return ([] if not fc.exists else [f"{path} does not exist"]), ["absent"]
+    if not fc.exists:
+        return [f"{path} exists but must not"], ["present"]
+    binary_checks = (fc.needed_match or fc.needed_not_match or fc.symbols_not_match or fc.undefined_not_match
+                     or fc.exports_exactly is not None or fc.exports_match)
+    if binary_checks:
+        try:
+            info = read_binary(path)
+        except (BinaryFormatError, OSError) as e:
+            return [f"{path.name}: cannot read as a binary: {e}"], []
+        facts.append(f"{info.format}; needed: {', '.join(info.needed) or '-'}")
+        for pat in fc.needed_match:
+            if not any(re.search(pat, n) for n in info.needed):
+                problems.append(f"no dependency matches /{pat}/")
+        for pat in fc.needed_not_match:
+            hits = [n for n in info.needed if re.search(pat, n)]
+            if hits:
+                problems.append(f"depends on {', '.join(hits)} (must not match /{pat}/)")
+        names = sorted({s.name for s in info.symbols if s.name})
+        for pat in fc.symbols_not_match:
+            hits = [n for n in names if re.search(pat, n)]
+            if hits:
+                problems.append(f"dynamic symbol(s) {', '.join(hits[:5])} match /{pat}/")
+        und = info.undefined()
+        for pat in fc.undefined_not_match:
+            hits = [n for n in und if re.search(pat, n)]
+            if hits:
+                problems.append(f"undefined symbol(s) {', '.join(hits[:5])} match /{pat}/")
+        exports = info.exports(ignore_exports)
+        facts.append(f"{len(exports)} exports")
+        if fc.exports_exactly is not None:
+            want = set(fc.exports_exactly)
+            extra = sorted(set(exports) - want)
+            missing = sorted(want - set(exports))
+            if extra:
+                problems.append(f"unexpected exports: {', '.join(extra[:10])}")
+            if missing:
+                problems.append(f"missing exports: {', '.join(missing)}")
+        if fc.exports_match:
+            bad = [e for e in exports if not re.search(fc.exports_match, e)]
+            if bad:
+                problems.append(f"exports not matching /{fc.exports_match}/: {', '.join(bad[:10])}")
+    if fc.text_match or fc.text_not_match:
+        text = path.read_text(encoding="utf-8", errors="replace")
+        for pat in fc.text_match:
+            if not re.search(pat, text, re.M):
+                problems.append(f"text lacks /{pat}/")
+        for pat in fc.text_not_match:
+            m = re.search(pat, text, re.M)
+            if m:
+                problems.append(f"text has /{pat}/: {m.group(0)[:80]!r}")
+    return problems, facts
+
+
+def run_artifact(ctx: Context, crit: C.Criterion, work: Path) -> Outcome:
+    spec: C.ArtifactSpec = crit.spec  # type: ignore[assignment]
+    var = C.Variant(name="artifact", build=spec.build)
+    files = []
+    failures = []
+    for case in crit.cases or [{}]:
+        vals = _values(ctx, crit, var, work, case, need_model=False)
+        for fc in spec.files:
+            path = Path(C.substitute(fc.path, vals))
+            problems, facts = check_file(fc, path, ctx.cfg.ignore_exports)
+            files.append({"path": str(path), "ok": not problems, "problems": problems, "facts": facts})
+            failures += [f"{path.name}: {p}" for p in problems]
+    details = {"files": files}
+    if failures:
+        return Outcome("FAIL", failures[0] + (f" (+{len(failures) - 1} more)" if len(failures) > 1 else ""), details)
+    return Outcome("PASS", f"{len(files)} file check{'s' if len(files) != 1 else ''} hold", details)
+
+
+RUNNERS: dict[str, Callable[[Context, C.Criterion, Path], Outcome]] = {
+    "equivalence": run_equivalence, "ab_timing": run_ab, "run": run_run, "artifact": run_artifact}
+
+
+def evaluate(ctx: Context, crit: C.Criterion) -> Outcome:
+    """Run one criterion; every failure, including unexpected exceptions, becomes FAIL with a reason."""
+    unmet = ctx.probes.unmet(crit.requires)
+    if unmet:
+        return Outcome("SKIP", unmet)
+    work = ctx.report_dir / "work" / crit.id
+    t0 = time.perf_counter()
+    try:
+        out = RUNNERS[crit.kind](ctx, crit, work)
+    except CriterionFail as e:
+        out = Outcome("FAIL", e.reason, e.details)
+    except Exception as e:  # noqa: BLE001 - one criterion's bug must not end the run
+        log = ctx.report_dir / "logs" / crit.id / "internal-error.txt"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text(traceback.format_exc(), encoding="utf-8")
+        out = Outcome("FAIL", f"internal error: {type(e).__name__}: {e} (see {log.name})")
+    out.details.setdefault("seconds", time.perf_counter() - t0)
+    if out.verdict == "FAIL" and work.exists():
+        failed = ctx.report_dir / "failed" / crit.id
+        if failed.exists():
+            shutil.rmtree(failed)
+        failed.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(work), str(failed))
+        out.details["kept"] = str(failed.relative_to(ctx.report_dir))
+    elif work.exists():
+        shutil.rmtree(work, ignore_errors=True)
+    return out

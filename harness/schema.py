@@ -1,0 +1,625 @@
+"""Validation of criteria files (regressions/*.yaml) into Criterion objects.
+
+Every problem is reported as `FILE:LINE: PATH: message` naming the key and what is allowed;
+all problems of a file are collected before giving up (SchemaErrors, exit status 2).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+from collections.abc import Callable
+
+from harness import criteria as C
+from harness.digest import criterion_digest
+from harness.errors import SchemaErrors
+from harness.yamlsrc import Located, YamlSyntaxError, load
+
+ID_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+TOP_KEYS = {"version": False, "description": False, "definitions": False, "criteria": True}
+COMMON = {"id": True, "title": True, "kind": True, "requires": False, "description": False,
+          "model": False, "timeout_s": False, "cases": False}
+VARIANT_KEYS = {"name": False, "build": False, "layout": False, "place": False, "env": False,
+                "args": False, "extra_args": False, "preconditions": False, "wrapper": False}
+KIND_KEYS: dict[str, dict[str, bool]] = {
+    "equivalence": {"build": False, "env": False, "args": False, "variants": True, "compare": True},
+    "ab_timing": {"build": False, "env": False, "args": False, "a": True, "b": False, "same_run": False,
+                  "pairs": True, "warmups": False, "order": False, "metric": False, "metric_a": False,
+                  "metric_b": False, "ratio": False, "pass_if": True, "confidence": False,
+                  "bootstrap": False, "noise_floor": False},
+    "run": {"build": False, "env": False, "args": False, "runs": True},
+    "artifact": {"build": False, "files": True},
+}
+EXPECT_KEYS = {"exit": False, "passes_min": False, "must_match": False, "must_not_match": False,
+               "json": False}
+COMPARE_KEYS = {"dumps": True, "mode": False, "max_abs": False, "max_ulp": False, "nmse": False,
+                "allow_nan": False}
+FILE_KEYS = {"path": True, "exists": False, "needed_match": False, "needed_not_match": False,
+             "symbols_not_match": False, "undefined_not_match": False, "exports_exactly": False,
+             "exports_match": False, "text_match": False, "text_not_match": False}
+
+
+class _V:
+    """Collects errors for one file."""
+
+    def __init__(self, file: str, loc: Located, builds: list[str], dumps: list[str]):
+        self.file = file
+        self.loc = loc
+        self.builds = builds
+        self.dumps = dumps
+        self.errors: list[tuple[int, str]] = []
+        self.ids: dict[int, str] = {}
+
+    def fmt(self, path: tuple) -> str:
+        out = ""
+        for i, p in enumerate(path):
+            if isinstance(p, int):
+                out += f"[{p}]"
+                if i == 1 and path[0] == "criteria" and p in self.ids:
+                    out += f" ({self.ids[p]})"
+            else:
+                out += ("." if out else "") + str(p)
+        return out or "(top level)"
+
+    def err(self, path: tuple, msg: str) -> None:
+        self.errors.append((self.loc.line(path), f"{self.file}:{self.loc.line(path)}: {self.fmt(path)}: {msg}"))
+
+    # -- typed readers: return the value or None after recording an error --
+    def keys(self, path: tuple, m: Any, allowed: dict[str, bool], what: str) -> bool:
+        if not isinstance(m, dict):
+            self.err(path, f"{what} must be a mapping, not {_tname(m)}")
+            return False
+        for k in m:
+            if k not in allowed:
+                self.err(path + (k,), f"unknown key {k!r} in {what}; allowed: {', '.join(allowed)}")
+        for k, req in allowed.items():
+            if req and k not in m:
+                self.err(path, f"missing required key {k!r} in {what}")
+        return True
+
+    def str_(self, path: tuple, v: Any, pattern: re.Pattern[str] | None = None, hint: str = "") -> str | None:
+        if not isinstance(v, str) or not v:
+            self.err(path, f"must be a non-empty string, not {_tname(v)}")
+            return None
+        if pattern and not pattern.match(v):
+            self.err(path, f"{v!r} is not valid: {hint}")
+            return None
+        return v
+
+    def enum(self, path: tuple, v: Any, allowed: tuple[str, ...]) -> str | None:
+        if v not in allowed:
+            self.err(path, f"{v!r} is not allowed; allowed: {', '.join(allowed)}")
+            return None
+        return v
+
+    def int_(self, path: tuple, v: Any, lo: int | None = None) -> int | None:
+        if isinstance(v, bool) or not isinstance(v, int):
+            self.err(path, f"must be an integer, not {_tname(v)}")
+            return None
+        if lo is not None and v < lo:
+            self.err(path, f"must be >= {lo}, not {v}")
+            return None
+        return v
+
+    def num(self, path: tuple, v: Any, lo: float | None = None, hi: float | None = None,
+            open_lo: bool = False) -> float | None:
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            self.err(path, f"must be a number, not {_tname(v)}")
+            return None
+        if lo is not None and (v < lo or (open_lo and v == lo)):
+            self.err(path, f"must be {'>' if open_lo else '>='} {lo:g}, not {v}")
+            return None
+        if hi is not None and v > hi:
+            self.err(path, f"must be <= {hi:g}, not {v}")
+            return None
+        return float(v)
+
+    def bool_(self, path: tuple, v: Any) -> bool | None:
+        if not isinstance(v, bool):
+            self.err(path, f"must be true or false, not {_tname(v)}")
+            return None
+        return v
+
+    def strlist(self, path: tuple, v: Any, what: str = "list of strings") -> list[str] | None:
+        if isinstance(v, str):
+            self.err(path, f"must be a {what} (YAML list), not a single string")
+            return None
+        if not isinstance(v, list):
+            self.err(path, f"must be a {what}, not {_tname(v)}")
+            return None
+        bad = False
+        for i, x in enumerate(v):
+            if isinstance(x, bool) or not isinstance(x, (str, int, float)):
+                self.err(path + (i,), f"must be a string, not {_tname(x)}")
+                bad = True
+        return None if bad else [str(x) for x in v]
+
+    def regexes(self, path: tuple, v: Any) -> list[str] | None:
+        pats = self.strlist(path, v, "list of regular expressions")
+        if pats is None:
+            return None
+        for i, p in enumerate(pats):
+            try:
+                re.compile(p)
+            except re.error as e:
+                self.err(path + (i,), f"bad regular expression {p!r}: {e}")
+                return None
+        return pats
+
+    def argv(self, path: tuple, v: Any, names: set[str]) -> list[str] | None:
+        if isinstance(v, str):
+            self.err(path, "must be an argv list (YAML list of strings); a shell command string is not allowed")
+            return None
+        out = self.strlist(path, v, "argv list")
+        if out is not None:
+            for i, a in enumerate(out):
+                self.placeholders(path + (i,), a, names)
+        return out
+
+    def placeholders(self, path: tuple, text: str, names: set[str]) -> None:
+        for p in C.placeholders_in(text):
+            if p not in names:
+                allowed = ", ".join("{" + n + "}" for n in sorted(names))
+                self.err(path, f"unknown placeholder {{{p}}}; allowed: {allowed}")
+
+    def env(self, path: tuple, v: Any, names: set[str]) -> dict[str, str] | None:
+        if not isinstance(v, dict):
+            self.err(path, f"must be a mapping of variable -> value, not {_tname(v)}")
+            return None
+        out = {}
+        for k, x in v.items():
+            if not isinstance(k, str) or not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", k):
+                self.err(path + (k,), f"{k!r} is not a valid environment variable name")
+                continue
+            if isinstance(x, bool) or x is None or not isinstance(x, (str, int, float)):
+                self.err(path + (k,), f"value must be a string or number (quote it: \"0\"), not {_tname(x)}")
+                continue
+            out[k] = str(x)
+            self.placeholders(path + (k,), out[k], names)
+        return out
+
+    def expectations(self, path: tuple, v: Any) -> dict[str, Any] | None:
+        if not isinstance(v, dict):
+            self.err(path, f"must be a mapping of dotted field -> expectation, not {_tname(v)}")
+            return None
+        ok = True
+        for k, x in v.items():
+            if not isinstance(k, str) or not re.match(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$", k):
+                self.err(path + (k,), f"{k!r} is not a dotted field path like counters.graph_replays")
+                ok = False
+                continue
+            msg = C.expectation_error(x)
+            if msg:
+                self.err(path + (k,), msg)
+                ok = False
+        return dict(v) if ok else None
+
+
+def _tname(v: Any) -> str:
+    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", int: "an integer",
+            float: "a number", type(None): "null"}.get(type(v), type(v).__name__)
+
+
+# ---------------------------------------------------------------------------------------------
+
+def load_file(path: Path, root: Path, builds: list[str], dumps: list[str]) -> list[C.Criterion]:
+    """Parse and validate one criteria file; raises SchemaErrors."""
+    rel = _rel(path, root)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise SchemaErrors([f"{rel}: cannot read: {e.strerror or e}"]) from None
+    except UnicodeDecodeError as e:
+        raise SchemaErrors([f"{rel}: not UTF-8 text (byte {e.start}: {e.reason})"]) from None
+    return load_text(text, rel, builds, dumps)
+
+
+def load_text(text: str, rel: str, builds: list[str], dumps: list[str]) -> list[C.Criterion]:
+    try:
+        loc = load(text)
+    except YamlSyntaxError as e:
+        raise SchemaErrors([f"{rel}:{e.line}: not valid YAML: {e.message}"]) from None
+    v = _V(rel, loc, builds, dumps)
+    for dpath, line in loc.duplicates:
+        v.errors.append((line, f"{rel}:{line}: {v.fmt(dpath)}: duplicate key {dpath[-1]!r}"))
+    doc = loc.value
+    out: list[C.Criterion] = []
+    if doc is None:
+        v.err((), "empty file; expected a mapping with `criteria:`")
+    elif v.keys((), doc, TOP_KEYS, "a criteria file"):
+        if "version" in doc and doc["version"] != 1:
+            v.err(("version",), f"{doc['version']!r} is not allowed; allowed: 1")
+        crit = doc.get("criteria")
+        if "criteria" in doc and not isinstance(crit, list):
+            v.err(("criteria",), f"must be a list of criteria, not {_tname(crit)}")
+        elif isinstance(crit, list):
+            if not crit:
+                v.err(("criteria",), "is empty; a criteria file holds at least one criterion")
+            for i, c in enumerate(crit):
+                if isinstance(c, dict) and isinstance(c.get("id"), str):
+                    v.ids[i] = c["id"]
+            seen: dict[str, int] = {}
+            for i, c in enumerate(crit):
+                obj = _criterion(v, ("criteria", i), c, rel)
+                if obj is None:
+                    continue
+                if obj.id in seen:
+                    v.err(("criteria", i, "id"), f"duplicate id {obj.id!r} (first at line {seen[obj.id]})")
+                    continue
+                seen[obj.id] = obj.line
+                out.append(obj)
+    if v.errors:
+        msgs = [m for _, m in sorted(v.errors, key=lambda t: t[0])]
+        raise SchemaErrors(list(dict.fromkeys(msgs)))
+    return out
+
+
+def _rel(path: Path, root: Path) -> str:
+    try:
+        return path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def _criterion(v: _V, path: tuple, c: Any, rel: str) -> C.Criterion | None:
+    if not isinstance(c, dict):
+        v.err(path, f"a criterion must be a mapping, not {_tname(c)}")
+        return None
+    n0 = len(v.errors)
+    kind = c.get("kind")
+    if "kind" not in c:
+        v.err(path, f"missing required key 'kind'; allowed: {', '.join(C.KINDS)}")
+        allowed = dict(COMMON)
+    elif kind not in C.KINDS:
+        v.enum(path + ("kind",), kind, C.KINDS)
+        allowed = dict(COMMON)
+        for kk in KIND_KEYS.values():
+            allowed.update({k: False for k in kk})
+    else:
+        allowed = {**COMMON, **KIND_KEYS[kind]}
+    v.keys(path, c, allowed, f"a {kind if kind in C.KINDS else ''} criterion".replace("  ", " "))
+    cid = v.str_(path + ("id",), c["id"], ID_RE, "use a letter then letters, digits, '_', '.', '-'") \
+        if "id" in c else None
+    title = v.str_(path + ("title",), c["title"]) if "title" in c else None
+    if "description" in c and not isinstance(c["description"], str):
+        v.err(path + ("description",), f"must be a string, not {_tname(c['description'])}")
+    requires: list[str] = []
+    if "requires" in c:
+        r = v.strlist(path + ("requires",), c["requires"])
+        for i, x in enumerate(r or []):
+            if v.enum(path + ("requires", i), x, C.REQUIREMENTS):
+                requires.append(x)
+    model = None
+    if "model" in c:
+        model = _model(v, path + ("model",), c["model"])
+    timeout = v.num(path + ("timeout_s",), c["timeout_s"], 0, open_lo=True) if "timeout_s" in c else None
+    cases: list[dict[str, str]] = []
+    case_keys: set[str] = set()
+    if "cases" in c:
+        if kind == "ab_timing":
+            v.err(path + ("cases",), "`cases` is not supported for ab_timing (each case has its own threshold): "
+                  "write one criterion per case")
+        else:
+            cases, case_keys = _cases(v, path + ("cases",), c["cases"])
+    names = set(C.PLACEHOLDERS) | case_keys
+    spec: C.Spec | None = None
+    if kind in C.KINDS:
+        spec = {"equivalence": _equivalence, "ab_timing": _ab, "run": _run, "artifact": _artifact}[kind](
+            v, path, c, names)
+    if len(v.errors) > n0 or spec is None or cid is None or title is None:
+        return None
+    return C.Criterion(id=cid, title=title, kind=kind, file=rel, line=v.loc.line(path + ("id",)),
+                       digest=criterion_digest(c), raw=c, spec=spec, requires=requires, model=model,
+                       timeout_s=timeout, cases=cases, description=c.get("description", ""))
+
+
+def _model(v: _V, path: tuple, m: Any) -> dict[str, Any] | None:
+    if isinstance(m, str) and m:
+        return None if m == "default" else {"recipe": m, "qtype": None}
+    if isinstance(m, dict):
+        if v.keys(path, m, {"recipe": True, "qtype": False}, "model"):
+            r = v.str_(path + ("recipe",), m.get("recipe")) if "recipe" in m else None
+            q = v.str_(path + ("qtype",), m["qtype"]) if "qtype" in m else None
+            if r:
+                return {"recipe": r, "qtype": q}
+        return None
+    v.err(path, f"must be a recipe name or {{recipe: ..., qtype: ...}}, not {_tname(m)}")
+    return None
+
+
+def _cases(v: _V, path: tuple, cs: Any) -> tuple[list[dict[str, str]], set[str]]:
+    if not isinstance(cs, list) or not cs:
+        v.err(path, "must be a non-empty list of mappings (placeholder -> value)")
+        return [], set()
+    out: list[dict[str, str]] = []
+    keys: set[str] | None = None
+    for i, case in enumerate(cs):
+        if not isinstance(case, dict) or not case:
+            v.err(path + (i,), f"a case must be a non-empty mapping, not {_tname(case)}")
+            continue
+        for k, x in case.items():
+            if not isinstance(k, str) or not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", k):
+                v.err(path + (i, k), f"{k!r} is not a valid placeholder name")
+            elif k in C.PLACEHOLDERS:
+                v.err(path + (i, k), f"{k!r} is a built-in placeholder and cannot be a case key")
+            if isinstance(x, bool) or not isinstance(x, (str, int, float)):
+                v.err(path + (i, k), f"case value must be a string or number, not {_tname(x)}")
+        if keys is None:
+            keys = set(case)
+        elif set(case) != keys:
+            v.err(path + (i,), f"every case must have the same keys: {', '.join(sorted(keys))}")
+        out.append({str(k): str(x) for k, x in case.items()})
+    return out, keys or set()
+
+
+def _variant(v: _V, path: tuple, m: Any, crit: dict[str, Any], names: set[str], default_name: str | None,
+             what: str = "a variant") -> C.Variant | None:
+    if not isinstance(m, dict):
+        v.err(path, f"{what} must be a mapping, not {_tname(m)}")
+        return None
+    n0 = len(v.errors)
+    v.keys(path, m, {**VARIANT_KEYS, "name": default_name is None}, what)
+    name = v.str_(path + ("name",), m["name"], NAME_RE, "letters, digits, '_', '.', '-'") \
+        if "name" in m else default_name
+    build = m.get("build", crit.get("build", "default"))
+    bpath = path + ("build",) if "build" in m else path[:2] + ("build",)
+    if not isinstance(build, str) or build not in v.builds:
+        v.err(bpath, f"unknown build {build!r}; builds defined in configs/engine.yaml: {', '.join(v.builds)}")
+    layout = v.enum(path + ("layout",), m["layout"], C.LAYOUTS) if "layout" in m else "normal"
+    place: dict[str, str] = {}
+    if "place" in m:
+        if layout != "engine_only":
+            v.err(path + ("place",), "`place` needs `layout: engine_only` (files are copied next to a copied engine)")
+        elif isinstance(m["place"], dict):
+            for k, src in m["place"].items():
+                if not isinstance(k, str) or "/" in k or "\\" in k or k in ("", ".", ".."):
+                    v.err(path + ("place", k), f"{k!r} must be a plain file name")
+                elif not isinstance(src, str):
+                    v.err(path + ("place", k), f"source must be a path string, not {_tname(src)}")
+                else:
+                    v.placeholders(path + ("place", k), src, names)
+                    place[k] = src
+        else:
+            v.err(path + ("place",), f"must be a mapping of file name -> source path, not {_tname(m['place'])}")
+    env = dict(v.env(path[:2] + ("env",), crit["env"], names) or {}) if "env" in crit else {}
+    if "env" in m:
+        env.update(v.env(path + ("env",), m["env"], names) or {})
+    if "args" in m:
+        args = v.argv(path + ("args",), m["args"], names) or []
+    elif "args" in crit:
+        args = list(v.argv(path[:2] + ("args",), crit["args"], names) or [])
+    else:
+        args = []
+    if "extra_args" in m:
+        args = args + (v.argv(path + ("extra_args",), m["extra_args"], names) or [])
+    pre = v.expectations(path + ("preconditions",), m["preconditions"]) if "preconditions" in m else {}
+    wrapper = (v.argv(path + ("wrapper",), m["wrapper"], names) or []) if "wrapper" in m else []
+    if len(v.errors) > n0 or name is None or layout is None:
+        return None
+    return C.Variant(name=name, build=build, layout=layout, place=place, env=env, args=args,
+                     preconditions=pre or {}, wrapper=wrapper)
+
+
+def _equivalence(v: _V, path: tuple, c: dict[str, Any], names: set[str]) -> C.EquivalenceSpec | None:
+    vs = c.get("variants")
+    variants: list[C.Variant] = []
+    if "variants" in c:
+        if not isinstance(vs, list) or len(vs) < 2:
+            v.err(path + ("variants",), "must be a list of at least 2 variants (each compared with the first)")
+        else:
+            for i, m in enumerate(vs):
+                x = _variant(v, path + ("variants", i), m, c, names, None)
+                if x:
+                    if any(y.name == x.name for y in variants):
+                        v.err(path + ("variants", i, "name"), f"duplicate variant name {x.name!r}")
+                    variants.append(x)
+            for i, x in enumerate(variants):
+                if not x.args and "args" not in c:
+                    v.err(path + ("variants", i), "no `args`: give the engine argv at the criterion or variant level")
+                    break
+    cmp_ = None
+    if "compare" in c:
+        cmp_ = _compare(v, path + ("compare",), c["compare"])
+    if variants and cmp_ and len(variants) == len(vs):
+        return C.EquivalenceSpec(variants, cmp_)
+    return None
+
+
+def _compare(v: _V, path: tuple, m: Any) -> C.Compare | None:
+    if not v.keys(path, m, COMPARE_KEYS, "compare"):
+        return None
+    n0 = len(v.errors)
+    dumps = v.strlist(path + ("dumps",), m["dumps"]) if "dumps" in m else None
+    for i, d in enumerate(dumps or []):
+        if d not in v.dumps:
+            v.err(path + ("dumps", i),
+                  f"unknown dump {d!r}; dumps defined in configs/engine.yaml: {', '.join(v.dumps)}")
+    if dumps is not None and not dumps:
+        v.err(path + ("dumps",), "names no dump")
+    mode = v.enum(path + ("mode",), m["mode"], C.COMPARE_MODES) if "mode" in m else "memcmp"
+    max_abs = v.num(path + ("max_abs",), m["max_abs"], 0) if "max_abs" in m else None
+    max_ulp = v.int_(path + ("max_ulp",), m["max_ulp"], 0) if "max_ulp" in m else None
+    nmse = v.num(path + ("nmse",), m["nmse"], 0) if "nmse" in m else None
+    allow_nan = v.bool_(path + ("allow_nan",), m["allow_nan"]) if "allow_nan" in m else False
+    tol_keys = [k for k in ("max_abs", "max_ulp", "nmse") if k in m]
+    if mode == "memcmp" and tol_keys:
+        v.err(path + (tol_keys[0],), f"{tol_keys[0]} is a tolerance; it needs `mode: tolerance` (memcmp is exact)")
+    if mode == "tolerance" and not tol_keys:
+        v.err(path + ("mode",), "tolerance mode needs at least one of max_abs, max_ulp, nmse")
+    if len(v.errors) > n0 or dumps is None or mode is None:
+        return None
+    return C.Compare(dumps, mode, max_abs, max_ulp, nmse, bool(allow_nan))
+
+
+def _metric(v: _V, path: tuple, m: Any) -> C.Metric | None:
+    if isinstance(m, str):
+        m = {"field": m}
+    if not v.keys(path, m, {"field": True, "reduce": False}, "metric"):
+        return None
+    f = v.str_(path + ("field",), m.get("field"), re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$"),
+               "a dotted field of meta.json like timings.request_ms") if "field" in m else None
+    r = v.enum(path + ("reduce",), m["reduce"], C.REDUCERS) if "reduce" in m else "median"
+    return C.Metric(f, r) if f and r else None
+
+
+def _ab(v: _V, path: tuple, c: dict[str, Any], names: set[str]) -> C.ABSpec | None:
+    n0 = len(v.errors)
+    same_run = v.bool_(path + ("same_run",), c["same_run"]) if "same_run" in c else False
+    a = _variant(v, path + ("a",), c["a"], c, names, "A", "variant a") if "a" in c else None
+    b = None
+    if same_run:
+        if "b" in c:
+            v.err(path + ("b",), "`same_run: true` reads A and B from one run of `a`; remove `b`")
+        if "metric_a" not in c or "metric_b" not in c:
+            v.err(path + ("same_run",), "`same_run: true` needs `metric_a` and `metric_b`")
+    elif "b" not in c:
+        v.err(path, "missing required key 'b' (or set `same_run: true`)")
+    else:
+        b = _variant(v, path + ("b",), c["b"], c, names, "B", "variant b")
+    if a and b and a.name == b.name:
+        v.err(path + ("b",), f"variants a and b have the same name {a.name!r}")
+    for side, var in (("a", a), ("b", b)):
+        if var is not None and not var.args:
+            v.err(path + (side,), "no `args`: give the engine argv at the criterion or variant level")
+    pairs = v.int_(path + ("pairs",), c["pairs"], 2) if "pairs" in c else None
+    warmups = v.int_(path + ("warmups",), c["warmups"], 0) if "warmups" in c else 1
+    order = v.enum(path + ("order",), c["order"], C.ORDERS) if "order" in c else "ABBA"
+    metric = _metric(v, path + ("metric",), c["metric"]) if "metric" in c else C.Metric("timings.request_ms")
+    ma = _metric(v, path + ("metric_a",), c["metric_a"]) if "metric_a" in c else metric
+    mb = _metric(v, path + ("metric_b",), c["metric_b"]) if "metric_b" in c else metric
+    ratio = v.enum(path + ("ratio",), c["ratio"], C.RATIOS) if "ratio" in c else "a/b"
+    pm = None
+    if "pass_if" in c:
+        pi = c["pass_if"]
+        pm = C.PASS_IF_RE.match(pi) if isinstance(pi, str) else None
+        if not pm:
+            v.err(path + ("pass_if",), f"{pi!r} is not allowed; write `<stat> <op> <number>` with stat one of "
+                  f"{', '.join(C.PASS_STATS)} and op one of >=, <=, >, <, e.g. \"ci_lower >= 1.05\"")
+    conf = v.num(path + ("confidence",), c["confidence"], 0.5, 0.999) if "confidence" in c else 0.95
+    resamples, seed = 2000, 12345
+    if "bootstrap" in c:
+        bs = c["bootstrap"]
+        if v.keys(path + ("bootstrap",), bs, {"resamples": False, "seed": False}, "bootstrap"):
+            if "resamples" in bs:
+                resamples = v.int_(path + ("bootstrap", "resamples"), bs["resamples"], 100) or resamples
+            if "seed" in bs:
+                seed = v.int_(path + ("bootstrap", "seed"), bs["seed"], 0) or 0
+    noise = v.bool_(path + ("noise_floor",), c["noise_floor"]) if "noise_floor" in c else False
+    if len(v.errors) > n0 or a is None or pairs is None or pm is None or None in (warmups, order, ma, mb, ratio,
+                                                                                 conf):
+        return None
+    return C.ABSpec(a=a, b=b, same_run=bool(same_run), pairs=pairs, warmups=warmups, order=order, metric_a=ma,
+                    metric_b=mb, ratio=ratio, pass_stat=pm.group(1), pass_op=pm.group(2),
+                    pass_value=float(pm.group(3)), confidence=conf, resamples=resamples, seed=seed,
+                    noise_floor=bool(noise))
+
+
+def _run(v: _V, path: tuple, c: dict[str, Any], names: set[str]) -> C.RunSpec | None:
+    rs = c.get("runs")
+    if "runs" not in c:
+        return None
+    if not isinstance(rs, list) or not rs:
+        v.err(path + ("runs",), "must be a non-empty list of runs")
+        return None
+    steps: list[C.RunStep] = []
+    n0 = len(v.errors)
+    for i, m in enumerate(rs):
+        p = path + ("runs", i)
+        if not isinstance(m, dict):
+            v.err(p, f"a run must be a mapping, not {_tname(m)}")
+            continue
+        vm = {k: x for k, x in m.items() if k != "expect"}
+        var = _variant(v, p, vm, c, names, f"run{i + 1}", "a run")
+        ex = _expect(v, p + ("expect",), m.get("expect", {}))
+        if var is not None and not var.args:
+            v.err(p, "no `args`: give the engine argv (e.g. [info, --json]) at the criterion or run level")
+        if var and ex:
+            if any(s.variant.name == var.name for s in steps):
+                v.err(p + ("name",), f"duplicate run name {var.name!r}")
+            steps.append(C.RunStep(var, ex))
+    return C.RunSpec(steps) if len(v.errors) == n0 else None
+
+
+def _expect(v: _V, path: tuple, m: Any) -> C.Expect | None:
+    if not v.keys(path, m, EXPECT_KEYS, "expect"):
+        return None
+    n0 = len(v.errors)
+    ex = m.get("exit", 0)
+    if ex is not None and "exit" in m:
+        ex = v.int_(path + ("exit",), ex)
+    pm = v.int_(path + ("passes_min",), m["passes_min"], 0) if "passes_min" in m else None
+    mm = v.regexes(path + ("must_match",), m["must_match"]) if "must_match" in m else []
+    mn = v.regexes(path + ("must_not_match",), m["must_not_match"]) if "must_not_match" in m else []
+    js = v.expectations(path + ("json",), m["json"]) if "json" in m else {}
+    if len(v.errors) > n0:
+        return None
+    return C.Expect(exit=ex, passes_min=pm, must_match=mm or [], must_not_match=mn or [], json=js or {})
+
+
+def _artifact(v: _V, path: tuple, c: dict[str, Any], names: set[str]) -> C.ArtifactSpec | None:
+    build = c.get("build", "default")
+    if not isinstance(build, str) or build not in v.builds:
+        v.err(path + ("build",),
+              f"unknown build {build!r}; builds defined in configs/engine.yaml: {', '.join(v.builds)}")
+        return None
+    fs = c.get("files")
+    if "files" not in c:
+        return None
+    if not isinstance(fs, list) or not fs:
+        v.err(path + ("files",), "must be a non-empty list of file checks")
+        return None
+    out: list[C.FileCheck] = []
+    n0 = len(v.errors)
+    for i, m in enumerate(fs):
+        p = path + ("files", i)
+        if not v.keys(p, m, FILE_KEYS, "a file check"):
+            continue
+        fpath = v.str_(p + ("path",), m.get("path")) if "path" in m else None
+        if fpath:
+            v.placeholders(p + ("path",), fpath, names)
+        lists: dict[str, list[str]] = {}
+        for k in ("needed_match", "needed_not_match", "symbols_not_match", "undefined_not_match", "text_match",
+                  "text_not_match"):
+            if k in m:
+                lists[k] = v.regexes(p + (k,), m[k]) or []
+        exact = v.strlist(p + ("exports_exactly",), m["exports_exactly"]) if "exports_exactly" in m else None
+        em = None
+        if "exports_match" in m:
+            r = v.regexes(p + ("exports_match",), [m["exports_match"]] if isinstance(m["exports_match"], str)
+                          else m["exports_match"])
+            em = r[0] if r and len(r) == 1 else None
+            if r and len(r) != 1:
+                v.err(p + ("exports_match",), "must be one regular expression")
+        exists = v.bool_(p + ("exists",), m["exists"]) if "exists" in m else True
+        if fpath and exists is not None:
+            out.append(C.FileCheck(path=fpath, exists=exists, exports_exactly=exact, exports_match=em, **lists))
+    return C.ArtifactSpec(build, out) if len(v.errors) == n0 else None
+
+
+def load_many(files: list[Path], root: Path, builds: list[str], dumps: list[str]) -> list[C.Criterion]:
+    """Load several files; ids must be unique across all of them."""
+    errors: list[str] = []
+    out: list[C.Criterion] = []
+    seen: dict[str, C.Criterion] = {}
+    for f in files:
+        try:
+            crits = load_file(f, root, builds, dumps)
+        except SchemaErrors as e:
+            errors.extend(e.messages)
+            continue
+        for c in crits:
+            if c.id in seen:
+                o = seen[c.id]
+                errors.append(f"{c.file}:{c.line}: id {c.id!r} is already used at {o.file}:{o.line}")
+                continue
+            seen[c.id] = c
+            out.append(c)
+    if errors:
+        raise SchemaErrors(errors)
+    return out
+
+
+Loader = Callable[[Path], list[C.Criterion]]

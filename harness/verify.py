@@ -1,0 +1,221 @@
+"""`harness verify`: build what the criteria need, prepare the model, run every criterion,
+write the report as each one finishes; `--resume` continues a killed run."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from collections.abc import Callable
+
+from harness import registry, report, schema, sysinfo
+from harness.build import BuildResult, PartResult, build
+from harness.config import Config
+from harness.criteria import Criterion
+from harness.errors import HarnessError
+from harness.probes import Probes
+from harness.runner import Context, evaluate
+
+
+@dataclass
+class VerifyOptions:
+    files: list[Path] = field(default_factory=list)
+    only: list[str] = field(default_factory=list)
+    kinds: list[str] = field(default_factory=list)
+    exploratory: bool = False
+    resume: Path | None = None  # a report folder to continue
+    no_build: bool = False
+    force_build: bool = False
+    reports_dir: Path | None = None
+    registry_path: Path | None = None
+    argv: list[str] = field(default_factory=list)
+    probe_overrides: dict[str, tuple[bool, str]] = field(default_factory=dict)
+
+
+def default_files(cfg: Config) -> list[Path]:
+    return sorted((cfg.root / "regressions").glob("*.yaml"))
+
+
+def load_criteria(cfg: Config, files: list[Path]) -> list[Criterion]:
+    return schema.load_many(files, cfg.root, list(cfg.builds), list(cfg.dumps))
+
+
+def select(crits: list[Criterion], only: list[str], kinds: list[str]) -> list[Criterion]:
+    if only:
+        known = {c.id for c in crits}
+        missing = [i for i in only if i not in known]
+        if missing:
+            raise HarnessError(f"--only: unknown id(s) {', '.join(missing)}; known: {', '.join(sorted(known)) or '-'}")
+        crits = [c for c in crits if c.id in only]
+    if kinds:
+        crits = [c for c in crits if c.kind in kinds]
+    return crits
+
+
+class Session:
+    """Per-run caches: builds, models, engine info. Passed around, never global."""
+
+    def __init__(self, cfg: Config, opts: VerifyOptions, say: Callable[[str], None], report_dir: Path | None = None):
+        self.report_dir = report_dir
+        self.cfg = cfg
+        self.opts = opts
+        self.say = say
+        self.builds: dict[str, BuildResult] = {}
+        self.models: dict[str, Path | Exception] = {}
+        self._info: dict[str, Any] | None | bool = False
+
+    def ensure_build(self, name: str) -> BuildResult:
+        if name not in self.builds:
+            if self.opts.no_build:
+                self.builds[name] = existing_build(self.cfg, name)
+            else:
+                self.builds[name] = build(self.cfg, name, force=self.opts.force_build, progress=self.say)
+                self._keep_logs(self.builds[name])
+        return self.builds[name]
+
+    def _keep_logs(self, b: BuildResult) -> None:
+        """Copy the build logs into the report (logs/build/<name>/)."""
+        if self.report_dir is None:
+            return
+        parts = {"engine": b.engine, "module": b.module, **{Path(k).name: v for k, v in b.extras.items()}}
+        for label, part in parts.items():
+            if part.log and Path(part.log).exists():
+                dest = self.report_dir / "logs" / "build" / b.name / f"{label}.log"
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(part.log, dest)
+
+    def model_path(self, spec: dict[str, Any] | None) -> Path:
+        from harness.runner import CriterionFail
+
+        spec = spec or self.cfg.default_model
+        if spec.get("path"):  # a fixed model file named in engine.yaml: no generator needed
+            path = Path(spec["path"])
+            return path if path.is_absolute() else self.cfg.root / path
+        key = f"{spec.get('recipe')}:{spec.get('qtype')}"
+        if key not in self.models:
+            try:
+                from harness.models import ensure_model  # provided by the model generator package
+            except ImportError as e:
+                self.models[key] = CriterionFail(f"model generator not available (harness.models: {e})")
+            else:
+                self.say(f"model: {spec.get('recipe')}" + (f" ({spec.get('qtype')})" if spec.get("qtype") else ""))
+                try:
+                    self.models[key] = Path(ensure_model(str(spec["recipe"]), self.cfg.root / self.cfg.models_dir,
+                                                         spec.get("qtype")))
+                except Exception as e:  # noqa: BLE001 - any generator failure fails the criteria using it
+                    self.models[key] = CriterionFail(f"model {key}: {type(e).__name__}: {e}")
+        got = self.models[key]
+        if isinstance(got, Exception):
+            raise got
+        return got
+
+    def engine_info(self) -> dict[str, Any] | None:
+        if self._info is False:
+            if "default" not in self.cfg.builds:
+                self._info = None
+            else:
+                b = self.ensure_build("default")
+                self._info = (sysinfo.engine_info(Path(b.engine_path), self.cfg.info_args, self.cfg.timeout("info", 30))
+                              if b.engine_ok else None)
+        return self._info  # type: ignore[return-value]
+
+
+def existing_build(cfg: Config, name: str) -> BuildResult:
+    b = cfg.bin_dir(name)
+    exe, mod = b / cfg.binary, b / cfg.module
+    return BuildResult(name, str(b), str(exe), str(mod),
+                       PartResult("up-to-date" if exe.exists() else "failed", "" if exe.exists()
+                                  else f"{exe} not built (--no-build)"),
+                       PartResult("up-to-date" if mod.exists() else "skipped", "" if mod.exists() else "not built"))
+
+
+def verify(cfg: Config, opts: VerifyOptions, say: Callable[[str], None] | None = None) -> int:
+    say = say or (lambda s: print(s, file=sys.stderr, flush=True))
+    files = opts.files or default_files(cfg)
+    crits = select(load_criteria(cfg, files), opts.only, opts.kinds)
+    reg_path = opts.registry_path or cfg.root / "regressions" / "registry.lock"
+    entries = registry.load(reg_path)
+    reports_dir = opts.reports_dir or cfg.root / cfg.reports_dir
+    git = sysinfo.git_state(cfg.root)
+    if opts.resume is not None:
+        rdir = opts.resume
+        try:
+            rep = report.Report.load(rdir)
+        except (OSError, ValueError) as e:
+            raise HarnessError(f"--resume: cannot read {rdir}/report.json: {e}") from None
+        say(f"resuming {rdir}")
+    else:
+        rdir = report.new_report_dir(reports_dir, git.get("short"))
+        rep = report.Report(rdir)
+    rep.doc["argv"] = opts.argv
+    rep.doc["git"] = git
+    rep.doc["criteria_files"] = {str(f): sorted(c.id for c in crits if c.file.endswith(f.name)) for f in files}
+    rep.doc.setdefault("resumed", [])
+    if opts.resume is not None:
+        rep.doc["resumed"].append(report.utc_now())
+    rep.doc["system"] = sysinfo.system(cfg.root)
+    rep.write(status="running")
+    if opts.resume is None:
+        report.point_latest(reports_dir, rdir)
+    sess = Session(cfg, opts, say, rdir)
+    probes = Probes(gpu_info=sess.engine_info, overrides=dict(opts.probe_overrides))
+    ctx = Context(cfg=cfg, report_dir=rdir, probes=probes, ensure_build=sess.ensure_build,
+                  model_path=sess.model_path, progress=say)
+    if not crits:
+        say("no criteria selected" + ("" if files else " (no criteria files under regressions/)"))
+    if not opts.no_build and "default" in cfg.builds and crits:
+        sess.ensure_build("default")
+    status = "complete"
+    try:
+        if crits:
+            rep.doc["engine_info"] = sess.engine_info()
+        for i, c in enumerate(crits, 1):
+            prev = rep.result_for(c.id)
+            if prev and prev.get("digest") == c.digest and prev.get("verdict") in ("PASS", "FAIL", "SKIP"):
+                say(f"[{i}/{len(crits)}] {c.id}: {prev['verdict']} (kept from the interrupted run)")
+                continue
+            st = registry.status(entries, c)
+            amends = [{"time": a.time, "reason": a.reason, "digest": a.digest} for a in st.amendments]
+            say(f"[{i}/{len(crits)}] {c.id} ({c.kind}): {c.title}")
+            t0 = time.perf_counter()
+            exploratory = False
+            if not st.ok and not opts.exploratory:
+                verdict, reason, details = "FAIL", st.reason() + " (run `harness register`, or use --exploratory)", {}
+            else:
+                exploratory = not st.ok
+                out = evaluate(ctx, c)
+                verdict, reason, details = out.verdict, out.reason, out.details
+                if verdict == "FAIL":
+                    notes = [f"build {n}: module {b.module.status}: {b.module.reason}" for n, b in sess.builds.items()
+                             if n in c.builds() and b.module.status == "failed"]
+                    if notes:
+                        reason += " [" + "; ".join(notes) + "]"
+            for n in c.builds():
+                if n in sess.builds:
+                    rep.doc["builds"][n] = sess.builds[n].to_json()
+            res = report.Result(id=c.id, title=c.title, kind=c.kind, file=c.file, digest=c.digest, verdict=verdict,
+                                reason=reason, registration=st.state, exploratory=exploratory, amendments=amends,
+                                details=details, duration_s=time.perf_counter() - t0,
+                                log_dir=f"logs/{c.id}" if (rdir / "logs" / c.id).exists() else None,
+                                finished=report.utc_now())
+            rep.add(res)
+            say(f"    {verdict}{' (exploratory: not pre-registered)' if exploratory else ''}: {reason}")
+    except KeyboardInterrupt:
+        status = "interrupted"
+        rep.write(final=True, status=status)
+        say(f"interrupted; report so far: {rdir} (continue with --resume)")
+        return 130
+    for n, b in sess.builds.items():
+        rep.doc["builds"][n] = b.to_json()
+    work = rdir / "work"
+    if work.is_dir() and not any(work.iterdir()):
+        work.rmdir()
+    rep.write(final=True, status=status)
+    s = rep.summarize()
+    say(f"{s['passed']} passed, {s['failed']} failed, {s['skipped']} skipped -> {rdir / 'report.md'}")
+    selected = {c.id for c in crits}
+    failed = any(r["verdict"] == "FAIL" for r in rep.results if r["id"] in selected)
+    return 1 if failed else 0

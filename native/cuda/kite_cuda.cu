@@ -1,0 +1,1492 @@
+// kite_cuda.cu - the kite CUDA module: device init, per-op gemm, the resident model (M=1 and
+// M-row steps), CUDA graphs. Every kernel follows docs/NUMERICS.md: a warp is the 32 lanes of
+// sum32 (lane l owns partial l, then __shfl_down_sync by 16, 8, 4, 2, 1), blocks split output
+// rows, quantized block dots are exact int32, element-wise math comes from kite_math.h.
+// Built with -fmad=false (no FMA contraction), IEEE division and square root.
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <map>
+#include <vector>
+
+#include "kite_cuda.h"
+#include "kite_math.h"
+
+#define KC_WARPS 8
+#define KC_THREADS (KC_WARPS * 32)
+
+#define CK(x)                                                                                  \
+    do {                                                                                       \
+        cudaError_t e_ = (x);                                                                  \
+        if (e_ != cudaSuccess)                                                                 \
+            return (int32_t)e_;                                                                \
+    } while (0)
+
+#define CKS(x)                                                                                 \
+    do {                                                                                       \
+        int32_t s_ = (x);                                                                      \
+        if (s_ != 0)                                                                           \
+            return s_;                                                                         \
+    } while (0)
+
+// ------------------------------------------------------------------------------------------------
+// Module state
+
+static int g_ready = 0;          // kcuda_init succeeded
+static int g_device = 0;
+static cudaStream_t g_stream = 0;
+static int g_opt_graph = 1;      // KCUDA_OPT_GRAPH
+static int g_opt_graph_m = 0;    // KCUDA_OPT_GRAPH_M
+
+// ------------------------------------------------------------------------------------------------
+// Device helpers
+
+__device__ __forceinline__ float warp_sum32(float v) {
+    // lane l holds partial l; the result (in lane 0) is the canonical butterfly.
+    for (int off = 16; off > 0; off >>= 1)
+        v = v + __shfl_down_sync(0xffffffffu, v, off);
+    return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+    for (int off = 16; off > 0; off >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
+    return v;
+}
+
+// canonical sum32 of f(i) = a[i] * b[i] over n (one warp; result broadcast to all lanes)
+// lane l's partial of the canonical dot: i = l, l+32, ... in order
+__device__ __forceinline__ float lane_dot(const float *a, const float *b, int n, int lane) {
+    float s = 0.0f;
+    int i = lane;
+    // loads of 16 iterations issued together, then the adds in order (lane l: i = l, l+32, ...)
+    for (; i + 32 * 15 < n; i += 32 * 16) {
+        float pa[16], pb[16];
+#pragma unroll
+        for (int u = 0; u < 16; u++) {
+            pa[u] = a[i + 32 * u];
+            pb[u] = b[i + 32 * u];
+        }
+#pragma unroll
+        for (int u = 0; u < 16; u++) s = s + pa[u] * pb[u];
+    }
+    for (; i + 32 * 3 < n; i += 32 * 4) {
+        float pa[4], pb[4];
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            pa[u] = a[i + 32 * u];
+            pb[u] = b[i + 32 * u];
+        }
+#pragma unroll
+        for (int u = 0; u < 4; u++) s = s + pa[u] * pb[u];
+    }
+    for (; i < n; i += 32)
+        s = s + a[i] * b[i];
+    return s;
+}
+
+__device__ __forceinline__ float warp_dot(const float *a, const float *b, int n, int lane) {
+    float s = lane_dot(a, b, n, lane);
+    s = warp_sum32(s);
+    return __shfl_sync(0xffffffffu, s, 0);
+}
+
+__device__ __forceinline__ float half_bits_to_f32(uint16_t h) {
+    return __half2float(__ushort_as_half(h)); // exact
+}
+
+// ------------------------------------------------------------------------------------------------
+// Weights on the device
+
+struct DW {
+    int type = -1;      // KCUDA_T_*; -1 = absent
+    int64_t ne0 = 0, ne1 = 0;
+    void *q = nullptr;  // Q8_0: int8 [ne1][ne0]; Q4_0: uint8 [ne1][ne0/2]; F32/F16/BF16: the data
+    uint16_t *s = nullptr; // Q8_0/Q4_0: f16 scales [ne1][ne0/32]
+};
+
+static void dw_free(DW &w) {
+    if (w.q) cudaFree(w.q);
+    if (w.s) cudaFree(w.s);
+    w = DW();
+}
+
+static int64_t type_row_bytes(int type, int64_t ne0) {
+    switch (type) {
+    case KCUDA_T_F32: return ne0 * 4;
+    case KCUDA_T_F16: case KCUDA_T_BF16: return ne0 * 2;
+    case KCUDA_T_Q8_0: return ne0 / 32 * 34;
+    case KCUDA_T_Q4_0: return ne0 / 32 * 18;
+    default: return -1;
+    }
+}
+
+// Split ggml blocks into quants and scales (one thread per block).
+__global__ void k_repack_q8(const uint8_t *raw, int64_t nblk, int8_t *q, uint16_t *s) {
+    int64_t b = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (b >= nblk) return;
+    const uint8_t *p = raw + b * 34;
+    s[b] = (uint16_t)(p[0] | (p[1] << 8));
+    for (int i = 0; i < 32; i++) q[b * 32 + i] = (int8_t)p[2 + i];
+}
+
+__global__ void k_repack_q4(const uint8_t *raw, int64_t nblk, uint8_t *q, uint16_t *s) {
+    int64_t b = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (b >= nblk) return;
+    const uint8_t *p = raw + b * 18;
+    s[b] = (uint16_t)(p[0] | (p[1] << 8));
+    for (int i = 0; i < 16; i++) q[b * 16 + i] = p[2 + i];
+}
+
+static void *g_stage = nullptr;
+static size_t g_stage_bytes = 0;
+
+static int32_t stage_reserve(size_t bytes) {
+    if (bytes <= g_stage_bytes) return 0;
+    if (g_stage) cudaFree(g_stage);
+    g_stage = nullptr;
+    g_stage_bytes = 0;
+    CK(cudaMalloc(&g_stage, bytes));
+    g_stage_bytes = bytes;
+    return 0;
+}
+
+// Upload a matrix (rows ne1 of ne0 values) in its device layout.
+static int32_t dw_upload(DW &w, int type, const void *data, int64_t ne0, int64_t ne1, int64_t nbytes) {
+    int64_t rb = type_row_bytes(type, ne0);
+    if (rb < 0) return KCUDA_E_UNSUPPORTED;
+    if ((type == KCUDA_T_Q8_0 || type == KCUDA_T_Q4_0) && ne0 % 32) return KCUDA_E_UNSUPPORTED;
+    if (rb * ne1 != nbytes || !data) return KCUDA_E_ARG;
+    dw_free(w);
+    w.type = type;
+    w.ne0 = ne0;
+    w.ne1 = ne1;
+    if (type == KCUDA_T_Q8_0 || type == KCUDA_T_Q4_0) {
+        int64_t nblk = ne0 / 32 * ne1;
+        CKS(stage_reserve((size_t)nbytes));
+        CK(cudaMemcpy(g_stage, data, (size_t)nbytes, cudaMemcpyHostToDevice));
+        size_t qbytes = (size_t)(type == KCUDA_T_Q8_0 ? nblk * 32 : nblk * 16);
+        CK(cudaMalloc(&w.q, qbytes));
+        CK(cudaMalloc((void **)&w.s, (size_t)nblk * 2));
+        int th = 256;
+        unsigned gr = (unsigned)((nblk + th - 1) / th);
+        if (type == KCUDA_T_Q8_0)
+            k_repack_q8<<<gr, th>>>((const uint8_t *)g_stage, nblk, (int8_t *)w.q, w.s);
+        else
+            k_repack_q4<<<gr, th>>>((const uint8_t *)g_stage, nblk, (uint8_t *)w.q, w.s);
+        CK(cudaGetLastError());
+        CK(cudaDeviceSynchronize());
+    } else {
+        CK(cudaMalloc(&w.q, (size_t)nbytes));
+        CK(cudaMemcpy(w.q, data, (size_t)nbytes, cudaMemcpyHostToDevice));
+    }
+    return 0;
+}
+
+// A small vector as f32 on the device (conversions from f16/bf16 are exact).
+static int32_t vec_upload(float **dst, int type, const void *data, int64_t n, int64_t nbytes) {
+    std::vector<float> tmp((size_t)n);
+    if (type == KCUDA_T_F32) {
+        if (nbytes != n * 4) return KCUDA_E_ARG;
+        memcpy(tmp.data(), data, (size_t)nbytes);
+    } else if (type == KCUDA_T_F16 || type == KCUDA_T_BF16) {
+        if (nbytes != n * 2) return KCUDA_E_ARG;
+        const uint16_t *h = (const uint16_t *)data;
+        for (int64_t i = 0; i < n; i++)
+            tmp[(size_t)i] = type == KCUDA_T_F16 ? kite_f16_to_f32(h[i]) : kite_bf16_to_f32(h[i]);
+    } else {
+        return KCUDA_E_UNSUPPORTED;
+    }
+    if (*dst) cudaFree(*dst);
+    *dst = nullptr;
+    CK(cudaMalloc((void **)dst, (size_t)n * 4));
+    CK(cudaMemcpy(*dst, tmp.data(), (size_t)n * 4, cudaMemcpyHostToDevice));
+    return 0;
+}
+
+// ------------------------------------------------------------------------------------------------
+// GEMV / small GEMM: y[m][r] = W[r,:] . x[m,:], one warp per output row (RPW rows per warp),
+// lanes on the 32-blocks (quantized) or on elements i % 32 (float weights). Up to 4 matrices
+// sharing one input in a launch.
+
+struct GJob {
+    const void *q;
+    const uint16_t *s;
+    float *y;
+    int type, n, k, ldy, add, row0; // row0: first global row of this job (multiple of RPW)
+};
+struct GJobs {
+    GJob j[4];
+    int nj;
+    int nwarps; // warps needed in all (set by launch_gemv)
+};
+
+// The activation prologue of a gemv launch. mode -1: activations already quantized in global
+// memory (xq / xd, row stride ldx); otherwise every block builds them in shared memory from:
+//   0: a                       1: RMSNorm(a) * w (whole row)      2: silu(a) * b
+//   3: per head of hs values: (a * rsqrt(mean(a^2) + eps)) * w[j % hs] * silu(b)   (gated norm)
+// out2 (mode 1, block 0 only): the float activations (the final-norm hidden state h_out).
+struct Pro {
+    int mode;
+    const float *a, *b;
+    int lda;
+    const float *w;
+    int hs;
+    float eps;
+    float *out2;
+    int ld2;
+};
+
+__device__ __forceinline__ float pro_value(const Pro &P, int mi, int j, float sc) {
+    const float *ar = P.a + (size_t)mi * P.lda;
+    switch (P.mode) {
+    case 1: return (ar[j] * sc) * P.w[j];
+    case 2: return kite_siluf(ar[j]) * P.b[(size_t)mi * P.lda + j];
+    case 3: return ((ar[j] * sc) * P.w[j % P.hs]) * kite_siluf(P.b[(size_t)mi * P.lda + j]);
+    default: return ar[j];
+    }
+}
+
+// smem layout: int8 xq[MT][k], float xd[MT][k/32], float sc[MT][nh]
+static size_t pro_smem(int MT, int k, int nh) {
+    return (size_t)MT * k + (size_t)MT * (k / 32) * 4 + (size_t)MT * (nh > 0 ? nh : 1) * 4 + 16;
+}
+
+template <int MT, int RPW>
+__global__ void __launch_bounds__(KC_THREADS)
+k_gemv(GJobs js, int m, Pro P, const int8_t *__restrict__ gxq, const float *__restrict__ gxd,
+       const float *__restrict__ xf, int ldx) {
+    extern __shared__ __align__(16) unsigned char smraw[];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    const int k = js.j[0].k;
+    const int nb = k >> 5;
+    const int8_t *XQ = gxq;
+    const float *XD = gxd;
+    int ldq = ldx, ldd = ldx >> 5;
+    if (P.mode >= 0) {
+        int8_t *sq = (int8_t *)smraw;
+        float *sd = (float *)(smraw + (size_t)MT * k);
+        float *ssc = sd + (size_t)MT * nb;
+        const int nh = P.mode == 3 ? k / P.hs : 1;
+        if (P.mode == 1) {
+            for (int mi = warp; mi < m; mi += nw) {
+                const float *ar = P.a + (size_t)mi * P.lda;
+                float ss = warp_dot(ar, ar, k, lane);
+                if (lane == 0) ssc[mi] = kite_rsqrtf(ss / (float)k + P.eps);
+            }
+        } else if (P.mode == 3) {
+            for (int t = warp; t < m * nh; t += nw) {
+                int mi = t / nh, h = t % nh;
+                const float *ar = P.a + (size_t)mi * P.lda + (size_t)h * P.hs;
+                float ss = warp_dot(ar, ar, P.hs, lane);
+                if (lane == 0) ssc[mi * nh + h] = kite_rsqrtf(ss / (float)P.hs + P.eps);
+            }
+        }
+        __syncthreads();
+        // one warp per 32-block (lane = element), 8 blocks per warp in flight: loads first
+        const int tot = m * nb;
+        for (int t0 = warp; t0 < tot; t0 += nw * 8) {
+            float ra[8], rb[8], rw[8];
+#pragma unroll
+            for (int u = 0; u < 8; u++) {
+                const int t = t0 + nw * u;
+                ra[u] = rb[u] = rw[u] = 0.0f;
+                if (t < tot) {
+                    const int mi = t / nb, j = (t % nb) * 32 + lane;
+                    ra[u] = P.a[(size_t)mi * P.lda + j];
+                    if (P.mode >= 2) rb[u] = P.b[(size_t)mi * P.lda + j];
+                    if (P.mode == 1) rw[u] = P.w[j];
+                    else if (P.mode == 3) rw[u] = P.w[j % P.hs];
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < 8; u++) {
+                const int t = t0 + nw * u;
+                if (t >= tot) break;
+                const int mi = t / nb, bb = t % nb, j = bb * 32 + lane;
+                float v;
+                if (P.mode == 1) v = (ra[u] * ssc[mi]) * rw[u];
+                else if (P.mode == 2) v = kite_siluf(ra[u]) * rb[u];
+                else if (P.mode == 3) v = ((ra[u] * ssc[mi * nh + j / P.hs]) * rw[u]) * kite_siluf(rb[u]);
+                else v = ra[u];
+                if (P.out2 && blockIdx.x == 0) P.out2[(size_t)mi * P.ld2 + j] = v;
+                const float amax = warp_max(fabsf(v));
+                const float d = amax / 127.0f;
+                const float id = d != 0.0f ? 1.0f / d : 0.0f;
+                float qf = rintf(v * id);
+                qf = qf > 127.0f ? 127.0f : (qf < -127.0f ? -127.0f : qf);
+                if (qf != qf) qf = 0.0f;
+                sq[(size_t)mi * k + j] = (int8_t)(int)qf;
+                if (lane == 0) sd[(size_t)mi * nb + bb] = d;
+            }
+        }
+        __syncthreads();
+        XQ = sq;
+        XD = sd;
+        ldq = k;
+        ldd = nb;
+    }
+    for (int gw = blockIdx.x * nw + warp; gw < js.nwarps; gw += gridDim.x * nw) {
+    const int grow = gw * RPW;
+    int ji = 0;
+#pragma unroll
+    for (int t = 1; t < 4; t++)
+        if (t < js.nj && grow >= js.j[t].row0) ji = t;
+    const GJob &J = js.j[ji];
+    const int r0 = grow - J.row0;
+    if (r0 >= J.n) continue;
+    float acc[RPW][MT];
+#pragma unroll
+    for (int rr = 0; rr < RPW; rr++)
+#pragma unroll
+        for (int mm = 0; mm < MT; mm++) acc[rr][mm] = 0.0f;
+    constexpr int U = 4 / RPW; // blocks per lane loaded ahead
+
+    if (J.type == KCUDA_T_Q8_0 || J.type == KCUDA_T_Q4_0) {
+        const bool q8 = J.type == KCUDA_T_Q8_0;
+        for (int b0 = lane; b0 < nb; b0 += 32 * U) {
+            int4 w0[RPW][U], w1[RPW][U];
+            float wd[RPW][U];
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                int b = b0 + 32 * u;
+                if (b < nb) {
+#pragma unroll
+                    for (int rr = 0; rr < RPW; rr++) {
+                        int r = r0 + rr < J.n ? r0 + rr : r0;
+                        if (q8) {
+                            const int4 *wp = (const int4 *)((const int8_t *)J.q + (size_t)r * k + (size_t)b * 32);
+                            w0[rr][u] = __ldg(wp);
+                            w1[rr][u] = __ldg(wp + 1);
+                        } else {
+                            w0[rr][u] = __ldg((const int4 *)((const uint8_t *)J.q + (size_t)r * (k >> 1) + (size_t)b * 16));
+                        }
+                        wd[rr][u] = half_bits_to_f32(__ldg(J.s + (size_t)r * nb + b));
+                    }
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                int b = b0 + 32 * u;
+                if (b >= nb) break;
+#pragma unroll
+                for (int mm = 0; mm < MT; mm++) {
+                    if (mm < m) {
+                        const int4 *xp = (const int4 *)(XQ + (size_t)mm * ldq + (size_t)b * 32);
+                        int4 x0 = xp[0], x1 = xp[1];
+                        float xs = XD[(size_t)mm * ldd + b];
+                        int xsum = 0;
+                        if (!q8) {
+                            xsum = __dp4a(0x01010101, x0.x, xsum);
+                            xsum = __dp4a(0x01010101, x0.y, xsum);
+                            xsum = __dp4a(0x01010101, x0.z, xsum);
+                            xsum = __dp4a(0x01010101, x0.w, xsum);
+                            xsum = __dp4a(0x01010101, x1.x, xsum);
+                            xsum = __dp4a(0x01010101, x1.y, xsum);
+                            xsum = __dp4a(0x01010101, x1.z, xsum);
+                            xsum = __dp4a(0x01010101, x1.w, xsum);
+                        }
+#pragma unroll
+                        for (int rr = 0; rr < RPW; rr++) {
+                            int is = 0;
+                            if (q8) {
+                                const int4 a = w0[rr][u], c = w1[rr][u];
+                                is = __dp4a(a.x, x0.x, is);
+                                is = __dp4a(a.y, x0.y, is);
+                                is = __dp4a(a.z, x0.z, is);
+                                is = __dp4a(a.w, x0.w, is);
+                                is = __dp4a(c.x, x1.x, is);
+                                is = __dp4a(c.y, x1.y, is);
+                                is = __dp4a(c.z, x1.z, is);
+                                is = __dp4a(c.w, x1.w, is);
+                            } else {
+                                const int4 w = w0[rr][u];
+                                is = __dp4a(w.x & 0x0F0F0F0F, x0.x, is);
+                                is = __dp4a(w.y & 0x0F0F0F0F, x0.y, is);
+                                is = __dp4a(w.z & 0x0F0F0F0F, x0.z, is);
+                                is = __dp4a(w.w & 0x0F0F0F0F, x0.w, is);
+                                is = __dp4a((w.x >> 4) & 0x0F0F0F0F, x1.x, is);
+                                is = __dp4a((w.y >> 4) & 0x0F0F0F0F, x1.y, is);
+                                is = __dp4a((w.z >> 4) & 0x0F0F0F0F, x1.z, is);
+                                is = __dp4a((w.w >> 4) & 0x0F0F0F0F, x1.w, is);
+                                is = is - 8 * xsum;
+                            }
+                            float p = (float)is * (wd[rr][u] * xs);
+                            acc[rr][mm] = acc[rr][mm] + p;
+                        }
+                    }
+                }
+            }
+        }
+    } else {
+        const int type = J.type;
+        for (int i = lane; i < k; i += 32) {
+            float wv[RPW];
+#pragma unroll
+            for (int rr = 0; rr < RPW; rr++) {
+                int r = r0 + rr < J.n ? r0 + rr : r0;
+                size_t idx = (size_t)r * k + i;
+                if (type == KCUDA_T_F32)
+                    wv[rr] = __ldg((const float *)J.q + idx);
+                else if (type == KCUDA_T_F16)
+                    wv[rr] = half_bits_to_f32(__ldg((const uint16_t *)J.q + idx));
+                else
+                    wv[rr] = kite_bf16_to_f32(__ldg((const uint16_t *)J.q + idx));
+            }
+#pragma unroll
+            for (int mm = 0; mm < MT; mm++) {
+                if (mm < m) {
+                    float xv = xf[(size_t)mm * ldx + i];
+#pragma unroll
+                    for (int rr = 0; rr < RPW; rr++) acc[rr][mm] = acc[rr][mm] + wv[rr] * xv;
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int rr = 0; rr < RPW; rr++) {
+#pragma unroll
+        for (int mm = 0; mm < MT; mm++) {
+            float v = warp_sum32(acc[rr][mm]);
+            if (lane == 0 && mm < m && r0 + rr < J.n) {
+                float *y = J.y + (size_t)mm * J.ldy + r0 + rr;
+                *y = J.add ? *y + v : v;
+            }
+        }
+    }
+    } // grid-stride over warps
+}
+
+// ------------------------------------------------------------------------------------------------
+// Activation preparation: one block per row. mode 0: copy; 1: RMSNorm(a) * w; 2: silu(a) * b.
+// Writes xf (float) and, when n % 32 == 0, the per-32-block int8 quantization xq / xd.
+
+__global__ void __launch_bounds__(KC_THREADS)
+k_act(int mode, const float *a, const float *b, int lda, const float *w, int hs, int n, float eps,
+      float *xf, int8_t *xq, float *xd, int ldx, float *out2, int ld2) {
+    const int row = blockIdx.x;
+    const float *ar = a + (size_t)row * lda;
+    float *xr = xf + (size_t)row * ldx;
+    __shared__ float s_scale;
+    if (mode == 1) {
+        if (threadIdx.x < 32) {
+            float ss = warp_dot(ar, ar, n, threadIdx.x);
+            if (threadIdx.x == 0) {
+                float mean = ss / (float)n;
+                s_scale = kite_rsqrtf(mean + eps);
+            }
+        }
+        __syncthreads();
+        float sc = s_scale;
+        for (int i = threadIdx.x; i < n; i += blockDim.x) xr[i] = (ar[i] * sc) * w[i];
+    } else if (mode == 3) {
+        const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+        const float *br = b + (size_t)row * lda;
+        for (int h = warp; h < n / hs; h += blockDim.x >> 5) {
+            const float *ah = ar + (size_t)h * hs;
+            float ss = warp_dot(ah, ah, hs, lane);
+            float sc = kite_rsqrtf(ss / (float)hs + eps);
+            for (int j = lane; j < hs; j += 32)
+                xr[h * hs + j] = ((ah[j] * sc) * w[j]) * kite_siluf(br[h * hs + j]);
+        }
+    } else if (mode == 2) {
+        const float *br = b + (size_t)row * lda;
+        for (int i = threadIdx.x; i < n; i += blockDim.x) xr[i] = kite_siluf(ar[i]) * br[i];
+    } else {
+        for (int i = threadIdx.x; i < n; i += blockDim.x) xr[i] = ar[i];
+    }
+    __syncthreads();
+    if (out2)
+        for (int i = threadIdx.x; i < n; i += blockDim.x) out2[(size_t)row * ld2 + i] = xr[i];
+    if ((n & 31) == 0 && xq) {
+        const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+        const int nb = n >> 5;
+        for (int bb = warp; bb < nb; bb += blockDim.x >> 5) {
+            float v = xr[bb * 32 + lane];
+            float amax = warp_max(fabsf(v));
+            float d = amax / 127.0f;
+            float id = d != 0.0f ? 1.0f / d : 0.0f;
+            float qf = rintf(v * id);
+            qf = qf > 127.0f ? 127.0f : (qf < -127.0f ? -127.0f : qf);
+            if (qf != qf) qf = 0.0f;
+            xq[(size_t)row * ldx + bb * 32 + lane] = (int8_t)(int)qf;
+            if (lane == 0) xd[(size_t)row * (ldx >> 5) + bb] = d;
+        }
+    }
+}
+
+// Embedding: x[m][i] = dequantized row tokens[m] (tokens from device memory).
+__global__ void k_embed(DW w, const int *__restrict__ in, int E, float *x) {
+    const int row = blockIdx.x;
+    const int tok = in[1 + row];
+    for (int i = threadIdx.x; i < E; i += blockDim.x) {
+        float v;
+        size_t idx = (size_t)tok * E + i;
+        if (w.type == KCUDA_T_Q8_0) {
+            v = half_bits_to_f32(w.s[idx >> 5]) * (float)((const int8_t *)w.q)[idx];
+        } else if (w.type == KCUDA_T_Q4_0) {
+            uint8_t byte = ((const uint8_t *)w.q)[(idx >> 5) * 16 + (idx & 15)];
+            int nib = (idx & 31) < 16 ? (byte & 15) : (byte >> 4);
+            v = half_bits_to_f32(w.s[idx >> 5]) * (float)(nib - 8);
+        } else if (w.type == KCUDA_T_F16) {
+            v = half_bits_to_f32(((const uint16_t *)w.q)[idx]);
+        } else if (w.type == KCUDA_T_BF16) {
+            v = kite_bf16_to_f32(((const uint16_t *)w.q)[idx]);
+        } else {
+            v = ((const float *)w.q)[idx];
+        }
+        x[(size_t)row * E + i] = v;
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Gated DeltaNet, one launch per layer: grid (value head h, slice of KC_WARPS rows of S).
+// Each block computes the causal conv + SiLU of the channels it needs (q and k of key head
+// h % Hk, v of its rows) for every row of the pass, L2-normalises q and k, then each warp
+// carries one row j of the state S[dv][dk] through the m rows (o[j] raw into y; the gated
+// RMSNorm is the prologue of the ssm_out gemv). Conv inputs live in a ring of R >= K-1+m
+// rows indexed by position: this pass reads positions < pos and writes pos..pos+m-1.
+#define KC_DK_MAX 256
+__device__ __forceinline__ int dn_channel(int t, int kh, int h, int j0, int Hk, int dk, int dv) {
+    if (t < dk) return kh * dk + t;
+    if (t < 2 * dk) return Hk * dk + kh * dk + (t - dk);
+    return 2 * Hk * dk + h * dv + j0 + (t - 2 * dk);
+}
+
+__global__ void __launch_bounds__(KC_THREADS)
+k_deltanet(const float *__restrict__ qkv, int C, const float *__restrict__ cw, int K, float *ring, int R,
+           const int *__restrict__ in, const float *__restrict__ betab, const float *__restrict__ alphab,
+           int ldba, const float *__restrict__ ssm_a, const float *__restrict__ dt_bias, float *S_all, int Hk,
+           int Hv, int dk, int dv, float eps, float *y, int ldy, int m) {
+    extern __shared__ float sm[];
+    const int h = blockIdx.x, kh = h % Hk;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    const int j0 = blockIdx.y * nw;
+    const int pos = in[0];
+    const int per = 2 * dk + nw + 2;
+    // phase 0: conv + SiLU
+    for (int t = threadIdx.x; t < 2 * dk + nw; t += blockDim.x) {
+        if (t >= 2 * dk && j0 + (t - 2 * dk) >= dv) continue;
+        const int c = dn_channel(t, kh, h, j0, Hk, dk, dv);
+        const float *wc = cw + (size_t)c * K;
+        for (int mi = 0; mi < m; mi++) {
+            const int p = pos + mi;
+            float acc = 0.0f;
+            for (int jj = 0; jj < K - 1; jj++) {
+                int pp = p - (K - 1) + jj;
+                float xv = pp < 0 ? 0.0f : (pp >= pos ? qkv[(size_t)(pp - pos) * C + c] : ring[(size_t)(pp % R) * C + c]);
+                acc = acc + wc[jj] * xv;
+            }
+            acc = acc + wc[K - 1] * qkv[(size_t)mi * C + c];
+            sm[(size_t)mi * per + t] = kite_siluf(acc);
+        }
+    }
+    // ring writes (positions of this pass, read by later passes only)
+    if (blockIdx.y == 0) {
+        const int nqk = h < Hk ? 2 * dk : 0;
+        for (int t = threadIdx.x; t < nqk + dv; t += blockDim.x) {
+            int c = t < nqk ? (t < dk ? h * dk + t : Hk * dk + h * dk + (t - dk)) : 2 * Hk * dk + h * dv + (t - nqk);
+            for (int mi = 0; mi < m; mi++)
+                ring[(size_t)((pos + mi) % R) * C + c] = qkv[(size_t)mi * C + c];
+        }
+    }
+    __syncthreads();
+    // phase 1: L2 norms, beta, decay
+    for (int mi = warp; mi < m; mi += nw) {
+        float *q = sm + (size_t)mi * per, *kk = q + dk, *bd = q + 2 * dk + nw;
+        float sq = warp_dot(q, q, dk, lane);
+        float sk = warp_dot(kk, kk, dk, lane);
+        float iq = kite_rsqrtf(sq + eps), ik = kite_rsqrtf(sk + eps);
+        float qs = kite_rsqrtf((float)dk);
+        __syncwarp();
+        for (int i = lane; i < dk; i += 32) {
+            q[i] = (q[i] * iq) * qs;
+            kk[i] = kk[i] * ik;
+        }
+        if (lane == 0) {
+            float bt = kite_sigmoidf(betab[(size_t)mi * ldba + h]);
+            float g = ssm_a[h] * kite_softplusf(alphab[(size_t)mi * ldba + h] + dt_bias[h]);
+            bd[0] = bt;
+            bd[1] = kite_expf(g);
+        }
+    }
+    __syncthreads();
+    // phase 2: row j of S
+    const int j = j0 + warp;
+    if (j >= dv) return;
+    float *S = S_all + ((size_t)h * dv + j) * dk;
+    const int nc = (dk + 31) >> 5;
+    float st[KC_DK_MAX / 32];
+#pragma unroll
+    for (int c = 0; c < KC_DK_MAX / 32; c++) {
+        int i = lane + 32 * c;
+        st[c] = (c < nc && i < dk) ? S[i] : 0.0f;
+    }
+    for (int mi = 0; mi < m; mi++) {
+        const float *q = sm + (size_t)mi * per, *kk = q + dk, *bd = q + 2 * dk + nw;
+        const float vj = q[2 * dk + warp];
+        const float decay = bd[1], beta = bd[0];
+        float p = 0.0f;
+#pragma unroll
+        for (int c = 0; c < KC_DK_MAX / 32; c++) {
+            int i = lane + 32 * c;
+            if (c < nc && i < dk) {
+                st[c] = st[c] * decay;
+                p = p + st[c] * kk[i];
+            }
+        }
+        p = warp_sum32(p);
+        float kv = __shfl_sync(0xffffffffu, p, 0);
+        float delta = (vj - kv) * beta;
+        float p2 = 0.0f;
+#pragma unroll
+        for (int c = 0; c < KC_DK_MAX / 32; c++) {
+            int i = lane + 32 * c;
+            if (c < nc && i < dk) {
+                st[c] = st[c] + kk[i] * delta;
+                p2 = p2 + st[c] * q[i];
+            }
+        }
+        p2 = warp_sum32(p2);
+        if (lane == 0) y[(size_t)mi * ldy + h * dv + j] = p2;
+    }
+#pragma unroll
+    for (int c = 0; c < KC_DK_MAX / 32; c++) {
+        int i = lane + 32 * c;
+        if (c < nc && i < dk) S[i] = st[c];
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Full attention. Prep: per head block, RMSNorm with q_norm/k_norm, NeoX RoPE on n_rot dims,
+// k and v stored in the cache at pos + mi. Blocks [0,H): query; [H,H+Hkv): key; then value.
+
+__global__ void k_qkprep(const float *__restrict__ qg, int ldqg, const float *__restrict__ kb,
+                         const float *__restrict__ vb, int ldkv, const float *__restrict__ qn,
+                         const float *__restrict__ kn, const float *__restrict__ cos_tab,
+                         const float *__restrict__ sin_tab, int half_tab, int half,
+                         const int *__restrict__ in, int H, int Hkv, int D, float eps, float *qout,
+                         float *kc, float *vc, int max_pos) {
+    extern __shared__ float sm[];
+    const int hb = blockIdx.x, mi = blockIdx.y;
+    const int pos = in[0] + mi;
+    if (pos >= max_pos) return;
+    if (hb >= H + Hkv) {
+        int vh = hb - H - Hkv;
+        for (int i = threadIdx.x; i < D; i += blockDim.x)
+            vc[(size_t)pos * Hkv * D + vh * D + i] = vb[(size_t)mi * ldkv + vh * D + i];
+        return;
+    }
+    const float *src;
+    const float *w;
+    float *dst;
+    if (hb < H) {
+        src = qg + (size_t)mi * ldqg + (size_t)2 * hb * D;
+        w = qn;
+        dst = qout + (size_t)mi * H * D + hb * D;
+    } else {
+        int kh = hb - H;
+        src = kb + (size_t)mi * ldkv + kh * D;
+        w = kn;
+        dst = kc + (size_t)pos * Hkv * D + kh * D;
+    }
+    float *x = sm;
+    __shared__ float s_sc;
+    for (int i = threadIdx.x; i < D; i += blockDim.x) x[i] = src[i];
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        float ss = warp_dot(x, x, D, threadIdx.x);
+        if (threadIdx.x == 0) s_sc = kite_rsqrtf(ss / (float)D + eps);
+    }
+    __syncthreads();
+    float sc = s_sc;
+    for (int i = threadIdx.x; i < D; i += blockDim.x) x[i] = (x[i] * sc) * w[i];
+    __syncthreads();
+    for (int i = threadIdx.x; i < D; i += blockDim.x) {
+        float r;
+        if (i < half) {
+            float c = cos_tab[(size_t)pos * half_tab + i], s = sin_tab[(size_t)pos * half_tab + i];
+            r = x[i] * c - x[i + half] * s;
+        } else if (i < 2 * half) {
+            int i0 = i - half;
+            float c = cos_tab[(size_t)pos * half_tab + i0], s = sin_tab[(size_t)pos * half_tab + i0];
+            r = x[i0] * s + x[i] * c;
+        } else {
+            r = x[i];
+        }
+        dst[i] = r;
+    }
+}
+
+// One block per (query head, row). scores / probabilities in global scratch [m][H][max_pos].
+__global__ void __launch_bounds__(KC_THREADS)
+k_attn(const float *__restrict__ q, const float *__restrict__ kc, const float *__restrict__ vc,
+       const float *__restrict__ qg, int ldqg, const int *__restrict__ in, int H, int Hkv, int D,
+       float *scr, int max_pos, float *out, int ldo) {
+    const int h = blockIdx.x, mi = blockIdx.y;
+    const int n = in[0] + mi + 1;
+    if (n > max_pos) return;
+    const int kvh = h / (H / Hkv);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const float *qr = q + (size_t)mi * H * D + h * D;
+    float *sc = scr + ((size_t)mi * H + h) * max_pos;
+    const float scale = kite_rsqrtf((float)D);
+    __shared__ float s_red[KC_WARPS];
+    __shared__ float s_sum;
+    for (int t = warp; t < n; t += KC_WARPS) {
+        const float *kr = kc + (size_t)t * Hkv * D + kvh * D;
+        float p = lane_dot(qr, kr, D, lane);
+        p = warp_sum32(p);
+        if (lane == 0) sc[t] = p * scale;
+    }
+    __syncthreads();
+    float mx = -INFINITY;
+    for (int t = threadIdx.x; t < n; t += blockDim.x) mx = fmaxf(mx, sc[t]);
+    mx = warp_max(mx);
+    if (lane == 0) s_red[warp] = mx;
+    __syncthreads();
+    mx = s_red[0];
+    for (int w = 1; w < KC_WARPS; w++) mx = fmaxf(mx, s_red[w]);
+    for (int t = threadIdx.x; t < n; t += blockDim.x) sc[t] = kite_expf(sc[t] - mx);
+    __syncthreads();
+    if (warp == 0) {
+        float s = 0.0f;
+        for (int t = lane; t < n; t += 32) s = s + sc[t];
+        s = warp_sum32(s);
+        if (lane == 0) s_sum = s;
+    }
+    __syncthreads();
+    const float sum = s_sum;
+    for (int t = threadIdx.x; t < n; t += blockDim.x) sc[t] = sc[t] / sum;
+    __syncthreads();
+    for (int d = threadIdx.x; d < D; d += blockDim.x) {
+        float s[32];
+#pragma unroll
+        for (int l = 0; l < 32; l++) s[l] = 0.0f;
+        const float *vp = vc + kvh * D + d;
+        for (int t0 = 0; t0 < n; t0 += 32) {
+#pragma unroll
+            for (int l = 0; l < 32; l++) {
+                int t = t0 + l;
+                if (t < n) s[l] = s[l] + sc[t] * vp[(size_t)t * Hkv * D];
+            }
+        }
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1)
+#pragma unroll
+            for (int l = 0; l < off; l++) s[l] = s[l] + s[l + off];
+        float gate = qg[(size_t)mi * ldqg + (size_t)2 * h * D + D + d];
+        out[(size_t)mi * ldo + h * D + d] = s[0] * kite_sigmoidf(gate);
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// The resident model
+
+struct Layer {
+    int rec = 0;
+    int idx = 0; // index among layers of its kind
+    DW w[KCUDA_W_COUNT];
+    float *v[KCUDA_W_COUNT] = {};
+};
+
+struct kcuda_model {
+    int32_t hp[KCUDA_HP_COUNT];
+    float eps;
+    int nl, nrec, nfull;
+    std::vector<Layer> L;
+    DW tok, out;
+    float *out_norm = nullptr;
+    float *cos_tab = nullptr, *sin_tab = nullptr;
+    int rope_max_pos = 0, half_tab = 0;
+    int max_m = 0, prepared = 0;
+    int opt_graph = 1, opt_graph_m = 0;
+    // state
+    float *kc = nullptr, *vc = nullptr;      // [nfull][max_pos][Hkv*D]
+    float *ring = nullptr;                   // [nrec][ring_rows][C]: conv inputs by position
+    int ring_rows = 0;
+    float *ssm = nullptr;                    // [nrec][Hv][dv][dk]
+    // scratch
+    int *d_in = nullptr;                     // [0] = pos, [1..m] tokens
+    int *h_in = nullptr;                     // pinned
+    float *x = nullptr;                      // [max_m][E]
+    float *xf = nullptr; int8_t *xq = nullptr; float *xd = nullptr; int ldx = 0;
+    float *qkv = nullptr, *z = nullptr, *beta = nullptr, *alpha = nullptr, *ybuf = nullptr;
+    float *qg = nullptr, *kb = nullptr, *vb = nullptr, *qr = nullptr, *att = nullptr, *scr = nullptr;
+    float *gate = nullptr, *up = nullptr;
+    float *hout = nullptr, *logits = nullptr;
+    size_t dn_smem = 0;
+    // graphs
+    cudaGraphExec_t g1 = nullptr;
+    std::map<int, cudaGraphExec_t> gm;
+    int64_t cnt[KCUDA_C_COUNT] = {};
+    std::vector<void *> allocs;
+};
+
+static int32_t dalloc(kcuda_model *md, void **p, size_t bytes) {
+    CK(cudaMalloc(p, bytes ? bytes : 4));
+    md->allocs.push_back(*p);
+    return 0;
+}
+
+static void graphs_free(kcuda_model *md) {
+    if (md->g1) cudaGraphExecDestroy(md->g1);
+    md->g1 = nullptr;
+    for (auto &kv : md->gm) cudaGraphExecDestroy(kv.second);
+    md->gm.clear();
+}
+
+static void model_free(kcuda_model *md) {
+    if (!md) return;
+    graphs_free(md);
+    for (auto &l : md->L) {
+        for (int r = 0; r < KCUDA_W_COUNT; r++) {
+            dw_free(l.w[r]);
+            if (l.v[r]) cudaFree(l.v[r]);
+        }
+    }
+    dw_free(md->tok);
+    dw_free(md->out);
+    if (md->out_norm) cudaFree(md->out_norm);
+    if (md->cos_tab) cudaFree(md->cos_tab);
+    if (md->sin_tab) cudaFree(md->sin_tab);
+    for (void *p : md->allocs) cudaFree(p);
+    if (md->h_in) cudaFreeHost(md->h_in);
+    delete md;
+}
+
+static int is_vec_role(int role) {
+    switch (role) {
+    case KCUDA_W_OUTPUT_NORM: case KCUDA_W_ATTN_NORM: case KCUDA_W_POST_ATTN_NORM:
+    case KCUDA_W_ATTN_Q_NORM: case KCUDA_W_ATTN_K_NORM: case KCUDA_W_SSM_A:
+    case KCUDA_W_SSM_DT_BIAS: case KCUDA_W_SSM_CONV1D: case KCUDA_W_SSM_NORM:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+// Launch helpers (all on g_stream; no host synchronisation: capturable).
+static int g_smem_max = 48 * 1024;
+static int g_sms = 132; // dynamic shared memory opted in for the gemv instances
+
+template <int MT, int RPW>
+static void gemv_launch1(unsigned grid, int threads, size_t smem, const GJobs &js, int m, const Pro &P,
+                         const int8_t *q, const float *d, const float *f, int ldx) {
+    k_gemv<MT, RPW><<<grid, threads, smem, g_stream>>>(js, m, P, q, d, f, ldx);
+}
+
+static int32_t gemv_smem_optin(void) {
+    int dev = 0, mx = 0;
+    CK(cudaGetDevice(&dev));
+    CK(cudaDeviceGetAttribute(&mx, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    int sms = 0;
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && sms > 0) g_sms = sms;
+    if (mx <= 48 * 1024) return 0;
+#define KC_OPT(MT, RPW) CK(cudaFuncSetAttribute(k_gemv<MT, RPW>, cudaFuncAttributeMaxDynamicSharedMemorySize, mx))
+    KC_OPT(1, 1); KC_OPT(2, 1); KC_OPT(4, 1); KC_OPT(8, 1);
+    KC_OPT(1, 2); KC_OPT(2, 2); KC_OPT(4, 2); KC_OPT(8, 2);
+#undef KC_OPT
+    g_smem_max = mx;
+    return 0;
+}
+
+// gq/gd/gf: activations in global memory (P.mode == -1); otherwise the prologue builds them.
+static int32_t launch_gemv(GJobs js, int m, Pro P, const int8_t *gq, const float *gd, const float *gf, int ldx) {
+    int rows = 0;
+    for (int t = 0; t < js.nj; t++) rows += js.j[t].n;
+    const int RPW = rows > 16384 ? 2 : 1;
+    const int threads = 256;
+    rows = 0;
+    for (int t = 0; t < js.nj; t++) {
+        js.j[t].row0 = rows;
+        rows += (js.j[t].n + RPW - 1) / RPW * RPW;
+    }
+    const int warps = rows / RPW, wpb = threads / 32;
+    js.nwarps = warps;
+    unsigned grid = (unsigned)((warps + wpb - 1) / wpb);
+    const unsigned cap = (unsigned)(g_sms * (2048 / threads));
+    if (P.mode >= 0 && grid > cap) grid = cap; // the prologue runs once per block: stay resident
+    const int k = js.j[0].k;
+    const int nh = P.mode == 3 ? k / P.hs : 1;
+    int mcap = 8;
+    while (mcap > 1 && P.mode >= 0 && pro_smem(mcap, k, nh) > (size_t)g_smem_max) mcap >>= 1;
+    if (P.mode >= 0 && pro_smem(1, k, nh) > (size_t)g_smem_max) return KCUDA_E_UNSUPPORTED;
+    for (int m0 = 0; m0 < m; m0 += mcap) {
+        int mc = m - m0 < mcap ? m - m0 : mcap;
+        GJobs jc = js;
+        for (int t = 0; t < js.nj; t++) jc.j[t].y = js.j[t].y + (size_t)m0 * js.j[t].ldy;
+        Pro Pc = P;
+        const int8_t *q = nullptr;
+        const float *d = nullptr, *f = nullptr;
+        if (P.mode >= 0) {
+            Pc.a = P.a + (size_t)m0 * P.lda;
+            if (P.b) Pc.b = P.b + (size_t)m0 * P.lda;
+            if (P.out2) Pc.out2 = P.out2 + (size_t)m0 * P.ld2;
+        } else {
+            if (gq) q = gq + (size_t)m0 * ldx;
+            if (gd) d = gd + (size_t)m0 * (ldx / 32);
+            if (gf) f = gf + (size_t)m0 * ldx;
+        }
+        int MT = mc == 1 ? 1 : mc == 2 ? 2 : mc <= 4 ? 4 : 8;
+        size_t smem = P.mode >= 0 ? pro_smem(MT, k, nh) : 0;
+        if (RPW == 1) {
+            if (MT == 1) gemv_launch1<1, 1>(grid, threads, smem, jc, mc, Pc, q, d, f, ldx);
+            else if (MT == 2) gemv_launch1<2, 1>(grid, threads, smem, jc, mc, Pc, q, d, f, ldx);
+            else if (MT == 4) gemv_launch1<4, 1>(grid, threads, smem, jc, mc, Pc, q, d, f, ldx);
+            else gemv_launch1<8, 1>(grid, threads, smem, jc, mc, Pc, q, d, f, ldx);
+        } else {
+            if (MT == 1) gemv_launch1<1, 2>(grid, threads, smem, jc, mc, Pc, q, d, f, ldx);
+            else if (MT == 2) gemv_launch1<2, 2>(grid, threads, smem, jc, mc, Pc, q, d, f, ldx);
+            else if (MT == 4) gemv_launch1<4, 2>(grid, threads, smem, jc, mc, Pc, q, d, f, ldx);
+            else gemv_launch1<8, 2>(grid, threads, smem, jc, mc, Pc, q, d, f, ldx);
+        }
+        CK(cudaGetLastError());
+    }
+    return 0;
+}
+
+static GJob job(const DW &w, float *y, int ldy, int add) {
+    GJob j;
+    j.q = w.q;
+    j.s = w.s;
+    j.y = y;
+    j.type = w.type;
+    j.n = (int)w.ne1;
+    j.k = (int)w.ne0;
+    j.ldy = ldy;
+    j.add = add;
+    j.row0 = 0;
+    return j;
+}
+
+static Pro pro(int mode, const float *a, const float *b, int lda, const float *w, int hs, float eps) {
+    Pro P;
+    P.mode = mode;
+    P.a = a;
+    P.b = b;
+    P.lda = lda;
+    P.w = w;
+    P.hs = hs > 0 ? hs : 1;
+    P.eps = eps;
+    P.out2 = nullptr;
+    P.ld2 = 0;
+    return P;
+}
+
+// One matrix product with its activation prologue: fused into the gemv when every matrix of
+// the launch is quantized; else the activations go through k_act into global memory first.
+static int32_t gemv_in(kcuda_model *md, const GJobs &js, int m, const Pro &P) {
+    int allq = 1;
+    for (int t = 0; t < js.nj; t++)
+        if (js.j[t].type != KCUDA_T_Q8_0 && js.j[t].type != KCUDA_T_Q4_0) allq = 0;
+    if (allq) return launch_gemv(js, m, P, nullptr, nullptr, nullptr, 0);
+    const int k = js.j[0].k;
+    k_act<<<m, KC_THREADS, 0, g_stream>>>(P.mode, P.a, P.b, P.lda, P.w, P.hs, k, P.eps, md->xf, md->xq, md->xd,
+                                          md->ldx, P.out2, P.ld2);
+    CK(cudaGetLastError());
+    Pro P2 = pro(-1, nullptr, nullptr, 0, nullptr, 1, 0.0f);
+    return launch_gemv(js, m, P2, md->xq, md->xd, md->xf, md->ldx);
+}
+
+// The forward pass for m rows at positions in[0] .. in[0]+m-1 (tokens in[1..m]), device-side
+// inputs only: the same launches serve the graph and the stream mode.
+static int32_t forward(kcuda_model *md, int m) {
+    const int32_t *hp = md->hp;
+    const int E = hp[KCUDA_HP_N_EMBD], V = hp[KCUDA_HP_N_VOCAB], F = hp[KCUDA_HP_N_FF];
+    const int H = hp[KCUDA_HP_N_HEAD], Hkv = hp[KCUDA_HP_N_HEAD_KV], D = hp[KCUDA_HP_HEAD_DIM];
+    const int K = hp[KCUDA_HP_SSM_CONV], dk = hp[KCUDA_HP_SSM_DK], Hk = hp[KCUDA_HP_SSM_HK];
+    const int Hv = hp[KCUDA_HP_SSM_HV], dv = hp[KCUDA_HP_SSM_DV], max_pos = hp[KCUDA_HP_MAX_POS];
+    const int C = 2 * Hk * dk + Hv * dv;
+    const int half = hp[KCUDA_HP_N_ROT] / 2;
+    const float eps = md->eps;
+    k_embed<<<m, KC_THREADS, 0, g_stream>>>(md->tok, md->d_in, E, md->x);
+    CK(cudaGetLastError());
+    for (int il = 0; il < md->nl; il++) {
+        Layer &l = md->L[il];
+        Pro pn = pro(1, md->x, nullptr, E, l.v[KCUDA_W_ATTN_NORM], 1, eps);
+        if (l.rec) {
+            GJobs js;
+            js.nj = 4;
+            js.j[0] = job(l.w[KCUDA_W_SSM_QKV], md->qkv, C, 0);
+            js.j[1] = job(l.w[KCUDA_W_SSM_GATE], md->z, Hv * dv, 0);
+            js.j[2] = job(l.w[KCUDA_W_SSM_BETA], md->beta, Hv, 0);
+            js.j[3] = job(l.w[KCUDA_W_SSM_ALPHA], md->alpha, Hv, 0);
+            CKS(gemv_in(md, js, m, pn));
+            float *ring = md->ring + (size_t)l.idx * md->ring_rows * C;
+            float *S = md->ssm + (size_t)l.idx * Hv * dv * dk;
+            size_t smem = (size_t)m * (2 * dk + KC_WARPS + 2) * sizeof(float);
+            dim3 g(Hv, (dv + KC_WARPS - 1) / KC_WARPS);
+            k_deltanet<<<g, KC_THREADS, smem, g_stream>>>(md->qkv, C, l.v[KCUDA_W_SSM_CONV1D], K, ring, md->ring_rows,
+                                                          md->d_in, md->beta, md->alpha, Hv, l.v[KCUDA_W_SSM_A],
+                                                          l.v[KCUDA_W_SSM_DT_BIAS], S, Hk, Hv, dk, dv, eps, md->ybuf,
+                                                          Hv * dv, m);
+            CK(cudaGetLastError());
+            js.nj = 1;
+            js.j[0] = job(l.w[KCUDA_W_SSM_OUT], md->x, E, 1);
+            CKS(gemv_in(md, js, m, pro(3, md->ybuf, md->z, Hv * dv, l.v[KCUDA_W_SSM_NORM], dv, eps)));
+        } else {
+            GJobs js;
+            js.nj = 3;
+            js.j[0] = job(l.w[KCUDA_W_ATTN_Q], md->qg, 2 * H * D, 0);
+            js.j[1] = job(l.w[KCUDA_W_ATTN_K], md->kb, Hkv * D, 0);
+            js.j[2] = job(l.w[KCUDA_W_ATTN_V], md->vb, Hkv * D, 0);
+            CKS(gemv_in(md, js, m, pn));
+            float *kc = md->kc + (size_t)l.idx * max_pos * Hkv * D;
+            float *vc = md->vc + (size_t)l.idx * max_pos * Hkv * D;
+            dim3 g1(H + 2 * Hkv, m);
+            int th = D < KC_THREADS ? ((D + 31) / 32 * 32) : KC_THREADS;
+            k_qkprep<<<g1, th, D * sizeof(float), g_stream>>>(
+                md->qg, 2 * H * D, md->kb, md->vb, Hkv * D, l.v[KCUDA_W_ATTN_Q_NORM], l.v[KCUDA_W_ATTN_K_NORM],
+                md->cos_tab, md->sin_tab, md->half_tab, half, md->d_in, H, Hkv, D, eps, md->qr, kc, vc, max_pos);
+            CK(cudaGetLastError());
+            dim3 g2(H, m);
+            k_attn<<<g2, KC_THREADS, 0, g_stream>>>(md->qr, kc, vc, md->qg, 2 * H * D, md->d_in, H, Hkv, D,
+                                                     md->scr, max_pos, md->att, H * D);
+            CK(cudaGetLastError());
+            js.nj = 1;
+            js.j[0] = job(l.w[KCUDA_W_ATTN_OUTPUT], md->x, E, 1);
+            CKS(gemv_in(md, js, m, pro(0, md->att, nullptr, H * D, nullptr, 1, eps)));
+        }
+        GJobs js;
+        js.nj = 2;
+        js.j[0] = job(l.w[KCUDA_W_FFN_GATE], md->gate, F, 0);
+        js.j[1] = job(l.w[KCUDA_W_FFN_UP], md->up, F, 0);
+        CKS(gemv_in(md, js, m, pro(1, md->x, nullptr, E, l.v[KCUDA_W_POST_ATTN_NORM], 1, eps)));
+        js.nj = 1;
+        js.j[0] = job(l.w[KCUDA_W_FFN_DOWN], md->x, E, 1);
+        CKS(gemv_in(md, js, m, pro(2, md->gate, md->up, F, nullptr, 1, eps)));
+    }
+    GJobs js;
+    js.nj = 1;
+    js.j[0] = job(md->out.type >= 0 ? md->out : md->tok, md->logits, V, 0);
+    Pro pf = pro(1, md->x, nullptr, E, md->out_norm, 1, eps);
+    pf.out2 = md->hout;
+    pf.ld2 = E;
+    CKS(gemv_in(md, js, m, pf));
+    return 0;
+}
+
+static int32_t capture(kcuda_model *md, int m, cudaGraphExec_t *out) {
+    cudaGraph_t g = nullptr;
+    CK(cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeThreadLocal));
+    int32_t st = forward(md, m);
+    cudaError_t e = cudaStreamEndCapture(g_stream, &g);
+    if (st) {
+        if (g) cudaGraphDestroy(g);
+        return st;
+    }
+    CK(e);
+    e = cudaGraphInstantiate(out, g, 0);
+    cudaGraphDestroy(g);
+    CK(e);
+    md->cnt[KCUDA_C_GRAPH_CAPTURES]++;
+    return 0;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Per-op gemm cache (host weight pointer -> device copy)
+
+struct CacheEnt {
+    DW w;
+    int64_t bytes;
+    int n, k;
+};
+static std::map<const void *, CacheEnt> g_wcache;
+static void *g_op_buf = nullptr;
+static size_t g_op_bytes = 0;
+
+static void op_free_all(void) {
+    for (auto &kv : g_wcache) dw_free(kv.second.w);
+    g_wcache.clear();
+    if (g_op_buf) cudaFree(g_op_buf);
+    g_op_buf = nullptr;
+    g_op_bytes = 0;
+    if (g_stage) cudaFree(g_stage);
+    g_stage = nullptr;
+    g_stage_bytes = 0;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Exports
+
+static void note_put(char *note, int32_t len, const char *s) {
+    if (!note || len <= 0) return;
+    snprintf(note, (size_t)len, "%s", s);
+}
+
+extern "C" {
+
+KCUDA_API int32_t kcuda_init(char *note, int32_t note_len) {
+    char buf[512];
+    if (g_ready) {
+        note_put(note, note_len, "already initialised");
+        return 0;
+    }
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+        snprintf(buf, sizeof buf, "cudart error %d (%s): %s", (int)e, cudaGetErrorName(e), cudaGetErrorString(e));
+        note_put(note, note_len, buf);
+        cudaGetLastError();
+        return (int32_t)e;
+    }
+    if (n <= 0) {
+        note_put(note, note_len, "no CUDA device");
+        return KCUDA_E_NODEVICE;
+    }
+    g_device = 0;
+    e = cudaSetDevice(g_device);
+    if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking);
+    if (e != cudaSuccess) {
+        snprintf(buf, sizeof buf, "cudart error %d (%s): %s", (int)e, cudaGetErrorName(e), cudaGetErrorString(e));
+        note_put(note, note_len, buf);
+        return (int32_t)e;
+    }
+    cudaDeviceProp pr;
+    if (cudaGetDeviceProperties(&pr, g_device) == cudaSuccess)
+        snprintf(buf, sizeof buf, "device 0: %s (sm_%d%d), %d device(s)", pr.name, pr.major, pr.minor, n);
+    else
+        snprintf(buf, sizeof buf, "device 0 ready");
+    note_put(note, note_len, buf);
+    e = (cudaError_t)gemv_smem_optin();
+    if (e != cudaSuccess) {
+        snprintf(buf, sizeof buf, "cudart error %d (%s): %s", (int)e, cudaGetErrorName(e), cudaGetErrorString(e));
+        note_put(note, note_len, buf);
+        return (int32_t)e;
+    }
+    g_ready = 1;
+    return 0;
+}
+
+KCUDA_API void kcuda_shutdown(void) {
+    if (!g_ready) return;
+    cudaDeviceSynchronize();
+    op_free_all();
+    if (g_stream) cudaStreamDestroy(g_stream);
+    g_stream = 0;
+    g_ready = 0;
+}
+
+KCUDA_API int32_t kcuda_device_info(char *name, int32_t name_len, int32_t *cc_major, int32_t *cc_minor,
+                                    int64_t *mem_total, int32_t *driver_version, int32_t *runtime_version) {
+    int dv = 0, rv = 0;
+    cudaDriverGetVersion(&dv);
+    cudaRuntimeGetVersion(&rv);
+    if (driver_version) *driver_version = dv;
+    if (runtime_version) *runtime_version = rv;
+    if (!g_ready) return KCUDA_E_NODEVICE;
+    cudaDeviceProp pr;
+    CK(cudaGetDeviceProperties(&pr, g_device));
+    note_put(name, name_len, pr.name);
+    if (cc_major) *cc_major = pr.major;
+    if (cc_minor) *cc_minor = pr.minor;
+    if (mem_total) *mem_total = (int64_t)pr.totalGlobalMem;
+    return 0;
+}
+
+KCUDA_API int32_t kcuda_set_option(int32_t key, int64_t value) {
+    if (key == KCUDA_OPT_GRAPH) g_opt_graph = value != 0;
+    else if (key == KCUDA_OPT_GRAPH_M) g_opt_graph_m = value != 0;
+    else return KCUDA_E_UNSUPPORTED;
+    return 0;
+}
+
+KCUDA_API int32_t kcuda_gemm_gw(int32_t wtype, const void *w, int64_t w_bytes, int32_t n_out, int32_t k,
+                                const int8_t *xq, const float *xd, int32_t m, float *y) {
+    if (!g_ready) return KCUDA_E_NODEVICE;
+    if (wtype != KCUDA_T_Q8_0 && wtype != KCUDA_T_Q4_0) return KCUDA_E_UNSUPPORTED;
+    if (!w || !xq || !xd || !y || n_out <= 0 || k <= 0 || k % 32 || m <= 0) return KCUDA_E_ARG;
+    auto it = g_wcache.find(w);
+    if (it != g_wcache.end() && (it->second.bytes != w_bytes || it->second.n != n_out || it->second.k != k ||
+                                 it->second.w.type != wtype)) {
+        dw_free(it->second.w);
+        g_wcache.erase(it);
+        it = g_wcache.end();
+    }
+    if (it == g_wcache.end()) {
+        CacheEnt ce;
+        ce.bytes = w_bytes;
+        ce.n = n_out;
+        ce.k = k;
+        int32_t st = dw_upload(ce.w, wtype, w, k, n_out, w_bytes);
+        if (st) {
+            dw_free(ce.w);
+            return st;
+        }
+        it = g_wcache.emplace(w, ce).first;
+    }
+    size_t qb = (size_t)m * k, db = (size_t)m * (k / 32) * 4, yb = (size_t)m * n_out * 4;
+    size_t need = ((qb + 255) / 256 + (db + 255) / 256 + (yb + 255) / 256) * 256;
+    if (need > g_op_bytes) {
+        if (g_op_buf) cudaFree(g_op_buf);
+        g_op_buf = nullptr;
+        g_op_bytes = 0;
+        CK(cudaMalloc(&g_op_buf, need));
+        g_op_bytes = need;
+    }
+    int8_t *dq = (int8_t *)g_op_buf;
+    float *dd = (float *)((char *)g_op_buf + (qb + 255) / 256 * 256);
+    float *dy = (float *)((char *)dd + (db + 255) / 256 * 256);
+    CK(cudaMemcpyAsync(dq, xq, qb, cudaMemcpyHostToDevice, g_stream));
+    CK(cudaMemcpyAsync(dd, xd, db, cudaMemcpyHostToDevice, g_stream));
+    GJobs js;
+    js.nj = 1;
+    js.j[0] = job(it->second.w, dy, n_out, 0);
+    CKS(launch_gemv(js, m, pro(-1, nullptr, nullptr, 0, nullptr, 1, 0.0f), dq, dd, nullptr, k));
+    CK(cudaMemcpyAsync(y, dy, yb, cudaMemcpyDeviceToHost, g_stream));
+    CK(cudaStreamSynchronize(g_stream));
+    return 0;
+}
+
+KCUDA_API kcuda_model *kcuda_model_create(const int32_t *hp, int32_t n_hp, const int32_t *layer_recurrent,
+                                          float eps) {
+    if (!g_ready || !hp || n_hp < KCUDA_HP_COUNT) return nullptr;
+    for (int i = 0; i < KCUDA_HP_COUNT; i++)
+        if (hp[i] < 0) return nullptr;
+    if (hp[KCUDA_HP_N_LAYER] <= 0 || hp[KCUDA_HP_N_EMBD] <= 0 || hp[KCUDA_HP_N_VOCAB] <= 0) return nullptr;
+    if (hp[KCUDA_HP_SSM_CONV] > 9 || hp[KCUDA_HP_SSM_DK] > KC_DK_MAX) return nullptr;
+    if (hp[KCUDA_HP_N_HEAD_KV] > 0 && hp[KCUDA_HP_N_HEAD] % hp[KCUDA_HP_N_HEAD_KV]) return nullptr;
+    if (hp[KCUDA_HP_SSM_HK] > 0 && hp[KCUDA_HP_SSM_HV] % hp[KCUDA_HP_SSM_HK]) return nullptr;
+    kcuda_model *md = new (std::nothrow) kcuda_model();
+    if (!md) return nullptr;
+    memcpy(md->hp, hp, sizeof md->hp);
+    md->eps = eps;
+    md->nl = hp[KCUDA_HP_N_LAYER];
+    md->L.resize((size_t)md->nl);
+    md->nrec = md->nfull = 0;
+    for (int il = 0; il < md->nl; il++) {
+        md->L[il].rec = layer_recurrent ? layer_recurrent[il] != 0 : 0;
+        md->L[il].idx = md->L[il].rec ? md->nrec++ : md->nfull++;
+    }
+    return md;
+}
+
+KCUDA_API int32_t kcuda_model_set_tensor(kcuda_model *md, int32_t layer, int32_t role, int32_t type,
+                                         const void *data, int64_t ne0, int64_t ne1, int64_t nbytes) {
+    if (!md || !g_ready) return KCUDA_E_STATE;
+    if (role < 0 || role >= KCUDA_W_COUNT || !data) return KCUDA_E_ARG;
+    if (layer < -1 || layer >= md->nl) return KCUDA_E_ARG;
+    if (md->prepared) return KCUDA_E_STATE;
+    if (is_vec_role(role)) {
+        float **dst = layer < 0 ? (role == KCUDA_W_OUTPUT_NORM ? &md->out_norm : nullptr) : &md->L[layer].v[role];
+        if (!dst) return KCUDA_E_ARG;
+        return vec_upload(dst, type, data, ne0 * ne1, nbytes);
+    }
+    DW *dst;
+    if (layer < 0) {
+        if (role == KCUDA_W_TOKEN_EMBD) dst = &md->tok;
+        else if (role == KCUDA_W_OUTPUT) dst = &md->out;
+        else return KCUDA_E_ARG;
+    } else {
+        dst = &md->L[layer].w[role];
+    }
+    return dw_upload(*dst, type, data, ne0, ne1, nbytes);
+}
+
+KCUDA_API int32_t kcuda_model_set_rope(kcuda_model *md, const float *cos_tab, const float *sin_tab,
+                                       int32_t max_pos, int32_t half_rot) {
+    if (!md || !g_ready) return KCUDA_E_STATE;
+    if (!cos_tab || !sin_tab || max_pos <= 0 || half_rot < 0) return KCUDA_E_ARG;
+    size_t n = (size_t)max_pos * (half_rot > 0 ? half_rot : 1);
+    if (md->cos_tab) cudaFree(md->cos_tab);
+    if (md->sin_tab) cudaFree(md->sin_tab);
+    md->cos_tab = md->sin_tab = nullptr;
+    CK(cudaMalloc((void **)&md->cos_tab, n * 4));
+    CK(cudaMalloc((void **)&md->sin_tab, n * 4));
+    if (half_rot > 0) {
+        CK(cudaMemcpy(md->cos_tab, cos_tab, (size_t)max_pos * half_rot * 4, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(md->sin_tab, sin_tab, (size_t)max_pos * half_rot * 4, cudaMemcpyHostToDevice));
+    }
+    md->rope_max_pos = max_pos;
+    md->half_tab = half_rot;
+    return 0;
+}
+
+static int dw_ok(const DW &w, int64_t ne0, int64_t ne1) {
+    return w.type >= 0 && w.ne0 == ne0 && w.ne1 == ne1;
+}
+
+KCUDA_API int32_t kcuda_model_prepare(kcuda_model *md, int32_t max_m) {
+    if (!md || !g_ready) return KCUDA_E_STATE;
+    if (md->prepared) return KCUDA_E_STATE;
+    if (max_m < 1) max_m = 1;
+    const int32_t *hp = md->hp;
+    const int E = hp[KCUDA_HP_N_EMBD], V = hp[KCUDA_HP_N_VOCAB], F = hp[KCUDA_HP_N_FF];
+    const int H = hp[KCUDA_HP_N_HEAD], Hkv = hp[KCUDA_HP_N_HEAD_KV], D = hp[KCUDA_HP_HEAD_DIM];
+    const int K = hp[KCUDA_HP_SSM_CONV], dk = hp[KCUDA_HP_SSM_DK], Hk = hp[KCUDA_HP_SSM_HK];
+    const int Hv = hp[KCUDA_HP_SSM_HV], dv = hp[KCUDA_HP_SSM_DV], max_pos = hp[KCUDA_HP_MAX_POS];
+    const int C = 2 * Hk * dk + Hv * dv;
+    // required tensors and shapes
+    if (!dw_ok(md->tok, E, V) || !md->out_norm) return KCUDA_E_STATE;
+    if (md->out.type >= 0 && !dw_ok(md->out, E, V)) return KCUDA_E_STATE;
+    if (md->nfull > 0) {
+        if (!md->cos_tab || md->rope_max_pos < max_pos || md->half_tab < hp[KCUDA_HP_N_ROT] / 2) return KCUDA_E_STATE;
+        if (D > 1024 || H <= 0 || Hkv <= 0 || hp[KCUDA_HP_N_ROT] > D) return KCUDA_E_UNSUPPORTED;
+    }
+    if (md->nrec > 0 && (K < 1 || dk <= 0 || dv <= 0 || Hk <= 0 || Hv <= 0)) return KCUDA_E_UNSUPPORTED;
+    for (int il = 0; il < md->nl; il++) {
+        Layer &l = md->L[il];
+        if (!l.v[KCUDA_W_ATTN_NORM] || !l.v[KCUDA_W_POST_ATTN_NORM]) return KCUDA_E_STATE;
+        if (!dw_ok(l.w[KCUDA_W_FFN_GATE], E, F) || !dw_ok(l.w[KCUDA_W_FFN_UP], E, F) ||
+            !dw_ok(l.w[KCUDA_W_FFN_DOWN], F, E))
+            return KCUDA_E_STATE;
+        if (l.rec) {
+            if (!dw_ok(l.w[KCUDA_W_SSM_QKV], E, C) || !dw_ok(l.w[KCUDA_W_SSM_GATE], E, (int64_t)Hv * dv) ||
+                !dw_ok(l.w[KCUDA_W_SSM_BETA], E, Hv) || !dw_ok(l.w[KCUDA_W_SSM_ALPHA], E, Hv) ||
+                !dw_ok(l.w[KCUDA_W_SSM_OUT], (int64_t)Hv * dv, E) || !l.v[KCUDA_W_SSM_A] ||
+                !l.v[KCUDA_W_SSM_DT_BIAS] || !l.v[KCUDA_W_SSM_CONV1D] || !l.v[KCUDA_W_SSM_NORM])
+                return KCUDA_E_STATE;
+        } else {
+            if (!dw_ok(l.w[KCUDA_W_ATTN_Q], E, (int64_t)2 * H * D) || !dw_ok(l.w[KCUDA_W_ATTN_K], E, (int64_t)Hkv * D) ||
+                !dw_ok(l.w[KCUDA_W_ATTN_V], E, (int64_t)Hkv * D) || !dw_ok(l.w[KCUDA_W_ATTN_OUTPUT], (int64_t)H * D, E) ||
+                !l.v[KCUDA_W_ATTN_Q_NORM] || !l.v[KCUDA_W_ATTN_K_NORM])
+                return KCUDA_E_STATE;
+        }
+    }
+    md->max_m = max_m;
+    int maxk = E;
+    if (F > maxk) maxk = F;
+    if (H * D > maxk) maxk = H * D;
+    if (Hv * dv > maxk) maxk = Hv * dv;
+    md->ldx = (maxk + 31) / 32 * 32;
+    size_t M = (size_t)max_m;
+    void *p;
+#define AL(field, bytes) do { CKS(dalloc(md, &p, (bytes))); md->field = (decltype(md->field))p; } while (0)
+    AL(d_in, (M + 1) * 4);
+    AL(x, M * E * 4);
+    AL(xf, M * md->ldx * 4);
+    AL(xq, M * md->ldx);
+    AL(xd, M * (md->ldx / 32) * 4);
+    AL(gate, M * F * 4);
+    AL(up, M * F * 4);
+    AL(hout, M * E * 4);
+    AL(logits, M * (size_t)V * 4);
+    if (md->nrec) {
+        AL(qkv, M * C * 4);
+        AL(z, M * Hv * dv * 4);
+        AL(beta, M * Hv * 4);
+        AL(alpha, M * Hv * 4);
+        AL(ybuf, M * Hv * dv * 4);
+        md->ring_rows = K - 1 + max_m;
+        AL(ring, (size_t)md->nrec * md->ring_rows * C * 4);
+        AL(ssm, (size_t)md->nrec * Hv * dv * dk * 4);
+        md->dn_smem = M * (2 * dk + KC_WARPS + 2) * sizeof(float);
+        if (md->dn_smem > 48 * 1024) {
+            CK(cudaFuncSetAttribute(k_deltanet, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)md->dn_smem));
+        }
+    }
+    if (md->nfull) {
+        AL(qg, M * 2 * H * D * 4);
+        AL(kb, M * Hkv * D * 4);
+        AL(vb, M * Hkv * D * 4);
+        AL(qr, M * H * D * 4);
+        AL(att, M * H * D * 4);
+        AL(scr, M * H * (size_t)max_pos * 4);
+        AL(kc, (size_t)md->nfull * max_pos * Hkv * D * 4);
+        AL(vc, (size_t)md->nfull * max_pos * Hkv * D * 4);
+    }
+#undef AL
+    CK(cudaMallocHost((void **)&md->h_in, (M + 1) * 4));
+    md->opt_graph = g_opt_graph;
+    md->opt_graph_m = g_opt_graph_m;
+    md->prepared = 1;
+    return 0;
+}
+
+KCUDA_API int32_t kcuda_seq_reset(kcuda_model *md) {
+    if (!md || !md->prepared || !g_ready) return KCUDA_E_STATE;
+    const int32_t *hp = md->hp;
+    const int Hkv = hp[KCUDA_HP_N_HEAD_KV], D = hp[KCUDA_HP_HEAD_DIM], max_pos = hp[KCUDA_HP_MAX_POS];
+    const int dk = hp[KCUDA_HP_SSM_DK], Hk = hp[KCUDA_HP_SSM_HK];
+    const int Hv = hp[KCUDA_HP_SSM_HV], dv = hp[KCUDA_HP_SSM_DV];
+    const int C = 2 * Hk * dk + Hv * dv;
+    if (md->nfull) {
+        CK(cudaMemsetAsync(md->kc, 0, (size_t)md->nfull * max_pos * Hkv * D * 4, g_stream));
+        CK(cudaMemsetAsync(md->vc, 0, (size_t)md->nfull * max_pos * Hkv * D * 4, g_stream));
+    }
+    if (md->nrec) {
+        CK(cudaMemsetAsync(md->ring, 0, (size_t)md->nrec * md->ring_rows * C * 4, g_stream));
+        CK(cudaMemsetAsync(md->ssm, 0, (size_t)md->nrec * Hv * dv * dk * 4, g_stream));
+    }
+    CK(cudaStreamSynchronize(g_stream));
+    // graphs: captured here (never in a step), each behind its own gate
+    md->opt_graph = g_opt_graph;
+    md->opt_graph_m = g_opt_graph_m;
+    if (md->opt_graph && !md->g1) CKS(capture(md, 1, &md->g1));
+    if (md->opt_graph_m) {
+        for (int m = 2; m <= md->max_m; m++)
+            if (!md->gm.count(m)) {
+                cudaGraphExec_t ge = nullptr;
+                CKS(capture(md, m, &ge));
+                md->gm[m] = ge;
+            }
+    }
+    return 0;
+}
+
+static int32_t run_rows(kcuda_model *md, const int32_t *tokens, int32_t m, int32_t pos, float *h_out,
+                        float *logits) {
+    const int32_t *hp = md->hp;
+    const int E = hp[KCUDA_HP_N_EMBD], V = hp[KCUDA_HP_N_VOCAB];
+    if (!md || !md->prepared || !g_ready) return KCUDA_E_STATE;
+    if (!tokens || m < 1 || m > md->max_m || pos < 0 || pos + m > hp[KCUDA_HP_MAX_POS]) return KCUDA_E_ARG;
+    for (int i = 0; i < m; i++)
+        if (tokens[i] < 0 || tokens[i] >= V) return KCUDA_E_ARG;
+    md->h_in[0] = pos;
+    for (int i = 0; i < m; i++) md->h_in[1 + i] = tokens[i];
+    CK(cudaMemcpyAsync(md->d_in, md->h_in, (size_t)(m + 1) * 4, cudaMemcpyHostToDevice, g_stream));
+    if (m == 1) {
+        if (md->opt_graph && md->g1) {
+            CK(cudaGraphLaunch(md->g1, g_stream));
+            md->cnt[KCUDA_C_GRAPH_REPLAYS]++;
+        } else {
+            CKS(forward(md, 1));
+            md->cnt[KCUDA_C_STREAM_STEPS]++;
+        }
+    } else {
+        auto it = md->opt_graph_m ? md->gm.find(m) : md->gm.end();
+        if (it != md->gm.end()) {
+            CK(cudaGraphLaunch(it->second, g_stream));
+            md->cnt[KCUDA_C_MROW_GRAPH_REPLAYS]++;
+        } else {
+            CKS(forward(md, m));
+        }
+    }
+    if (h_out) CK(cudaMemcpyAsync(h_out, md->hout, (size_t)m * E * 4, cudaMemcpyDeviceToHost, g_stream));
+    if (logits) CK(cudaMemcpyAsync(logits, md->logits, (size_t)m * V * 4, cudaMemcpyDeviceToHost, g_stream));
+    CK(cudaStreamSynchronize(g_stream));
+    if (m == 1) md->cnt[KCUDA_C_STEPS]++;
+    else md->cnt[KCUDA_C_MROW_CALLS]++;
+    return 0;
+}
+
+KCUDA_API int32_t kcuda_step(kcuda_model *md, int32_t token, int32_t pos, float *h_out, float *logits) {
+    if (!md) return KCUDA_E_STATE;
+    return run_rows(md, &token, 1, pos, h_out, logits);
+}
+
+KCUDA_API int32_t kcuda_model_counters(kcuda_model *md, int64_t *out, int32_t n) {
+    if (!md || !out) return KCUDA_E_ARG;
+    for (int i = 0; i < n; i++) out[i] = i < KCUDA_C_COUNT ? md->cnt[i] : 0;
+    return 0;
+}
+
+KCUDA_API void kcuda_model_free(kcuda_model *md) {
+    if (!md) return;
+    if (g_ready) cudaStreamSynchronize(g_stream);
+    model_free(md);
+}
+
+} // extern "C"
+
+// Not exported by itself: exports.cu wraps it as kcuda_step_m (the loader test module omits it).
+int32_t kcuda_impl_step_m(kcuda_model *md, const int32_t *tokens, int32_t m, int32_t pos, float *h_out,
+                          float *logits) {
+    if (!md) return KCUDA_E_STATE;
+    return run_rows(md, tokens, m, pos, h_out, logits);
+}

@@ -1,0 +1,377 @@
+/* quant.c - see quant.h. */
+#include "quant.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "gguf.h"
+#include "kite_math.h"
+
+#if (defined(__x86_64__) || defined(_M_X64)) && (defined(__GNUC__) || defined(__clang__))
+#  define KITE_HAVE_AVX2_CODE 1
+#  include <cpuid.h>
+#  include <immintrin.h>
+#  define KT_AVX2 __attribute__((target("avx2,f16c")))
+#else
+#  define KITE_HAVE_AVX2_CODE 0
+#endif
+
+static float f16_table[65536];
+static int cpu_avx2;
+static int simd_on;
+
+float quant_f16(uint16_t h) {
+    return f16_table[h];
+}
+
+static uint16_t rd16(const uint8_t *p) {
+    return (uint16_t)(p[0] | (p[1] << 8));
+}
+
+/* ---- activation quantization and dequantization ------------------------------------------ */
+
+void quantize_row_act(const float *x, int k, int8_t *q, float *d) {
+    for (int b = 0; b < k / QK; b++) {
+        const float *xb = x + b * QK;
+        float amax = 0.0f;
+        for (int i = 0; i < QK; i++) {
+            float a = fabsf(xb[i]);
+            if (a > amax)
+                amax = a;
+        }
+        float db = amax / 127.0f;
+        float id = db != 0.0f ? 1.0f / db : 0.0f;
+        for (int i = 0; i < QK; i++) {
+            float v = rintf(xb[i] * id);
+            v = v > 127.0f ? 127.0f : (v < -127.0f ? -127.0f : v);
+            if (v != v)
+                v = 0.0f;
+            q[b * QK + i] = (int8_t)v;
+        }
+        d[b] = db;
+    }
+}
+
+void dequant_row(int type, const void *row, int n, float *out) {
+    const uint8_t *p = (const uint8_t *)row;
+    switch (type) {
+    case GGUF_T_F32:
+        memcpy(out, row, (size_t)n * sizeof(float));
+        break;
+    case GGUF_T_F16:
+        for (int i = 0; i < n; i++)
+            out[i] = f16_table[rd16(p + 2 * i)];
+        break;
+    case GGUF_T_BF16:
+        for (int i = 0; i < n; i++)
+            out[i] = kite_bf16_to_f32(rd16(p + 2 * i));
+        break;
+    case GGUF_T_Q8_0:
+        for (int b = 0; b < n / QK; b++) {
+            const uint8_t *blk = p + (size_t)b * Q8_0_BYTES;
+            float wd = f16_table[rd16(blk)];
+            for (int i = 0; i < QK; i++)
+                out[b * QK + i] = wd * (float)(int8_t)blk[2 + i];
+        }
+        break;
+    case GGUF_T_Q4_0:
+        for (int b = 0; b < n / QK; b++) {
+            const uint8_t *blk = p + (size_t)b * Q4_0_BYTES;
+            float wd = f16_table[rd16(blk)];
+            for (int j = 0; j < 16; j++) {
+                out[b * QK + j] = wd * (float)((blk[2 + j] & 15) - 8);
+                out[b * QK + j + 16] = wd * (float)((blk[2 + j] >> 4) - 8);
+            }
+        }
+        break;
+    default:
+        memset(out, 0, (size_t)n * sizeof(float));
+    }
+}
+
+/* ---- scalar kernels (the reference) -------------------------------------------------------- */
+
+static void lanes_zero(float *s) {
+    for (int l = 0; l < 32; l++)
+        s[l] = 0.0f;
+}
+
+float dot_q8_0_scalar(const void *w, const int8_t *xq, const float *xd, int nb) {
+    const uint8_t *p = (const uint8_t *)w;
+    float s[32];
+    lanes_zero(s);
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *blk = p + (size_t)b * Q8_0_BYTES;
+        const int8_t *qb = xq + b * QK;
+        int32_t isum = 0;
+        for (int i = 0; i < QK; i++)
+            isum += (int32_t)(int8_t)blk[2 + i] * (int32_t)qb[i];
+        float scale = f16_table[rd16(blk)] * xd[b];
+        s[b & 31] = s[b & 31] + (float)isum * scale;
+    }
+    return kite_sum32_finish(s);
+}
+
+float dot_q4_0_scalar(const void *w, const int8_t *xq, const float *xd, int nb) {
+    const uint8_t *p = (const uint8_t *)w;
+    float s[32];
+    lanes_zero(s);
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *blk = p + (size_t)b * Q4_0_BYTES;
+        const int8_t *qb = xq + b * QK;
+        int32_t isum = 0;
+        for (int j = 0; j < 16; j++) {
+            isum += (int32_t)((blk[2 + j] & 15) - 8) * (int32_t)qb[j];
+            isum += (int32_t)((blk[2 + j] >> 4) - 8) * (int32_t)qb[j + 16];
+        }
+        float scale = f16_table[rd16(blk)] * xd[b];
+        s[b & 31] = s[b & 31] + (float)isum * scale;
+    }
+    return kite_sum32_finish(s);
+}
+
+float dot_f32_scalar(const float *w, const float *x, int n) {
+    return kite_dot_ref(w, x, n);
+}
+
+float dot_f16_scalar(const uint16_t *w, const float *x, int n) {
+    float s[32];
+    lanes_zero(s);
+    for (int i = 0; i < n; i++)
+        s[i & 31] = s[i & 31] + f16_table[w[i]] * x[i];
+    return kite_sum32_finish(s);
+}
+
+float dot_bf16_scalar(const uint16_t *w, const float *x, int n) {
+    float s[32];
+    lanes_zero(s);
+    for (int i = 0; i < n; i++)
+        s[i & 31] = s[i & 31] + kite_bf16_to_f32(w[i]) * x[i];
+    return kite_sum32_finish(s);
+}
+
+/* ---- AVX2 kernels: lanes 0-7, 8-15, 16-23, 24-31 in acc[0..3] ----------------------------- */
+
+#if KITE_HAVE_AVX2_CODE
+
+KT_AVX2 static void lanes_store(float *s, const __m256 *acc) {
+    for (int j = 0; j < 4; j++)
+        _mm256_storeu_ps(s + 8 * j, acc[j]);
+}
+
+/* The butterfly 16, 8, 4, 2, 1 on the 32 lanes held as acc0..acc3: the same additions, pair
+ * for pair, as kite_sum32_finish. */
+KT_AVX2 static inline float butterfly32(__m256 acc0, __m256 acc1, __m256 acc2, __m256 acc3) {
+    __m256 a0 = _mm256_add_ps(acc0, acc2);                   /* off 16: lanes 0-7  */
+    __m256 a1 = _mm256_add_ps(acc1, acc3);                   /*         lanes 8-15 */
+    __m256 b = _mm256_add_ps(a0, a1);                        /* off 8 */
+    __m128 c = _mm_add_ps(_mm256_castps256_ps128(b), _mm256_extractf128_ps(b, 1)); /* off 4 */
+    __m128 d = _mm_add_ps(c, _mm_movehl_ps(c, c));           /* off 2 */
+    __m128 e = _mm_add_ss(d, _mm_shuffle_ps(d, d, 1));       /* off 1 */
+    return _mm_cvtss_f32(e);
+}
+
+/* 8 int32 partial sums of one block of 32 int8 products. */
+KT_AVX2 static inline __m256i block_dot_i8(__m256i w, __m256i x) {
+    __m256i aw = _mm256_sign_epi8(w, w);
+    __m256i sx = _mm256_sign_epi8(x, w);
+    __m256i p16 = _mm256_maddubs_epi16(aw, sx);
+    return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+}
+
+KT_AVX2 static inline __m256i load_q4_0(const uint8_t *blk) {
+    __m128i raw = _mm_loadu_si128((const __m128i *)(blk + 2));
+    __m128i m = _mm_set1_epi8(15);
+    __m128i lo = _mm_and_si128(raw, m);
+    __m128i hi = _mm_and_si128(_mm_srli_epi16(raw, 4), m);
+    __m256i w = _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
+    return _mm256_sub_epi8(w, _mm256_set1_epi8(8));
+}
+
+#ifndef KT_PREFETCH
+#  define KT_PREFETCH 2048 /* bytes ahead */
+#endif
+
+/* 8 consecutive blocks b0..b0+7: [p_b0, ..., p_b0+7] with p_b = (float)isum_b * (wd_b * d_b). */
+KT_AVX2 static inline __attribute__((always_inline)) __m256 group8(const uint8_t *p, int bb, int is_q4, const int8_t *xq,
+                                    const float *xd, int b0) {
+    const uint8_t *blk = p + (size_t)b0 * bb;
+    const int8_t *x = xq + (size_t)b0 * QK;
+    /* the weights stream through once: ask for the lines a little ahead of use */
+    _mm_prefetch((const char *)blk + KT_PREFETCH, _MM_HINT_T0);
+    _mm_prefetch((const char *)blk + KT_PREFETCH + 64, _MM_HINT_T0);
+    _mm_prefetch((const char *)blk + KT_PREFETCH + 128, _MM_HINT_T0);
+    _mm_prefetch((const char *)blk + KT_PREFETCH + 192, _MM_HINT_T0);
+    _mm_prefetch((const char *)blk + KT_PREFETCH + 256, _MM_HINT_T0);
+#define KT_BLOCK(i)                                                                            \
+    block_dot_i8(is_q4 ? load_q4_0(blk + (i) * bb)                                             \
+                       : _mm256_loadu_si256((const __m256i *)(blk + (i) * bb + 2)),            \
+                 _mm256_loadu_si256((const __m256i *)(x + (i) * QK)))
+    __m256i t0 = _mm256_hadd_epi32(KT_BLOCK(0), KT_BLOCK(1));
+    __m256i t1 = _mm256_hadd_epi32(KT_BLOCK(2), KT_BLOCK(3));
+    __m256i t2 = _mm256_hadd_epi32(KT_BLOCK(4), KT_BLOCK(5));
+    __m256i t3 = _mm256_hadd_epi32(KT_BLOCK(6), KT_BLOCK(7));
+#undef KT_BLOCK
+    __m256i u0 = _mm256_hadd_epi32(t0, t1);
+    __m256i u1 = _mm256_hadd_epi32(t2, t3);
+    __m256i isum = _mm256_add_epi32(_mm256_permute2x128_si256(u0, u1, 0x20),
+                                    _mm256_permute2x128_si256(u0, u1, 0x31));
+    /* the 8 f16 scales (F16C conversion is exact, like the table) */
+    __m128i wd = _mm_setr_epi16((short)rd16(blk), (short)rd16(blk + bb), (short)rd16(blk + 2 * bb),
+                                (short)rd16(blk + 3 * bb), (short)rd16(blk + 4 * bb),
+                                (short)rd16(blk + 5 * bb), (short)rd16(blk + 6 * bb),
+                                (short)rd16(blk + 7 * bb));
+    __m256 scale = _mm256_mul_ps(_mm256_cvtph_ps(wd), _mm256_loadu_ps(xd + b0));
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(isum), scale);
+}
+
+KT_AVX2 static float dot_qx_avx2(const void *w, const int8_t *xq, const float *xd, int nb,
+                                 int is_q4) {
+    const uint8_t *p = (const uint8_t *)w;
+    const int bb = is_q4 ? Q4_0_BYTES : Q8_0_BYTES;
+    /* lanes 0-7, 8-15, 16-23, 24-31: block b goes to lane b % 32 */
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    __m256 acc2 = _mm256_setzero_ps(), acc3 = _mm256_setzero_ps();
+    int b = 0;
+    for (; b + 32 <= nb; b += 32) {
+        acc0 = _mm256_add_ps(acc0, group8(p, bb, is_q4, xq, xd, b));
+        acc1 = _mm256_add_ps(acc1, group8(p, bb, is_q4, xq, xd, b + 8));
+        acc2 = _mm256_add_ps(acc2, group8(p, bb, is_q4, xq, xd, b + 16));
+        acc3 = _mm256_add_ps(acc3, group8(p, bb, is_q4, xq, xd, b + 24));
+    }
+    if (b + 8 <= nb) {
+        acc0 = _mm256_add_ps(acc0, group8(p, bb, is_q4, xq, xd, b));
+        b += 8;
+    }
+    if (b + 8 <= nb) {
+        acc1 = _mm256_add_ps(acc1, group8(p, bb, is_q4, xq, xd, b));
+        b += 8;
+    }
+    if (b + 8 <= nb) {
+        acc2 = _mm256_add_ps(acc2, group8(p, bb, is_q4, xq, xd, b));
+        b += 8;
+    }
+    if (b == nb)
+        return butterfly32(acc0, acc1, acc2, acc3);
+    float s[32];
+    _mm256_storeu_ps(s, acc0);
+    _mm256_storeu_ps(s + 8, acc1);
+    _mm256_storeu_ps(s + 16, acc2);
+    _mm256_storeu_ps(s + 24, acc3);
+    for (; b < nb; b++) { /* the last nb % 8 blocks, as in the scalar kernel */
+        const uint8_t *blk = p + (size_t)b * bb;
+        const int8_t *qb = xq + b * QK;
+        int32_t isum = 0;
+        for (int j = 0; j < 16; j++) {
+            int w0 = is_q4 ? (blk[2 + j] & 15) - 8 : (int8_t)blk[2 + j];
+            int w1 = is_q4 ? (blk[2 + j] >> 4) - 8 : (int8_t)blk[2 + j + 16];
+            isum += w0 * qb[j] + w1 * qb[j + 16];
+        }
+        float scale = f16_table[rd16(blk)] * xd[b];
+        s[b & 31] = s[b & 31] + (float)isum * scale;
+    }
+    return kite_sum32_finish(s);
+}
+
+KT_AVX2 static float dot_q8_0_avx2(const void *w, const int8_t *xq, const float *xd, int nb) {
+    return dot_qx_avx2(w, xq, xd, nb, 0);
+}
+
+KT_AVX2 static float dot_q4_0_avx2(const void *w, const int8_t *xq, const float *xd, int nb) {
+    return dot_qx_avx2(w, xq, xd, nb, 1);
+}
+
+#define FLOAT_DOT_AVX2(NAME, LOAD, SCALAR_ELEM)                                                \
+    KT_AVX2 static float NAME(const void *wp, const float *x, int n) {                         \
+        __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),       \
+                         _mm256_setzero_ps()};                                                 \
+        int i = 0;                                                                             \
+        for (; i + 32 <= n; i += 32)                                                           \
+            for (int j = 0; j < 4; j++)                                                        \
+                acc[j] = _mm256_add_ps(acc[j], _mm256_mul_ps(LOAD(wp, i + 8 * j),              \
+                                                             _mm256_loadu_ps(x + i + 8 * j))); \
+        if (i == n)                                                                            \
+            return butterfly32(acc[0], acc[1], acc[2], acc[3]);                                \
+        float s[32];                                                                           \
+        lanes_store(s, acc);                                                                   \
+        for (; i < n; i++)                                                                     \
+            s[i & 31] = s[i & 31] + SCALAR_ELEM(wp, i) * x[i];                                 \
+        return kite_sum32_finish(s);                                                           \
+    }
+
+#define LOAD_F32(wp, i) _mm256_loadu_ps((const float *)(wp) + (i))
+#define LOAD_F16(wp, i) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)(wp) + (i))))
+#define LOAD_BF16(wp, i)                                                                       \
+    _mm256_castsi256_ps(_mm256_slli_epi32(                                                     \
+        _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const uint16_t *)(wp) + (i)))), 16))
+#define ELEM_F32(wp, i) (((const float *)(wp))[i])
+#define ELEM_F16(wp, i) (f16_table[((const uint16_t *)(wp))[i]])
+#define ELEM_BF16(wp, i) (kite_bf16_to_f32(((const uint16_t *)(wp))[i]))
+
+FLOAT_DOT_AVX2(dot_f32_avx2, LOAD_F32, ELEM_F32)
+FLOAT_DOT_AVX2(dot_f16_avx2, LOAD_F16, ELEM_F16)
+FLOAT_DOT_AVX2(dot_bf16_avx2, LOAD_BF16, ELEM_BF16)
+
+#endif /* KITE_HAVE_AVX2_CODE */
+
+/* ---- dispatch ----------------------------------------------------------------------------- */
+
+void quant_init(void) {
+    for (uint32_t h = 0; h < 65536; h++)
+        f16_table[h] = kite_f16_to_f32((uint16_t)h);
+#if KITE_HAVE_AVX2_CODE
+    __builtin_cpu_init();
+    {
+        /* f16c through cpuid: clang 14 rejects __builtin_cpu_supports("f16c") */
+        unsigned a = 0, b = 0, c = 0, d = 0;
+        int f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+        cpu_avx2 = __builtin_cpu_supports("avx2") && f16c;
+    }
+#endif
+    simd_on = cpu_avx2;
+}
+
+int quant_have_avx2(void) { return cpu_avx2; }
+void quant_use_simd(int on) { simd_on = on && cpu_avx2; }
+int quant_simd_active(void) { return simd_on; }
+const char *quant_simd_name(void) { return simd_on ? "avx2" : "scalar"; }
+
+float dot_q8_0(const void *w, const int8_t *xq, const float *xd, int nb) {
+#if KITE_HAVE_AVX2_CODE
+    if (simd_on)
+        return dot_q8_0_avx2(w, xq, xd, nb);
+#endif
+    return dot_q8_0_scalar(w, xq, xd, nb);
+}
+
+float dot_q4_0(const void *w, const int8_t *xq, const float *xd, int nb) {
+#if KITE_HAVE_AVX2_CODE
+    if (simd_on)
+        return dot_q4_0_avx2(w, xq, xd, nb);
+#endif
+    return dot_q4_0_scalar(w, xq, xd, nb);
+}
+
+float dot_f32(const float *w, const float *x, int n) {
+#if KITE_HAVE_AVX2_CODE
+    if (simd_on)
+        return dot_f32_avx2(w, x, n);
+#endif
+    return dot_f32_scalar(w, x, n);
+}
+
+float dot_f16(const uint16_t *w, const float *x, int n) {
+#if KITE_HAVE_AVX2_CODE
+    if (simd_on)
+        return dot_f16_avx2(w, x, n);
+#endif
+    return dot_f16_scalar(w, x, n);
+}
+
+float dot_bf16(const uint16_t *w, const float *x, int n) {
+#if KITE_HAVE_AVX2_CODE
+    if (simd_on)
+        return dot_bf16_avx2(w, x, n);
+#endif
+    return dot_bf16_scalar(w, x, n);
+}

@@ -1,0 +1,47 @@
+/* quant.h - block formats, activation quantization and the dot products of gemm_gw.
+ *
+ * Every dot product follows docs/NUMERICS.md: 32 lane partial sums (element i, or block b,
+ * goes to lane i % 32), then the butterfly 16, 8, 4, 2, 1. The AVX2 kernels keep the 32 lanes
+ * in 4 ymm accumulators and give the same bytes as the scalar ones; they are picked at run
+ * time when the CPU has AVX2 and F16C.
+ */
+#ifndef KITE_QUANT_H
+#define KITE_QUANT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define QK 32                 /* values per Q8_0 / Q4_0 block */
+#define Q8_0_BYTES 34         /* f16 scale, 32 x int8 */
+#define Q4_0_BYTES 18         /* f16 scale, 16 bytes of nibbles */
+
+void quant_init(void);        /* picks the kernels; call once before any thread starts */
+int quant_have_avx2(void);    /* the CPU can run the AVX2 kernels (and they are compiled in) */
+void quant_use_simd(int on);  /* 0 forces the scalar kernels (selftest), 1 restores the choice */
+int quant_simd_active(void);
+const char *quant_simd_name(void); /* "avx2" or "scalar" */
+
+float quant_f16(uint16_t h);  /* table lookup, same bits as kite_f16_to_f32 */
+
+/* x[k] -> q[k] int8 and d[k/32] per NUMERICS.md; k a multiple of 32. */
+void quantize_row_act(const float *x, int k, int8_t *q, float *d);
+
+/* Row of a weight tensor of the given ggml type, dequantized exactly to float. */
+void dequant_row(int type, const void *row, int n, float *out);
+
+/* Dot of one weight row (nb blocks) with one quantized activation row. */
+float dot_q8_0(const void *w, const int8_t *xq, const float *xd, int nb);
+float dot_q4_0(const void *w, const int8_t *xq, const float *xd, int nb);
+/* Dot of one float-family weight row (n values) with a float activation row. */
+float dot_f32(const float *w, const float *x, int n);
+float dot_f16(const uint16_t *w, const float *x, int n);
+float dot_bf16(const uint16_t *w, const float *x, int n);
+
+/* The scalar references, always available (selftest compares them with the dispatched ones). */
+float dot_q8_0_scalar(const void *w, const int8_t *xq, const float *xd, int nb);
+float dot_q4_0_scalar(const void *w, const int8_t *xq, const float *xd, int nb);
+float dot_f32_scalar(const float *w, const float *x, int n);
+float dot_f16_scalar(const uint16_t *w, const float *x, int n);
+float dot_bf16_scalar(const uint16_t *w, const float *x, int n);
+
+#endif

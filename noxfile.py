@@ -1,0 +1,99 @@
+"""nox sessions for kite. Thin: each calls the harness (`python -m harness ...`) or pytest.
+
+Every session also works with `nox --no-venv` (nothing is installed then; the interpreter running
+nox must already have the packages). The harness itself needs no nox: `python -m harness verify`.
+"""
+
+from __future__ import annotations
+
+import nox
+
+nox.options.sessions = ["verify"]
+nox.options.reuse_existing_virtualenvs = True
+
+RUNTIME = ["pyyaml>=6", "tabulate>=0.9", "psutil>=5.9", "numpy>=1.24"]
+TESTS = [*RUNTIME, "pytest>=7", "hypothesis>=6"]
+
+
+def _install(session: nox.Session, *packages: str) -> None:
+    """Install into the session's virtualenv; with --no-venv there is none, so nothing happens."""
+    if session.venv_backend not in ("none", None):
+        session.install(*packages)
+
+
+def _harness(session: nox.Session, *args: str) -> None:
+    session.run("python", "-m", "harness", *args, external=True)
+
+
+@nox.session
+def verify(session: nox.Session) -> None:
+    """The main job: build engine and module, prepare the default model, run every registered
+    suite under regressions/, write the report (reports/latest). Extra arguments go to verify."""
+    _install(session, *RUNTIME)
+    _harness(session, "verify", *session.posargs)
+
+
+@nox.session
+def build(session: nox.Session) -> None:
+    """Build the engine (host compiler) and the CUDA module (nvcc), separately."""
+    _install(session, *RUNTIME)
+    _harness(session, "build", *session.posargs)
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """pytest: the harness's unit tests and the native integration tests."""
+    _install(session, *TESTS)
+    session.run("python", "-m", "pytest", "-q", *(session.posargs or ["tests"]), external=True)
+
+
+@nox.session
+def ab(session: nox.Session) -> None:
+    """One A/B timing criterion by id: nox -s ab -- E8a"""
+    if not session.posargs:
+        session.error("name the criterion: nox -s ab -- ID")
+    _install(session, *RUNTIME)
+    _harness(session, "ab", *session.posargs)
+
+
+@nox.session
+def register(session: nox.Session) -> None:
+    """Register criteria digests: nox -s register -- regressions/suite.yaml [--amend ID --reason TEXT]"""
+    _install(session, *RUNTIME)
+    _harness(session, "register", *(session.posargs or ["regressions/suite.yaml"]))
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff over the Python code."""
+    _install(session, "ruff>=0.5")
+    session.run("ruff", "check", "harness", "tests", "bench", "noxfile.py", *session.posargs, external=True)
+
+
+@nox.session
+def selfcheck(session: nox.Session) -> None:
+    """Plant defects and show the harness catches each (tests marked `selfcheck`)."""
+    _install(session, *TESTS)
+    session.run("python", "-m", "pytest", "-q", "-m", "selfcheck", "tests", *session.posargs, external=True)
+
+
+@nox.session
+def matrix(session: nox.Session) -> None:
+    """The build matrix (configs/matrix.yaml): nox -s matrix -- [ENTRY...] [--list]"""
+    _install(session, *RUNTIME)
+    _harness(session, "matrix", *session.posargs)
+
+
+@nox.session
+def oracle(session: nox.Session) -> None:
+    """Reference checks of the engine against an independent implementation (tests marked `oracle`)."""
+    _install(session, *TESTS)
+    session.run("python", "-m", "pytest", "-q", "-m", "oracle", "tests", *session.posargs, external=True,
+                success_codes=[0, 5])
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """The harness's own costs: start-up, comparison speed, overhead per engine run."""
+    _install(session, *RUNTIME)
+    session.run("python", "bench/harness_bench.py", *session.posargs, external=True)

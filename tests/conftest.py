@@ -1,0 +1,122 @@
+"""Shared fixtures: a throw-away repository whose "builds" are the fake engine."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+FAKE = Path(__file__).resolve().parent / "fake_engine.py"
+
+ENGINE_YAML = """\
+engine:
+  binary: kite
+  module: libkite_cuda.so
+  testmods_dir: testmods
+  dumps:
+    h_out: {file: h_out.f32, shape: shapes.h_out}
+    logits: {file: logits.f32, shape: shapes.logits}
+  meta_file: meta.json
+  info_args: [info, --json]
+  ignore_exports: [_init, _fini, _edata, _end, __bss_start]
+builds:
+  default: {prebuilt: fakebin/default}
+  stub: {prebuilt: fakebin/stub}
+  gpu: {prebuilt: fakebin/gpu}
+models:
+  dir: models
+  default: {path: models/tiny.gguf}
+timeouts: {run: 20, info: 10, probe: 10}
+reports: {dir: reports}
+"""
+
+
+def write_engine(folder: Path, forced_env: dict[str, str] | None = None, module: dict | None = None) -> Path:
+    """An executable `kite` (the fake engine) in folder, plus a simulated module when given."""
+    folder.mkdir(parents=True, exist_ok=True)
+    src = FAKE.read_text().split("\n", 1)[1]
+    pre = f"#!{sys.executable}\nimport os\nos.environ.update({json.dumps(forced_env or {})})\n"
+    exe = folder / "kite"
+    exe.write_text(pre + src)
+    exe.chmod(0o755)
+    if module is not None:
+        (folder / "libkite_cuda.so").write_text(json.dumps(module))
+    tm = folder / "testmods"
+    tm.mkdir(exist_ok=True)
+    (tm / "libkite_cuda_noexport.so").write_text(json.dumps({"abi": 1, "missing": "kcuda_step_m"}))
+    (tm / "libkite_cuda_badabi.so").write_text(json.dumps({"abi": 2}))
+    return exe
+
+
+@dataclass
+class FakeRepo:
+    root: Path
+
+    @property
+    def reports(self) -> Path:
+        return self.root / "reports"
+
+    @property
+    def registry(self) -> Path:
+        return self.root / "regressions" / "registry.lock"
+
+    def config(self):
+        from harness.config import load_config
+
+        return load_config(self.root)
+
+    def criteria(self, text: str, name: str = "suite.yaml") -> Path:
+        p = self.root / "regressions" / name
+        p.write_text(textwrap.dedent(text))
+        return p
+
+    def register(self, *files: Path) -> None:
+        from harness import registry
+        from harness.verify import load_criteria
+
+        crits = load_criteria(self.config(), list(files))
+        registry.append(self.registry, [(c, "register", "") for c in crits])
+
+    def verify(self, *extra: str, gpu: bool | None = False, messages: list[str] | None = None) -> int:
+        """Run verify in-process; gpu=None leaves the GPU probe to the engine."""
+        from harness.cli import _verify_opts, make_parser
+        from harness.verify import verify
+
+        args = make_parser(False).parse_args(["--root", str(self.root), "verify", *extra])
+        cfg = self.config()
+        opts = _verify_opts(args, cfg)
+        if gpu is not None:
+            opts.probe_overrides["gpu"] = (True, "fake GPU") if gpu else (False, "no GPU: planted for the test")
+        sink = messages if messages is not None else []
+        return verify(cfg, opts, sink.append)
+
+    def report(self) -> dict:
+        return json.loads((self.reports / "latest" / "report.json").read_text())
+
+    def result(self, cid: str) -> dict:
+        for r in self.report()["results"]:
+            if r["id"] == cid:
+                return r
+        raise KeyError(cid)
+
+
+@pytest.fixture
+def fake_repo(tmp_path: Path) -> FakeRepo:
+    root = tmp_path / "repo"
+    (root / "configs").mkdir(parents=True)
+    (root / "configs" / "engine.yaml").write_text(ENGINE_YAML)
+    (root / "regressions").mkdir()
+    (root / "models").mkdir()
+    (root / "models" / "tiny.gguf").write_bytes(b"GGUF fake model")
+    write_engine(root / "fakebin" / "default", module={"abi": 1, "device": False})
+    write_engine(root / "fakebin" / "stub", forced_env={"FAKE_STUB": "1"})
+    write_engine(root / "fakebin" / "gpu", module={"abi": 1, "device": True})
+    return FakeRepo(root)

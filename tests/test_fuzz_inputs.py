@@ -1,0 +1,419 @@
+"""Property tests (hypothesis) for everything the harness reads that someone else wrote: criteria
+YAML, regressions/registry.lock, meta.json, the dump files, and a report.json to resume.
+
+The property is always the same: any input gives a verdict (PASS/FAIL/SKIP) or one of the
+harness's own errors (SchemaErrors, HarnessError) with a message; never another exception, and
+never a criterion that ends as "internal error". Example counts are bounded so that the whole
+file runs in a few seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import string
+import struct
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from harness import criteria as C  # noqa: E402
+from harness import registry, report, runner, schema  # noqa: E402
+from harness.build import BuildResult, PartResult  # noqa: E402
+from harness.engine import ProcResult  # noqa: E402
+from harness.errors import HarnessError, SchemaErrors  # noqa: E402
+from harness.probes import Probes  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLE = (REPO / "tests" / "data" / "example_suite.yaml").read_text()
+BUILDS = ["default", "stub", "gpu"]
+DUMPS = ["h_out", "logits"]
+
+FAST = settings(max_examples=150, deadline=None, derandomize=True,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                       HealthCheck.function_scoped_fixture])
+SLOW = settings(FAST, max_examples=60)
+
+# every key the schema knows, so that generated documents get past "unknown key" often
+KEYS = sorted(set(schema.TOP_KEYS) | set(schema.COMMON) | set(schema.VARIANT_KEYS) | set(schema.EXPECT_KEYS)
+              | set(schema.COMPARE_KEYS) | set(schema.FILE_KEYS)
+              | {k for ks in schema.KIND_KEYS.values() for k in ks}
+              | {"field", "reduce", "resamples", "seed", "name"})
+WORDS = sorted(set(KEYS) | set(C.KINDS) | set(C.REQUIREMENTS) | set(C.LAYOUTS) | set(C.COMPARE_MODES)
+               | set(C.ORDERS) | set(C.REDUCERS) | set(C.RATIOS) | set(BUILDS) | set(DUMPS)
+               | {"X1", "{model}", "{bin}", "{nope}", "{{", "}}", "ci_lower >= 1.05", ">0", "==0", "~re(", "~ok",
+                  "timings.request_ms", "counters.gpu_steps", "1,2,3"})
+
+scalars = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70),
+                    st.floats(allow_nan=True, allow_infinity=True), st.sampled_from(WORDS),
+                    st.text(max_size=12))
+yaml_values = st.recursive(scalars, lambda kids: st.one_of(
+    st.lists(kids, max_size=4),
+    st.dictionaries(st.one_of(st.sampled_from(KEYS), st.text(max_size=6), st.integers(-3, 3)), kids, max_size=6)),
+    max_leaves=30)
+
+
+def _load(text: str) -> None:
+    """Load criteria text: a list of criteria or SchemaErrors; anything else propagates."""
+    try:
+        crits = schema.load_text(text, "regressions/fuzz.yaml", BUILDS, DUMPS)
+    except SchemaErrors as e:
+        assert e.messages and all(isinstance(m, str) and m.startswith("regressions/fuzz.yaml") for m in e.messages)
+        return
+    for c in crits:
+        assert c.id and c.kind in C.KINDS and c.digest
+        # what verify does next with a loaded criterion must not raise either
+        registry.status([], c)
+        c.builds()
+
+
+# ---- criteria YAML -------------------------------------------------------------------------
+
+@FAST
+@given(st.text(max_size=300))
+def test_criteria_any_text(text):
+    _load(text)
+
+
+@FAST
+@given(st.binary(max_size=200))
+def test_criteria_any_bytes_as_file(tmp_path_factory, data):
+    p = tmp_path_factory.mktemp("crit") / "bytes.yaml"
+    p.write_bytes(data)
+    try:
+        schema.load_file(p, p.parent, BUILDS, DUMPS)
+    except SchemaErrors as e:
+        assert e.messages
+
+
+@FAST
+@given(yaml_values)
+def test_criteria_generated_documents(doc):
+    _load(yaml.safe_dump(doc, allow_unicode=True))
+
+
+@FAST
+@given(st.lists(yaml_values, min_size=1, max_size=3), st.sampled_from(C.KINDS))
+def test_criteria_generated_criteria(bodies, kind):
+    crits = []
+    for i, body in enumerate(bodies):
+        c = {"id": f"F{i}", "title": "t", "kind": kind}
+        if isinstance(body, dict):
+            c.update({str(k): v for k, v in body.items()})
+        crits.append(c)
+    _load(yaml.safe_dump({"version": 1, "criteria": crits}, allow_unicode=True))
+
+
+@st.composite
+def mutated_example(draw):
+    lines = EXAMPLE.splitlines()
+    for _ in range(draw(st.integers(1, 4))):
+        op = draw(st.sampled_from(["delete", "duplicate", "replace", "insert", "indent"]))
+        i = draw(st.integers(0, len(lines) - 1))
+        if op == "delete" and len(lines) > 1:
+            del lines[i]
+        elif op == "duplicate":
+            lines.insert(i, lines[i])
+        elif op == "replace" and lines[i]:
+            j = draw(st.integers(0, len(lines[i]) - 1))
+            lines[i] = lines[i][:j] + draw(st.sampled_from(list(":-[]{}&*!|>'\"#%@` \t") + WORDS)) + lines[i][j + 1:]
+        elif op == "insert":
+            lines.insert(i, draw(st.sampled_from(["  - id: X1", "    kind: run", "    variants: []", "<<: *x",
+                                                  "    args: *run_args", "    compare: {dumps: [nope]}",
+                                                  "    timeout_s: -1", "\t", "---", "...", "? [a]", "- &a [*a]"])))
+        elif op == "indent":
+            lines[i] = "  " + lines[i]
+    return "\n".join(lines) + "\n"
+
+
+@SLOW
+@given(mutated_example())
+def test_criteria_mutated_example(text):
+    _load(text)
+
+
+def test_example_suite_still_loads():
+    assert len(schema.load_text(EXAMPLE, "example.yaml", BUILDS, DUMPS)) >= 5
+
+
+# ---- registry.lock ---------------------------------------------------------------------------
+
+def _some_criteria() -> list[C.Criterion]:
+    return schema.load_text(EXAMPLE, "regressions/example.yaml", BUILDS, DUMPS)
+
+
+field_text = st.one_of(st.sampled_from(["X1", "X2", "register", "amend", '"why"', "", "\"", "null", "[1]",
+                                        "sha256:" + "0" * 64, "2026-01-01T00:00:00Z", "regressions/x.yaml"]),
+                       st.text(alphabet=st.characters(blacklist_characters="\n\r"), max_size=20))
+
+
+@FAST
+@given(st.lists(st.lists(field_text, min_size=0, max_size=8).map("\t".join), max_size=8))
+def test_registry_any_lines(lines):
+    text = "\n".join(lines)
+    try:
+        entries = registry.parse(text)
+    except HarnessError as e:
+        assert str(e).startswith("registry.lock:")
+        return
+    crits = _some_criteria()
+    for c in crits:
+        st_ = registry.status(entries, c)
+        assert st_.state in ("registered", "unregistered", "changed")
+        st_.reason()
+    registry.plan(entries, crits, ["X1"], None)
+    registry.plan(entries, crits, ["X1"], "a reason")
+
+
+@FAST
+@given(st.text(max_size=400))
+def test_registry_any_text(text):
+    try:
+        registry.parse(text)
+    except HarnessError:
+        pass
+
+
+@FAST
+@given(st.text(max_size=60))
+def test_registry_reason_round_trip(tmp_path_factory, reason):
+    """Whatever the reason text, an appended line parses back to the same reason."""
+    path = tmp_path_factory.mktemp("reg") / "registry.lock"
+    c = _some_criteria()[0]
+    registry.append(path, [(c, "amend", reason)])
+    (e,) = registry.load(path)
+    assert (e.id, e.digest, e.event, e.reason) == (c.id, c.digest, "amend", reason)
+
+
+# ---- meta.json and dumps through a criterion ------------------------------------------------
+
+ENGINE_YAML = """\
+engine:
+  binary: kite
+  module: libkite_cuda.so
+  testmods_dir: testmods
+  dumps:
+    h_out: {file: h_out.f32, shape: shapes.h_out}
+    logits: {file: logits.f32, shape: shapes.logits}
+  meta_file: meta.json
+  info_args: [info, --json]
+builds:
+  default: {prebuilt: fakebin/default}
+  gpu: {prebuilt: fakebin/gpu}
+  stub: {prebuilt: fakebin/stub}
+models:
+  dir: models
+  default: {path: models/tiny.gguf}
+timeouts: {run: 20, info: 10, probe: 10}
+reports: {dir: reports}
+"""
+
+_ROOT = Path(tempfile.mkdtemp(prefix="kite-fuzz-inputs-"))
+
+
+def _cfg():
+    from harness.config import load_config
+
+    (_ROOT / "configs").mkdir(exist_ok=True)
+    (_ROOT / "configs" / "engine.yaml").write_text(ENGINE_YAML)
+    return load_config(_ROOT)
+
+
+def _ctx(report_dir: Path) -> runner.Context:
+    cfg = _cfg()
+    bins = _ROOT / "fakebin" / "default"
+    b = BuildResult("default", str(bins), str(bins / "kite"), str(bins / "libkite_cuda.so"),
+                    PartResult("prebuilt"), PartResult("skipped"))
+    return runner.Context(cfg=cfg, report_dir=report_dir, probes=Probes(gpu_info=lambda: None),
+                          ensure_build=lambda name: b, model_path=lambda spec: _ROOT / "models" / "tiny.gguf",
+                          progress=lambda s: None)
+
+
+class _FakeRuns:
+    """Stands in for harness.engine.run_process: each call 'runs' and leaves the next planned
+    outputs (meta.json, dumps, stdout, exit status) where the engine would."""
+
+    def __init__(self, plans: list[dict[str, Any]]):
+        self.plans = plans
+        self.i = 0
+
+    def __call__(self, argv, env=None, *, timeout=120.0, log_prefix=None, **kw):
+        plan = self.plans[self.i % len(self.plans)]
+        self.i += 1
+        if "--dump" in argv:
+            d = Path(argv[argv.index("--dump") + 1])
+            d.mkdir(parents=True, exist_ok=True)
+            for name, data in plan.get("files", {}).items():
+                (d / name).write_bytes(data)
+        rc = plan.get("rc", 0)
+        return ProcResult(list(argv), dict(env or {}), rc, plan.get("signal"), plan.get("timed_out", False), 0.01,
+                          0.01, 1.0, None, None, stdout=plan.get("stdout", ""), stderr=plan.get("stderr", ""))
+
+
+json_values = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-2**63, 2**64), st.floats(allow_nan=False),
+              st.text(max_size=8)),
+    lambda kids: st.one_of(st.lists(kids, max_size=4), st.dictionaries(st.text(max_size=6), kids, max_size=4)),
+    max_leaves=20)
+shape_values = st.one_of(json_values, st.lists(st.integers(-3, 40), max_size=3),
+                         st.lists(st.one_of(st.integers(0, 8), st.text(max_size=2), st.floats(), st.none()),
+                                  max_size=3))
+
+
+@st.composite
+def meta_docs(draw):
+    """meta.json texts: mostly plausible objects with hostile parts, sometimes not JSON at all."""
+    kind = draw(st.integers(0, 9))
+    if kind == 0:
+        return draw(st.binary(max_size=40))
+    if kind == 1:
+        return json.dumps(draw(json_values)).encode()
+    doc = {"shapes": {"h_out": draw(shape_values), "logits": draw(shape_values)},
+           "backend": draw(st.one_of(json_values, st.fixed_dictionaries({"compiled": st.booleans(),
+                                                                          "bound": json_values,
+                                                                          "available": st.booleans()}))),
+           "counters": draw(st.dictionaries(st.sampled_from(["gpu_steps", "graph_replays", "stream_steps"]),
+                                            json_values, max_size=3)),
+           "timings": {"request_ms": draw(st.one_of(json_values, st.lists(st.floats(), max_size=4)))}}
+    text = json.dumps(doc)
+    if kind == 2:
+        text = text[: draw(st.integers(0, len(text)))]  # truncated
+    return text.encode()
+
+
+float_dumps = st.one_of(st.binary(max_size=64),
+                        st.lists(st.floats(width=32), max_size=16).map(lambda xs: struct.pack(f"<{len(xs)}f", *xs)))
+
+EQUIV = """\
+criteria:
+  - id: Q1
+    title: fuzzed meta and dumps
+    kind: equivalence
+    args: [run, --model, "{model}", --prompt, "1,2"]
+    variants:
+      - {name: a, preconditions: {backend.compiled: true}}
+      - {name: b, build: gpu}
+    compare: {dumps: [h_out, logits], mode: MODE}
+"""
+
+
+def _outcome(crit_text: str, plans: list[dict[str, Any]], monkeypatch, tmp: Path) -> runner.Outcome:
+    (crit,) = schema.load_text(crit_text, "regressions/q.yaml", BUILDS, DUMPS)
+    monkeypatch.setattr(runner, "run_process", _FakeRuns(plans))
+    out = runner.evaluate(_ctx(tmp), crit)
+    assert out.verdict in ("PASS", "FAIL", "SKIP"), out
+    assert "internal error" not in out.reason, out.reason
+    assert out.reason
+    return out
+
+
+@SLOW
+@given(st.lists(st.fixed_dictionaries({"files": st.fixed_dictionaries(
+    {"meta.json": meta_docs(), "h_out.f32": float_dumps, "logits.f32": float_dumps})}), min_size=2, max_size=2),
+    st.sampled_from(["memcmp", "tolerance"]))
+def test_equivalence_any_meta_and_dumps(monkeypatch, tmp_path_factory, plans, mode):
+    _outcome(EQUIV.replace("MODE", mode), plans, monkeypatch, tmp_path_factory.mktemp("eq"))
+
+
+@SLOW
+@given(st.integers(1, 40), st.integers(0, 3), st.sampled_from(["h_out.f32", "logits.f32"]))
+def test_truncated_dump_fails_with_reason(monkeypatch, tmp_path_factory, rows, cut, which):
+    """A dump cut short (the engine died while writing it) is a FAIL naming the truncation."""
+    e, v = 4, 6
+    meta = json.dumps({"shapes": {"h_out": [rows, e], "logits": [rows, v]}, "backend": {"compiled": True}}).encode()
+    h = struct.pack(f"<{rows * e}f", *([0.5] * rows * e))
+    lg = struct.pack(f"<{rows * v}f", *([0.25] * rows * v))
+    good = {"meta.json": meta, "h_out.f32": h, "logits.f32": lg}
+    bad = dict(good)
+    bad[which] = good[which][: len(good[which]) - 1 - cut]
+    out = _outcome(EQUIV.replace("MODE", "memcmp"), [{"files": good}, {"files": bad}], monkeypatch,
+                   tmp_path_factory.mktemp("tr"))
+    assert out.verdict == "FAIL"
+    assert "truncated" in out.reason or "not a whole number" in out.reason, out.reason
+
+
+AB = """\
+criteria:
+  - id: T1
+    title: fuzzed timings
+    kind: ab_timing
+    args: [run, --model, "{model}"]
+    a: {name: a}
+    b: {name: b, preconditions: {counters.gpu_steps: ">=0"}}
+    metric: {field: timings.request_ms, reduce: REDUCE}
+    pairs: 3
+    pass_if: "ci_lower >= 1.0"
+    bootstrap: {resamples: 50, seed: 1}
+"""
+
+
+@SLOW
+@given(st.lists(st.fixed_dictionaries({"stdout": meta_docs().map(lambda b: b.decode("utf-8", "replace"))}),
+                min_size=1, max_size=3), st.sampled_from(C.REDUCERS))
+def test_ab_timing_any_meta(monkeypatch, tmp_path_factory, plans, reduce):
+    _outcome(AB.replace("REDUCE", reduce), plans, monkeypatch, tmp_path_factory.mktemp("ab"))
+
+
+RUN = """\
+criteria:
+  - id: R1
+    title: fuzzed run output
+    kind: run
+    runs:
+      - name: info
+        args: [info, --json]
+        expect: {exit: 0, passes_min: 1, must_match: ["ok"], json: {cuda.bound: true, cuda.search.0.how: "~KITE"}}
+"""
+
+
+@SLOW
+@given(st.lists(st.fixed_dictionaries({
+    "stdout": st.one_of(st.text(max_size=60), meta_docs().map(lambda b: b.decode("utf-8", "replace")),
+                        st.sampled_from(["3 passed, 0 failed\n", "x passed, -1 failed", "9" * 40 + " passed, 0 failed"])),
+    "stderr": st.text(max_size=30),
+    "rc": st.one_of(st.none(), st.integers(-300, 300)),
+    "signal": st.one_of(st.none(), st.sampled_from(["SIGSEGV", "SIGKILL"])),
+    "timed_out": st.booleans()}), min_size=1, max_size=1))
+def test_run_any_output(monkeypatch, tmp_path_factory, plans):
+    _outcome(RUN, plans, monkeypatch, tmp_path_factory.mktemp("run"))
+
+
+# ---- report.json given to --resume -----------------------------------------------------------
+
+@SLOW
+@given(st.one_of(st.binary(max_size=60), json_values.map(lambda v: json.dumps(v).encode()),
+                 st.fixed_dictionaries({"schema": st.just(report.SCHEMA),
+                                        "results": st.one_of(json_values, st.lists(json_values, max_size=3))},
+                                       optional={"summary": json_values, "resumed": json_values,
+                                                 "builds": json_values}).map(lambda d: json.dumps(d).encode())))
+def test_resume_any_report_json(tmp_path_factory, data):
+    """verify --resume DIR with a damaged report.json: a HarnessError, or a run that keeps going."""
+    from harness.cli import main
+
+    root = tmp_path_factory.mktemp("resume")
+    (root / "configs").mkdir()
+    (root / "configs" / "engine.yaml").write_text(ENGINE_YAML)
+    (root / "regressions").mkdir()
+    (root / "regressions" / "s.yaml").write_text("criteria:\n  - {id: A1, title: t, kind: artifact, "
+                                                 "files: [{path: '{root}/nothing', exists: false}]}\n")
+    rdir = root / "reports" / "old"
+    rdir.mkdir(parents=True)
+    (rdir / "report.json").write_bytes(data)
+    import contextlib
+    import io
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        rc = main(["--root", str(root), "verify", "--exploratory", "--no-build", "--resume", str(rdir)])
+    assert rc in (0, 1, 2)
+    assert "internal error" not in err.getvalue(), err.getvalue()[-400:]
+
+
+def test_alphabet_sanity():
+    assert set(string.ascii_letters) <= set(string.printable)

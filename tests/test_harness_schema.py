@@ -1,0 +1,180 @@
+"""Schema: valid files load; each kind of mistake gives a message naming file, line, key and
+what is allowed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness import schema
+from harness.errors import SchemaErrors
+
+DATA = Path(__file__).parent / "data"
+BUILDS = ["default", "stub", "gpu"]
+DUMPS = ["h_out", "logits"]
+
+GOOD = """\
+criteria:
+  - id: A1
+    title: ok
+    kind: equivalence
+    args: [run, --model, "{model}"]
+    variants:
+      - {name: a}
+      - {name: b, env: {KITE_CUDA_GRAPH: "0"}}
+    compare: {dumps: [h_out]}
+"""
+
+
+def errors(text: str) -> list[str]:
+    with pytest.raises(SchemaErrors) as ei:
+        schema.load_text(text, "regressions/t.yaml", BUILDS, DUMPS)
+    return ei.value.messages
+
+
+def one_error(text: str) -> str:
+    msgs = errors(text)
+    assert len(msgs) == 1, msgs
+    return msgs[0]
+
+
+def test_example_suite_loads():
+    crits = schema.load_file(DATA / "example_suite.yaml", DATA.parent.parent, BUILDS, DUMPS)
+    assert [c.kind for c in crits] == ["equivalence", "equivalence", "ab_timing", "ab_timing", "run", "artifact"]
+    x2 = crits[1]
+    assert [c["steps"] for c in x2.cases] == ["1", "5", "17"]
+    x3 = crits[2].spec
+    assert (x3.pass_stat, x3.pass_op, x3.pass_value, x3.seed, x3.noise_floor) == ("ci_lower", ">=", 1.05, 7, True)
+
+
+def test_good_minimal():
+    (c,) = schema.load_text(GOOD, "regressions/t.yaml", BUILDS, DUMPS)
+    assert c.spec.variants[1].env == {"KITE_CUDA_GRAPH": "0"}
+    assert c.spec.variants[0].build == "default"
+
+
+CASES = [
+    # (name, text, fragments expected in the one message)
+    ("yaml_syntax", "criteria:\n  - id: [unclosed\n", ["t.yaml:", "not valid YAML"]),
+    ("top_not_mapping", "- 1\n- 2\n", ["t.yaml:1", "must be a mapping"]),
+    ("unknown_top_key", GOOD + "extra: 1\n", ["t.yaml:10", "unknown key 'extra'", "allowed: version, description"]),
+    ("missing_criteria", "version: 1\n", ["missing required key 'criteria'"]),
+    ("bad_version", "version: 2\n" + GOOD, ["t.yaml:1", "version", "allowed: 1"]),
+    ("missing_id", GOOD.replace("  - id: A1\n    title", "  - title"), ["t.yaml:2", "missing required key 'id'"]),
+    ("bad_id", GOOD.replace("id: A1", "id: 1bad id"), ["t.yaml:2", "criteria[0] (1bad id).id", "not valid"]),
+    ("unknown_kind", GOOD.replace("kind: equivalence", "kind: speed"),
+     ["t.yaml:4", "'speed' is not allowed", "allowed: equivalence, ab_timing, run, artifact"]),
+    ("unknown_key", GOOD.replace("    title: ok\n", "    title: ok\n    thresold: 3\n"),
+     ["t.yaml:4", "criteria[0] (A1).thresold", "unknown key 'thresold'", "allowed: id, title, kind"]),
+    ("one_variant", GOOD.replace("      - {name: b, env: {KITE_CUDA_GRAPH: \"0\"}}\n", ""),
+     ["t.yaml:6", "variants", "at least 2"]),
+    ("dup_variant", GOOD.replace("{name: b,", "{name: a,"), ["t.yaml:8", "duplicate variant name 'a'"]),
+    ("unknown_build", GOOD.replace("{name: a}", "{name: a, build: cuda12}"),
+     ["t.yaml:7", "unknown build 'cuda12'", "default, stub, gpu"]),
+    ("unknown_requires", GOOD.replace("    title: ok\n", "    title: ok\n    requires: [gpu, tpu]\n"),
+     ["t.yaml:4", "requires[1]", "'tpu' is not allowed", "gpu, nvcc, host_cc"]),
+    ("bad_precondition", GOOD.replace("{name: a}", "{name: a, preconditions: {counters.graph_replays: \">zero\"}}"),
+     ["t.yaml:7", "preconditions.counters.graph_replays", "bad comparison"]),
+    ("bad_mode", GOOD.replace("{dumps: [h_out]}", "{dumps: [h_out], mode: memcpy}"),
+     ["t.yaml:9", "compare.mode", "'memcpy' is not allowed", "allowed: memcmp, tolerance"]),
+    ("tolerance_in_memcmp", GOOD.replace("{dumps: [h_out]}", "{dumps: [h_out], max_ulp: 2}"),
+     ["t.yaml:9", "max_ulp", "needs `mode: tolerance`"]),
+    ("tolerance_without_bound", GOOD.replace("{dumps: [h_out]}", "{dumps: [h_out], mode: tolerance}"),
+     ["t.yaml:9", "at least one of max_abs, max_ulp, nmse"]),
+    ("unknown_dump", GOOD.replace("[h_out]", "[hidden]"), ["t.yaml:9", "unknown dump 'hidden'", "h_out, logits"]),
+    ("shell_string_args", GOOD.replace('args: [run, --model, "{model}"]', 'args: "run --model x"'),
+     ["t.yaml:5", "argv list", "shell command string is not allowed"]),
+    ("unknown_placeholder", GOOD.replace('"{model}"', '"{modle}"'),
+     ["t.yaml:5", "unknown placeholder {modle}", "{model}"]),
+    ("env_bool", GOOD.replace('KITE_CUDA_GRAPH: "0"', "KITE_CUDA_GRAPH: false"),
+     ["t.yaml:8", "env.KITE_CUDA_GRAPH", "quote it"]),
+    ("bad_layout", GOOD.replace("{name: a}", "{name: a, layout: bare}"),
+     ["t.yaml:7", "layout", "allowed: normal, engine_only"]),
+    ("dup_key", GOOD.replace("    title: ok\n", "    title: ok\n    title: again\n"),
+     ["t.yaml:4", "duplicate key 'title'"]),
+    ("bad_regex", "criteria:\n  - id: R\n    title: t\n    kind: run\n    runs:\n"
+                  "      - {args: [selftest], expect: {must_match: ['(unclosed']}}\n",
+     ["t.yaml:6", "must_match[0]", "bad regular expression"]),
+]
+
+AB = """\
+criteria:
+  - id: B1
+    title: ab
+    kind: ab_timing
+    args: [run]
+    a: {name: off, env: {KITE_CUDA_GRAPH: "0"}}
+    b: {name: on}
+    pairs: 10
+    pass_if: "ci_lower >= 1.05"
+"""
+
+CASES += [
+    ("ab_pairs_type", AB.replace("pairs: 10", "pairs: ten"), ["t.yaml:8", "pairs", "must be an integer"]),
+    ("ab_pairs_min", AB.replace("pairs: 10", "pairs: 1"), ["t.yaml:8", "must be >= 2"]),
+    ("ab_order", AB + "    order: BAAB\n", ["t.yaml:10", "'BAAB' is not allowed", "allowed: ABBA, AB"]),
+    ("ab_pass_if", AB.replace('"ci_lower >= 1.05"', '"faster by 5%"'),
+     ["t.yaml:9", "pass_if", "ci_lower, ci_upper, median"]),
+    ("ab_missing_b", AB.replace("    b: {name: on}\n", ""), ["missing required key 'b'", "same_run"]),
+    ("ab_same_run_with_b", AB + "    same_run: true\n", ["`same_run: true`", "remove `b`"]),
+    ("ab_cases", AB + "    cases: [{n: 1}]\n", ["t.yaml:10", "not supported for ab_timing"]),
+    ("ab_reduce", AB + "    metric: {field: timings.request_ms, reduce: p99}\n",
+     ["t.yaml:10", "'p99' is not allowed", "median, mean"]),
+    ("artifact_missing_files", "criteria:\n  - {id: F, title: t, kind: artifact}\n",
+     ["t.yaml:2", "missing required key 'files'"]),
+    ("run_exit_type", "criteria:\n  - id: R\n    title: t\n    kind: run\n    runs:\n"
+                      "      - {args: [selftest], expect: {exit: zero}}\n", ["t.yaml:6", "exit", "integer"]),
+]
+
+
+@pytest.mark.parametrize("name,text,fragments", CASES, ids=[c[0] for c in CASES])
+def test_schema_error(name, text, fragments):
+    msgs = errors(text)
+    joined = "\n".join(msgs)
+    assert msgs[0].startswith("regressions/t.yaml:"), joined
+    for f in fragments:
+        assert f in joined, f"{f!r} not in:\n{joined}"
+
+
+def test_at_least_15_distinct_errors():
+    assert len({c[0] for c in CASES}) >= 15
+
+
+def test_duplicate_id_across_files(tmp_path):
+    a = tmp_path / "a.yaml"
+    b = tmp_path / "b.yaml"
+    a.write_text(GOOD)
+    b.write_text("# another file\n" + GOOD)
+    with pytest.raises(SchemaErrors) as ei:
+        schema.load_many([a, b], tmp_path, BUILDS, DUMPS)
+    assert "b.yaml:3: id 'A1' is already used at a.yaml:2" in ei.value.messages[0]
+
+
+def test_duplicate_id_same_file():
+    text = GOOD + GOOD.split("criteria:\n", 1)[1]
+    msg = one_error(text)
+    assert "t.yaml:10" in msg and "duplicate id 'A1' (first at line 2)" in msg
+
+
+def test_several_errors_reported_together():
+    text = GOOD.replace("kind: equivalence", "kind: equivalence\n    pairs: 3").replace("[h_out]", "[x]")
+    assert len(errors(text)) == 2
+
+
+def test_merge_keys_and_anchors():
+    text = """\
+definitions:
+  base: &base {name: a, build: stub}
+criteria:
+  - id: M
+    title: t
+    kind: equivalence
+    args: [run]
+    variants:
+      - *base
+      - {<<: *base, name: b, env: {X: "1"}}
+    compare: {dumps: [logits]}
+"""
+    (c,) = schema.load_text(text, "t.yaml", BUILDS, DUMPS)
+    assert [(v.name, v.build) for v in c.spec.variants] == [("a", "stub"), ("b", "stub")]

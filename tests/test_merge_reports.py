@@ -1,0 +1,190 @@
+"""`harness merge`: two partial reports (one matrix entry each, as CI runners make them) become
+one report whose counts add up, whose cross-entry criteria are evaluated over both, and whose
+JUnit parses."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import struct
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from harness import merge as MG
+from harness.errors import HarnessError
+from harness.report import Report, Result
+
+ROOT = Path(__file__).resolve().parent.parent
+
+MATRIX = """\
+version: 1
+defaults:
+  dump: {model: tiny, prompt: [1, 2], steps: 1, variants: {cpu: {}}}
+entries:
+  a-gcc: {toolchain: gcc, runner: native, checks: [info, dump], requires: [gcc]}
+  b-mingw: {toolchain: mingw, runner: wine, checks: [info, dump], requires: [mingw, wine]}
+  c-sm80:
+    toolchain: gcc
+    engine: false
+    module: {archs: [80-real], expect_elf: [sm_80], expect_ptx: []}
+    runner: native
+    checks: [embedded-code]
+    requires: [nvcc]
+cross:
+  X1: {title: same bytes, entries: [a-gcc:cpu, b-mingw:cpu]}
+"""
+
+
+def R(rid: str, title: str, kind: str, digest: str, verdict: str, reason: str, **kw) -> Result:
+    return Result(id=rid, title=title, kind=kind, file="configs/matrix.yaml", digest=digest, verdict=verdict,
+                  reason=reason, **kw)
+
+
+def floats(*xs: float) -> bytes:
+    return struct.pack(f"<{len(xs)}f", *xs)
+
+
+def make_report(d: Path, entry: str, checks: list[tuple[str, str]], dumps: dict[str, bytes] | None,
+                verdict: str = "PASS", seconds: float = 5.0, extra: list[Result] | None = None) -> Path:
+    rep = Report(d)
+    rep.doc["git"] = {"commit": "abc123", "dirty": False}
+    rep.doc["system"] = {"os": "Linux 6.1", "cpu": "test cpu", "cores": 2}
+    files = {}
+    if dumps is not None:
+        dd = d / "dumps" / entry / "cpu"
+        dd.mkdir(parents=True)
+        for name, data in dumps.items():
+            (dd / f"{name}.f32").write_bytes(data)
+            files[name] = {"file": f"{name}.f32", "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    rep.doc["matrix"] = {"file": "configs/matrix.yaml", "selected": [entry], "wall_s": seconds, "entries": [{
+        "entry": entry, "verdict": verdict, "reason": "r", "seconds": seconds, "build_seconds": 1.0,
+        "checks": [], "builds": {},
+        "dumps": ({"cpu": {"files": files, "dir": f"dumps/{entry}/cpu"}} if dumps is not None else {})}]}
+    rep.add(R(entry, f"matrix entry {entry}", "matrix-entry", "sha256:e", verdict, "r", duration_s=seconds))
+    for name, v in checks:
+        rep.add(R(f"{entry}/{name}", f"{entry}: {name}", "matrix", "sha256:e", v, f"{name} {v.lower()}",
+                       duration_s=1.0))
+    for r in extra or []:
+        rep.add(r)
+    rep.write(final=True)
+    return d
+
+
+@pytest.fixture
+def matrix_file(tmp_path: Path) -> Path:
+    p = tmp_path / "matrix.yaml"
+    p.write_text(MATRIX)
+    return p
+
+
+def test_two_partial_reports_merge(tmp_path, matrix_file):
+    same = {"h_out": floats(1.0, 2.0), "logits": floats(0.5, -0.25, 3.0)}
+    a = make_report(tmp_path / "a", "a-gcc", [("info", "PASS"), ("dump", "PASS")], same, seconds=10.0)
+    b = make_report(tmp_path / "b", "b-mingw", [("info", "PASS"), ("dump", "PASS")], dict(same), seconds=30.0)
+    out = tmp_path / "merged"
+    rc, rep = MG.merge([a, b], out, root=ROOT, matrix_path=matrix_file)
+    assert rc == 0
+    doc = json.loads((out / "report.json").read_text())
+    ids = [r["id"] for r in doc["results"]]
+    assert ids[:6] == ["a-gcc", "a-gcc/info", "a-gcc/dump", "b-mingw", "b-mingw/info", "b-mingw/dump"]
+    x1 = next(r for r in doc["results"] if r["id"] == "X1")
+    assert x1["verdict"] == "PASS", x1["reason"]
+    assert all(c["how"] == "memcmp" and c["identical"] for c in x1["details"]["comparisons"])
+    assert doc["summary"] == {"total": 7, "passed": 7, "failed": 0, "skipped": 0, "exploratory": 0}
+    assert [m["source"] for m in doc["merged_from"]] == ["a-gcc", "b-mingw"]
+    assert doc["matrix"]["selected"] == ["a-gcc", "b-mingw"]
+    assert doc["matrix"]["wall_s"] == 40.0 and doc["matrix"]["wall_s_max_source"] == 30.0
+    assert (out / "dumps" / "b-mingw" / "cpu" / "logits.f32").read_bytes() == same["logits"]
+    # JUnit parses and counts agree
+    suite = ET.parse(out / "junit.xml").getroot()
+    assert suite.tag == "testsuite"
+    assert (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("7", "0", "0")
+    assert len(suite.findall("testcase")) == 7
+    md = (out / "report.md").read_text()
+    assert "**7 passed, 0 failed, 0 skipped** of 7" in md
+
+
+def test_merge_finds_a_one_ulp_difference(tmp_path, matrix_file):
+    a = make_report(tmp_path / "a", "a-gcc", [("dump", "PASS")], {"h_out": floats(1.0), "logits": floats(2.0)})
+    b_logits = bytearray(floats(2.0))
+    b_logits[0] ^= 1  # one ULP
+    b = make_report(tmp_path / "b", "b-mingw", [("dump", "PASS")], {"h_out": floats(1.0), "logits": bytes(b_logits)})
+    rc, rep = MG.merge([a, b], tmp_path / "m", root=ROOT, matrix_path=matrix_file)
+    assert rc == 1
+    x1 = rep.result_for("X1")
+    assert x1["verdict"] == "FAIL"
+    assert "a-gcc:cpu vs b-mingw:cpu logits" in x1["reason"] and "max ULP 1" in x1["reason"]
+    junit = ET.parse(tmp_path / "m" / "junit.xml").getroot()
+    failed = [tc.get("name") for tc in junit.findall("testcase") if tc.find("failure") is not None]
+    assert failed == ["X1"]
+
+
+def test_merge_uses_digests_when_files_are_missing(tmp_path, matrix_file):
+    same = {"h_out": floats(1.0), "logits": floats(2.0)}
+    a = make_report(tmp_path / "a", "a-gcc", [], same)
+    b = make_report(tmp_path / "b", "b-mingw", [], same)
+    import shutil
+
+    shutil.rmtree(b / "dumps")  # e.g. the CI artifact kept report.json only
+    rc, rep = MG.merge([a, b], tmp_path / "m", root=ROOT, matrix_path=matrix_file)
+    x1 = rep.result_for("X1")
+    assert x1["verdict"] == "PASS"
+    assert {c["how"] for c in x1["details"]["comparisons"]} == {"sha256"}
+
+
+def test_skipped_entry_makes_cross_skip(tmp_path, matrix_file):
+    a = make_report(tmp_path / "a", "a-gcc", [("dump", "PASS")], {"h_out": floats(1.0), "logits": floats(2.0)})
+    b = make_report(tmp_path / "b", "b-mingw", [("dump", "SKIP")], None, verdict="SKIP")
+    rc, rep = MG.merge([a, b], tmp_path / "m", root=ROOT, matrix_path=matrix_file)
+    assert rc == 0
+    x1 = rep.result_for("X1")
+    assert x1["verdict"] == "SKIP" and "only 1 of 2" in x1["reason"]
+    s = rep.summarize()
+    assert (s["passed"], s["skipped"]) == (2, 3)
+
+
+def test_conflicting_ids_are_kept_per_source(tmp_path, matrix_file):
+    e1 = R("E1", "exports", "artifact", "sha256:1", "PASS", "ok")
+    e1b = R("E1", "exports", "artifact", "sha256:1", "FAIL", "extra export foo")
+    a = make_report(tmp_path / "a", "a-gcc", [], None, extra=[e1])
+    b = make_report(tmp_path / "b", "b-mingw", [], None, extra=[e1b])
+    rc, rep = MG.merge([a, b], tmp_path / "m", root=ROOT, matrix_path=matrix_file)
+    ids = [r["id"] for r in rep.results]
+    assert "E1@a-gcc" in ids and "E1@b-mingw" in ids and "E1" not in ids
+    assert rc == 1
+
+
+def test_identical_results_are_not_duplicated_and_skip_yields_to_outcome(tmp_path, matrix_file):
+    e2 = R("E2", "found", "run", "sha256:2", "PASS", "ok")
+    e5_skip = R("E5", "force cpu", "equivalence", "sha256:5", "SKIP", "no GPU")
+    e5_pass = R("E5", "force cpu", "equivalence", "sha256:5", "PASS", "identical")
+    a = make_report(tmp_path / "a", "a-gcc", [], None, extra=[e2, e5_skip])
+    b = make_report(tmp_path / "b", "b-mingw", [], None, extra=[e2, e5_pass])
+    rc, rep = MG.merge([a, b], tmp_path / "m", root=ROOT, matrix_path=matrix_file)
+    e2s = [r for r in rep.results if r["id"].startswith("E2")]
+    assert len(e2s) == 1 and e2s[0]["source"] == "a-gcc,b-mingw"
+    assert rep.result_for("E5")["verdict"] == "PASS"
+
+
+def test_bad_inputs(tmp_path):
+    with pytest.raises(HarnessError, match="no report.json"):
+        MG.merge([tmp_path / "nothing"], tmp_path / "m")
+    (tmp_path / "x").mkdir()
+    (tmp_path / "x" / "report.json").write_text("{not json")
+    with pytest.raises(HarnessError, match="not a readable report"):
+        MG.merge([tmp_path / "x"], tmp_path / "m")
+    (tmp_path / "x" / "report.json").write_text(json.dumps({"schema": "other/1", "results": []}))
+    with pytest.raises(HarnessError, match="not a kite report"):
+        MG.merge([tmp_path / "x"], tmp_path / "m")
+    with pytest.raises(HarnessError, match="at least one"):
+        MG.merge([], tmp_path / "m")
+
+
+def test_cli_exit_codes(tmp_path, matrix_file, capsys):
+    a = make_report(tmp_path / "a", "a-gcc", [("info", "PASS")], None)
+    assert MG.main([str(a), "-o", str(tmp_path / "m"), "--matrix", str(matrix_file), "--format", "junit"]) == 0
+    assert capsys.readouterr().out.startswith('<?xml version="1.0"')
+    assert MG.main([str(tmp_path / "missing"), "-o", str(tmp_path / "m2")]) == 2
+    assert "no report.json" in capsys.readouterr().err

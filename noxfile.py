@@ -11,7 +11,7 @@ import nox
 nox.options.sessions = ["verify"]
 nox.options.reuse_existing_virtualenvs = True
 
-RUNTIME = ["pyyaml>=6", "tabulate>=0.9", "psutil>=5.9", "numpy>=1.24"]
+RUNTIME = ["pyyaml>=6", "tabulate>=0.9", "psutil>=5.9", "numpy>=1.24", "gguf==0.19.*"]
 TESTS = [*RUNTIME, "pytest>=7", "hypothesis>=6"]
 
 
@@ -77,11 +77,40 @@ def selfcheck(session: nox.Session) -> None:
     session.run("python", "-m", "pytest", "-q", "-m", "selfcheck", "tests", *session.posargs, external=True)
 
 
-@nox.session
-def matrix(session: nox.Session) -> None:
-    """The build matrix (configs/matrix.yaml): nox -s matrix -- [ENTRY...] [--list]"""
+def _matrix_entries() -> list[str]:
+    """Entry names of configs/matrix.yaml, for `nox -s "matrix(NAME)"` and `nox -l --json -s matrix`."""
+    import pathlib
+
+    try:
+        import yaml
+
+        doc = yaml.safe_load((pathlib.Path(__file__).parent / "configs" / "matrix.yaml").read_text("utf-8"))
+        return [str(n) for n in ((doc or {}).get("entries") or {})]
+    except Exception:  # noqa: BLE001 - a broken matrix file is reported by the session itself
+        return []
+
+
+MATRIX_ENTRIES = _matrix_entries()
+
+
+@nox.session(tags=["matrix"])
+@nox.parametrize("entry", MATRIX_ENTRIES, ids=MATRIX_ENTRIES)
+def matrix(session: nox.Session, entry: str) -> None:
+    """One build-matrix entry (configs/matrix.yaml); entries whose toolchain is missing SKIP with
+    the install hint. Extra arguments go to `harness matrix`."""
+    import pathlib
+    import sys
+
     _install(session, *RUNTIME)
-    _harness(session, "matrix", *session.posargs)
+    root = pathlib.Path(__file__).parent
+    sys.path.insert(0, str(root))
+    from harness import matrix as M
+
+    ok, why = M.availability(M.load_matrix(root / "configs" / "matrix.yaml", root).entries[entry])
+    _harness(session, "matrix", entry, "--report-dir", f"reports/matrix/{entry}",
+             "--merge-into", "reports/matrix-merged", *session.posargs)
+    if not ok:
+        session.skip(why)
 
 
 @nox.session

@@ -58,7 +58,7 @@ if ! $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >"$log
   cat "$log" >&2; exit 1
 fi
 
-# The MinGW driver must use the POSIX or win32 thread model consistently; report what we got.
+# Report where each tool landed.
 for t in clang x86_64-w64-mingw32-gcc wine; do
   if command -v "$t" >/dev/null 2>&1; then
     echo "install-toolchains: $t -> $(command -v "$t")"

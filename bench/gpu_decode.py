@@ -13,6 +13,7 @@ Models are GGUF files (e.g. from `python3 -m harness models gen qwen35-0.8b --ty
 
     python3 bench/gpu_decode.py --kite build/x/bin/kite --gen q8_0 q4_0 --md report.md
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,12 +27,29 @@ import time
 from pathlib import Path
 
 
-def run_engine(kite: str, model: Path, prompt: list[int], steps: int, mt: int, iters: int,
-               env_extra: dict[str, str]) -> dict:
+THREADS: list[str] = []
+
+
+def run_engine(
+    kite: str, model: Path, prompt: list[int], steps: int, mt: int, iters: int, env_extra: dict[str, str]
+) -> dict:
     env = dict(os.environ)
     env.update(env_extra)
-    cmd = [kite, "run", "--model", str(model), "--prompt", ",".join(map(str, prompt)),
-           "--steps", str(steps), "--mt", str(mt), "--iters", str(iters), "--json"]
+    cmd = [
+        kite,
+        "run",
+        "--model",
+        str(model),
+        "--prompt",
+        ",".join(map(str, prompt)),
+        "--steps",
+        str(steps),
+        "--mt",
+        str(mt),
+        "--iters",
+        str(iters),
+        "--json",
+    ] + THREADS
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
     if out.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({out.returncode}): {out.stderr.strip()}")
@@ -102,27 +120,40 @@ def markdown(results: list[dict], copy: dict | None, args: argparse.Namespace) -
     dev = results[0]["backend"].get("device") if results else None
     lines = [f"# kite GPU decode benchmark ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})", ""]
     if dev:
-        lines.append(f"Device: {dev.get('name')} (cc {dev.get('cc')}), driver {dev.get('driver_version')}, "
-                     f"runtime {dev.get('runtime_version')}; host {platform.node() or 'n/a'}.")
+        lines.append(
+            f"Device: {dev.get('name')} (cc {dev.get('cc')}), driver {dev.get('driver_version')}, "
+            f"runtime {dev.get('runtime_version')}; host {platform.node() or 'n/a'}."
+        )
     if copy:
-        lines.append(f"Device-to-device copy bandwidth (same run, torch, {copy['bytes'] >> 20} MiB, "
-                     f"read + write bytes / time): **{copy['gbps_rw']:.0f} GB/s**.")
+        lines.append(
+            f"Device-to-device copy bandwidth (same run, torch, {copy['bytes'] >> 20} MiB, "
+            f"read + write bytes / time): **{copy['gbps_rw']:.0f} GB/s**."
+        )
     else:
         lines.append("Device-to-device copy bandwidth: not measured (torch with CUDA not importable).")
-    lines += ["", f"Decode: prompt 8 tokens, {args.steps} greedy steps, median of {args.iters} requests; "
-              f"prefill: {args.prompt_len} prompt tokens.", "",
-              "| model | weight MB | graph ms/tok | graph tok/s | GB/s | % of copy | stream ms/tok | stream tok/s "
-              "| graph speed-up | prefill M=1 rows/s | prefill M=4 rows/s | M=4 / M=1 |",
-              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines += [
+        "",
+        f"Decode: prompt 8 tokens, {args.steps} greedy steps, median of {args.iters} requests; "
+        f"prefill: {args.prompt_len} prompt tokens.",
+        "",
+        "| model | weight MB | graph ms/tok | graph tok/s | GB/s | % of copy | stream ms/tok | stream tok/s "
+        "| graph speed-up | prefill M=1 rows/s | prefill M=4 rows/s | M=4 / M=1 |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in results:
         g, s = r["graph"], r["stream"]
         pct = f"{100 * g['weight_gbps'] / copy['gbps_rw']:.0f}%" if copy else "n/a"
-        lines.append(f"| {r['model']} | {r['weight_bytes'] / 1e6:.1f} | {g['step_ms']:.3f} | {g['tokens_per_s']:.0f} "
-                     f"| {g['weight_gbps']:.0f} | {pct} | {s['step_ms']:.3f} | {s['tokens_per_s']:.0f} "
-                     f"| {s['step_ms'] / g['step_ms']:.2f}x | {r['prefill_mt1']['rows_per_s']:.0f} "
-                     f"| {r['prefill_mt4']['rows_per_s']:.0f} | {r['prefill_speedup_mt4']:.2f}x |")
-    lines += ["", "Step time = the engine's decode window / steps (host-side, including the per-step copy of "
-              "h_out and logits back to the host)."]
+        lines.append(
+            f"| {r['model']} | {r['weight_bytes'] / 1e6:.1f} | {g['step_ms']:.3f} | {g['tokens_per_s']:.0f} "
+            f"| {g['weight_gbps']:.0f} | {pct} | {s['step_ms']:.3f} | {s['tokens_per_s']:.0f} "
+            f"| {s['step_ms'] / g['step_ms']:.2f}x | {r['prefill_mt1']['rows_per_s']:.0f} "
+            f"| {r['prefill_mt4']['rows_per_s']:.0f} | {r['prefill_speedup_mt4']:.2f}x |"
+        )
+    lines += [
+        "",
+        "Step time = the engine's decode window / steps (host-side, including the per-step copy of "
+        "h_out and logits back to the host).",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -130,27 +161,38 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kite", required=True, help="the engine binary (its folder holds the CUDA module)")
     ap.add_argument("--models", nargs="*", type=Path, default=[], help="GGUF files to benchmark")
-    ap.add_argument("--gen", nargs="*", default=[], metavar="TYPE",
-                    help="generate qwen35-0.8b of these types (q8_0, q4_0) with the harness first")
+    ap.add_argument(
+        "--gen",
+        nargs="*",
+        default=[],
+        metavar="TYPE",
+        help="generate qwen35-0.8b of these types (q8_0, q4_0) with the harness first",
+    )
     ap.add_argument("--recipe", default="qwen35-0.8b")
     ap.add_argument("--models-dir", type=Path, default=Path("models"))
     ap.add_argument("--steps", type=int, default=64)
     ap.add_argument("--prompt-len", type=int, default=64)
     ap.add_argument("--iters", type=int, default=5)
-    ap.add_argument("--no-check", action="store_true",
-                    help="do not require the device counters (a CPU-only dry run of the script)")
+    ap.add_argument("--threads", type=int, help="pass --threads to the engine")
+    ap.add_argument(
+        "--no-check", action="store_true", help="do not require the device counters (a CPU-only dry run of the script)"
+    )
     ap.add_argument("--md", type=Path, help="write the Markdown table here")
     ap.add_argument("--json", type=Path, help="write the raw numbers here")
     args = ap.parse_args(argv)
 
+    if args.threads:
+        THREADS[:] = ["--threads", str(args.threads)]
     models = list(args.models)
     for t in args.gen:
         out = args.models_dir / f"{args.recipe}-{t}.gguf"
         if not out.exists():
             args.models_dir.mkdir(parents=True, exist_ok=True)
             t0 = time.time()
-            subprocess.run([sys.executable, "-m", "harness", "models", "gen", args.recipe, "--type", t,
-                            "--out", str(out)], check=True)
+            subprocess.run(
+                [sys.executable, "-m", "harness", "models", "gen", args.recipe, "--type", t, "--out", str(out)],
+                check=True,
+            )
             print(f"generated {out} in {time.time() - t0:.1f} s", file=sys.stderr)
         models.append(out)
     if not models:

@@ -653,7 +653,23 @@ class EntryRunner:
             self.module_note = note
             if mdefs is not None:
                 mod = self._project("native/cuda", mdefs)
-        spec = BuildSpec(name, self._project("native", opts) if self.ent.engine else None, mod)
+        msvc = mod is not None and self.ent.module.host_compiler == "msvc"
+        # MSVC: nvcc needs the vcvarsall environment, which harness/build.py cannot pass yet, so
+        # the module is built here (self.cmake with that environment) after the engine
+        spec = BuildSpec(name, self._project("native", opts) if self.ent.engine else None, None if msvc else mod)
+        if msvc and spec.engine is not None:
+            cfg = dataclasses.replace(self.cfg, builds={**self.cfg.builds, name: spec})
+            res = B.build(cfg, name, force=self.force, progress=self.say)
+            tool = toolchains.probe_msvc()
+            if not tool.found:
+                res.module = B.PartResult("skipped", tool.skip_reason())
+            else:
+                nvcc = B.find_nvcc() or toolchains.probe("nvcc").path
+                res.module = self.cmake(mod.source, self.cfg.build_root(name) / "cuda",
+                                        {**mod.options, "KITE_OUTPUT_DIR": res.bin_dir, "CMAKE_CUDA_COMPILER": nvcc},
+                                        "module", env=tool.details.get("env") or {})
+            self.builds[name] = res
+            return res
         if spec.engine is None:
             # module only: build it through a placeholder-free path (no engine needed)
             return self._module_only(name, mod)
@@ -685,7 +701,8 @@ class EntryRunner:
         self.builds[name] = res
         return res
 
-    def cmake(self, source: str, bdir: Path, defs: dict[str, str], label: str) -> Any:
+    def cmake(self, source: str, bdir: Path, defs: dict[str, str], label: str,
+              env: dict[str, str] | None = None) -> Any:
         """Configure + build one CMake project (the test module, a module-only build)."""
         from harness import build as B
         from harness.engine import run_process
@@ -700,9 +717,9 @@ class EntryRunner:
         defs = {"CMAKE_BUILD_TYPE": self.cfg.build_type, **defs}
         conf = [cmake, "-S", str(self.root / source), "-B", str(bdir), *gen, *[f"-D{k}={v}" for k, v in defs.items()]]
         tmo = self.cfg.timeout("build", 1200)
-        r = run_process(conf, timeout=tmo, log_prefix=self.logs / f"{label}-configure")
+        r = run_process(conf, env, timeout=tmo, log_prefix=self.logs / f"{label}-configure")
         if r.ok:
-            r = run_process([cmake, "--build", str(bdir), "--parallel", str(self.cfg.jobs)], timeout=tmo,
+            r = run_process([cmake, "--build", str(bdir), "--parallel", str(self.cfg.jobs)], env, timeout=tmo,
                             log_prefix=self.logs / f"{label}-build")
         log = str(self.logs / f"{label}-build.stderr")
         if not r.ok:
@@ -1250,21 +1267,33 @@ def run_matrix(root: Path, names: list[str] | None, *, report_dir: Path | None =
         except HarnessError as ex:
             run = EntryRun(ent.name, "FAIL", str(ex))
         copy_dumps(report_dir, run, runner.dump_dirs)
-        rep.doc["matrix"]["entries"].append(run.to_json())
+        t_crit = time.perf_counter()
+        crit_results = []
+        for crit in ent.criteria:
+            if run.verdict == "SKIP":
+                crit_results.append(_result(f"{ent.name}/{crit}", f"{ent.name}: {crit}", "criteria", ent.digest(),
+                                            "SKIP", run.reason, 0.0, {}))
+                continue
+            crit_results += run_criteria(cfg, runner, crit, report_dir, exploratory)
+        crit_s = time.perf_counter() - t_crit
+        total = run.seconds + crit_s
+        run_doc = run.to_json()
+        run_doc["criteria_seconds"] = round(crit_s, 3)
+        run_doc["total_seconds"] = round(total, 3)
+        rep.doc["matrix"]["entries"].append(run_doc)
         rep.add(_result(ent.name, f"matrix entry {ent.name}: {ent.description}", "matrix-entry", ent.digest(),
-                        run.verdict, f"{run.reason} (wall {run.seconds:.1f} s, build {run.build_seconds:.1f} s)",
-                        run.seconds, {"build_seconds": round(run.build_seconds, 3), "builds": run.builds}))
+                        run.verdict, f"{run.reason} (wall {total:.1f} s: build {run.build_seconds:.1f} s, checks "
+                        f"{run.seconds - run.build_seconds:.1f} s, criteria {crit_s:.1f} s)",
+                        total, {"build_seconds": round(run.build_seconds, 3), "checks_seconds":
+                                round(run.seconds - run.build_seconds, 3), "criteria_seconds": round(crit_s, 3),
+                                "builds": run.builds}))
         for c in run.checks:
             rep.add(_result(f"{ent.name}/{c.name}", f"{ent.name}: {c.name}", "matrix", ent.digest(), c.verdict,
                             c.reason, c.seconds, c.details))
-        for crit in ent.criteria:
-            if run.verdict == "SKIP":
-                rep.add(_result(f"{ent.name}/{crit}", f"{ent.name}: {crit}", "criteria", ent.digest(), "SKIP",
-                                run.reason, 0.0, {}))
-                continue
-            for r in run_criteria(cfg, runner, crit, report_dir, exploratory):
-                rep.add(r)
-        say(f"matrix {ent.name}: {run.verdict} in {run.seconds:.1f} s (build {run.build_seconds:.1f} s): {run.reason[:200]}")
+        for r in crit_results:
+            rep.add(r)
+        say(f"matrix {ent.name}: {run.verdict} in {total:.1f} s (build {run.build_seconds:.1f} s, criteria "
+            f"{crit_s:.1f} s): {run.reason[:200]}")
         failed |= run.verdict == "FAIL"
         rep.write()
         if failed and not keep_going:
@@ -1272,7 +1301,7 @@ def run_matrix(root: Path, names: list[str] | None, *, report_dir: Path | None =
     # cross criteria: here when this run holds enough of their entries, else in `harness merge`
     sources, skipped = sources_from_doc(rep.doc, report_dir)
     selected = {e.name for e in entries}
-    cross = {k: c for k, c in matrix.cross.items() if len({e for e, _ in c.entries} & selected) >= c.min_entries}
+    cross = {k: c for k, c in matrix.cross.items() if sum(e in selected for e, _ in c.entries) >= c.min_entries}
     add_cross_results(rep, dataclasses.replace(matrix, cross=cross), sources, skipped,
                       {n: s.file for n, s in cfg.dumps.items()})
     rep.doc["matrix"]["wall_s"] = round(time.perf_counter() - t_all, 3)
@@ -1400,6 +1429,8 @@ def main(argv: list[str] | None = None, root: Path | None = None) -> int:
     ap.add_argument("--report-dir", type=Path, help="write the report here (default reports/<time>-<sha>/)")
     ap.add_argument("--force", action="store_true", help="rebuild even when up to date")
     ap.add_argument("--stop", action="store_true", help="stop after the first failed entry")
+    ap.add_argument("--merge-into", type=Path,
+                    help="then merge every report beside --report-dir (one per entry) into this folder")
     ap.add_argument("--exploratory", action="store_true",
                     help="run criteria that are not (or not as) registered, labelled exploratory")
     a = ap.parse_args(argv)
@@ -1421,8 +1452,18 @@ def main(argv: list[str] | None = None, root: Path | None = None) -> int:
                     print(f"{r['name']:18} {'ok  ' if r['runnable'] else 'SKIP'} {r['description']}"
                           + ("" if r["runnable"] else f"\n{'':23}{r['skip_reason']}"))
             return 0
-        rc, _ = run_matrix(root, a.entries or None, report_dir=a.report_dir, model=a.model, force=a.force,
-                           matrix_path=a.matrix, keep_going=not a.stop, exploratory=a.exploratory)
+        if a.merge_into and not a.report_dir:
+            raise HarnessError("--merge-into needs --report-dir (e.g. reports/matrix/<entry>)")
+        rc, rdir = run_matrix(root, a.entries or None, report_dir=a.report_dir, model=a.model, force=a.force,
+                              matrix_path=a.matrix, keep_going=not a.stop, exploratory=a.exploratory)
+        if a.merge_into:
+            # every report beside this one (reports/matrix/<entry>/: the latest run of each entry)
+            from harness.merge import merge
+
+            dirs = sorted(p.parent for p in rdir.parent.glob("*/report.json") if p.parent != a.merge_into.resolve())
+            mrc, _ = merge(dirs, a.merge_into, root=root, matrix_path=a.matrix,
+                           say=lambda s: print(s, file=sys.stderr, flush=True))
+            rc = max(rc, mrc)
         return rc
     except HarnessError as ex:
         print(f"kite matrix: {ex}", file=sys.stderr)

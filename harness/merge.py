@@ -7,7 +7,8 @@ report with the harness's own writers (report.json, report.md, junit.xml):
 - results are concatenated; an id seen in two reports with different outcomes is kept twice,
   each suffixed `@<source>` (the source folder's name), so nothing is silently dropped;
 - the `matrix` sections are joined (entry records, dumps), each entry's dump folder is copied
-  into OUT/dumps/<entry>/<variant>/ so the comparisons can memcmp;
+  into OUT/dumps/<entry>/<variant>/ so the comparisons can memcmp; an entry run on two machines
+  keeps the first record and gains the dump variants only the other has (a GPU host's `gpu`);
 - the cross-entry criteria of configs/matrix.yaml are evaluated again over everything merged
   (memcmp where the files came along, else the SHA-256 each run recorded);
 - the summary is recounted; `merged_from` lists every source (started, commit, machine, counts).
@@ -137,8 +138,12 @@ def merge_docs(sources: list[tuple[Path, dict[str, Any]]], out: Path) -> dict[st
         merged["matrix"]["wall_s_by_source"][label] = mx.get("wall_s")
         for e in mx.get("entries", []):
             e = json.loads(json.dumps(e))
+            first = e["entry"] not in seen
             for var, info in (e.get("dumps") or {}).items():
                 src_dir = d / info["dir"] if info.get("dir") else None
+                if not first and var in (entries[seen[e["entry"]]].get("dumps") or {}):
+                    info["dir"] = None  # the first source's files stay
+                    continue
                 if src_dir is not None and src_dir.is_dir():
                     dst = out / "dumps" / e["entry"] / var
                     if dst.exists():
@@ -152,6 +157,13 @@ def merge_docs(sources: list[tuple[Path, dict[str, Any]]], out: Path) -> dict[st
                 prev = entries[seen[e["entry"]]]
                 if prev.get("verdict") == "SKIP" and e.get("verdict") != "SKIP":
                     entries[seen[e["entry"]]] = e
+                else:
+                    # the same entry on another machine (e.g. a GPU host): keep the dump variants
+                    # the first source lacks (its `gpu` dumps next to a CPU runner's `cpu` ones)
+                    for var, info in (e.get("dumps") or {}).items():
+                        if var not in (prev.get("dumps") or {}):
+                            prev.setdefault("dumps", {})[var] = {**info, "source": label}
+                    prev.setdefault("also_from", []).append(label)
                 continue
             seen[e["entry"]] = len(entries)
             entries.append(e)

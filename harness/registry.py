@@ -49,7 +49,10 @@ class Status:
 
 def parse(text: str) -> list[Entry]:
     out = []
-    for n, line in enumerate(text.splitlines(), 1):
+    # split on "\n" only: str.splitlines() also splits on U+0085, U+2028 ..., which json.dumps
+    # leaves unescaped inside a reason
+    for n, line in enumerate(text.split("\n"), 1):
+        line = line.removesuffix("\r")
         if not line.strip() or line.startswith("#"):
             continue
         parts = line.split("\t")
@@ -68,6 +71,8 @@ def load(path: Path) -> list[Entry]:
         return parse(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return []
+    except UnicodeDecodeError as e:
+        raise HarnessError(f"registry.lock: not UTF-8 text (byte {e.start}: {e.reason})") from None
 
 
 def current(entries: list[Entry]) -> dict[str, Entry]:

@@ -88,6 +88,33 @@ def resolve_latest(reports: Path) -> Path | None:
     return None
 
 
+_RESULT_STR = ("id", "title", "kind", "file", "digest", "verdict", "reason")
+
+
+def _damage(doc: dict[str, Any]) -> str | None:
+    """What makes a loaded report.json unusable (a hand-edited or foreign file), or None."""
+    res = doc.get("results")
+    if not isinstance(res, list):
+        return "`results` is not a list"
+    for i, r in enumerate(res):
+        if not isinstance(r, dict):
+            return f"results[{i}] is not an object"
+        bad = [k for k in _RESULT_STR if not isinstance(r.get(k), str)]
+        if bad:
+            return f"results[{i}]: {', '.join(bad)} missing or not text"
+        if not isinstance(r.get("duration_s", 0), (int, float)) or isinstance(r.get("duration_s"), bool):
+            return f"results[{i}]: duration_s is not a number"
+        if not isinstance(r.get("details", {}), dict) or not isinstance(r.get("amendments", []), list):
+            return f"results[{i}]: details/amendments have the wrong type"
+    for key, typ in (("builds", dict), ("resumed", list), ("git", dict), ("system", dict)):
+        if key in doc and not isinstance(doc[key], typ):
+            return f"`{key}` is not a{'n object' if typ is dict else ' list'}"
+    for name, b in doc["builds"].items():
+        if not (isinstance(b, dict) and all(isinstance(b.get(p), dict) for p in ("engine", "module"))):
+            return f"builds.{name} is not a build result"
+    return None
+
+
 class Report:
     """The report of one verify run (or of a resumed one)."""
 
@@ -101,8 +128,19 @@ class Report:
     @classmethod
     def load(cls, directory: Path) -> Report:
         doc = json.loads((directory / "report.json").read_text(encoding="utf-8"))
-        if doc.get("schema") != SCHEMA:
-            raise ValueError(f"{directory}/report.json: unknown schema {doc.get('schema')!r}")
+        if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+            raise ValueError(f"{directory}/report.json: unknown schema "
+                             f"{doc.get('schema') if isinstance(doc, dict) else type(doc).__name__!r}")
+        doc.setdefault("builds", {})
+        problem = _damage(doc)
+        if problem is None:
+            try:  # whatever else is in it must still render
+                render_markdown(doc)
+                render_junit(doc)
+            except (TypeError, KeyError, AttributeError, ValueError, IndexError) as e:
+                problem = f"cannot render it ({type(e).__name__}: {e})"
+        if problem:
+            raise ValueError(f"{directory}/report.json is damaged: {problem}")
         return cls(directory, doc)
 
     @property

@@ -115,6 +115,18 @@ def _precond_failures(doc: Any, pre: dict[str, Any]) -> list[str]:
 
 # ---- equivalence ----------------------------------------------------------------------------
 
+def _shape(meta: Any, dotted: str, variant: str, runs: list[dict[str, Any]]) -> list[int] | None:
+    """A dump's shape from meta.json: None when absent; a malformed one ends the criterion."""
+    v = C.lookup(meta, dotted)
+    if v is C._MISSING or v is None:
+        return None
+    if not (isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x < 2**53
+                                        for x in v)):
+        raise CriterionFail(f"variant {variant}: meta.json {dotted} = {str(v)[:60]} is not a list of "
+                            "non-negative integers", {"runs": runs})
+    return v
+
+
 def run_equivalence(ctx: Context, crit: C.Criterion, work: Path) -> Outcome:
     spec: C.EquivalenceSpec = crit.spec  # type: ignore[assignment]
     cmp_ = spec.compare
@@ -142,7 +154,7 @@ def run_equivalence(ctx: Context, crit: C.Criterion, work: Path) -> Outcome:
             except FileNotFoundError:
                 raise CriterionFail(f"{where}: {ctx.cfg.meta_file} missing from the dump folder",
                                     {"runs": runs}) from None
-            except json.JSONDecodeError as e:
+            except ValueError as e:  # not JSON, or not UTF-8
                 raise CriterionFail(f"{where}: {ctx.cfg.meta_file} is not valid JSON ({e})", {"runs": runs}) from None
             bad = _precond_failures(meta, var.preconditions)
             if bad:
@@ -159,10 +171,8 @@ def run_equivalence(ctx: Context, crit: C.Criterion, work: Path) -> Outcome:
         for var, meta, data in loaded[1:]:
             for dname in cmp_.dumps:
                 ds = ctx.cfg.dumps[dname]
-                sa = C.lookup(base_meta, ds.shape)
-                sb = C.lookup(meta, ds.shape)
-                sa = sa if isinstance(sa, list) else None
-                sb = sb if isinstance(sb, list) else None
+                sa = _shape(base_meta, ds.shape, base_var.name, runs)
+                sb = _shape(meta, ds.shape, var.name, runs)
                 row = int(sa[-1]) if sa else 0
                 d = compare_bytes(base_data[dname], data[dname], row, mode=cmp_.mode, max_abs=cmp_.max_abs,
                                   max_ulp=cmp_.max_ulp, nmse=cmp_.nmse, allow_nan=cmp_.allow_nan,

@@ -43,7 +43,7 @@ static int g_opt_graph = 1;      // KCUDA_OPT_GRAPH
 static int g_opt_graph_m = 0;    // KCUDA_OPT_GRAPH_M
 
 // ------------------------------------------------------------------------------------------------
-// Device helpers
+// Device utilities
 
 __device__ __forceinline__ float warp_sum32(float v) {
     // lane l holds partial l; the result (in lane 0) is the canonical butterfly.
@@ -240,16 +240,6 @@ struct Pro {
     float *out2;
     int ld2;
 };
-
-__device__ __forceinline__ float pro_value(const Pro &P, int mi, int j, float sc) {
-    const float *ar = P.a + (size_t)mi * P.lda;
-    switch (P.mode) {
-    case 1: return (ar[j] * sc) * P.w[j];
-    case 2: return kite_siluf(ar[j]) * P.b[(size_t)mi * P.lda + j];
-    case 3: return ((ar[j] * sc) * P.w[j % P.hs]) * kite_siluf(P.b[(size_t)mi * P.lda + j]);
-    default: return ar[j];
-    }
-}
 
 // smem layout: int8 xq[MT][k], float xd[MT][k/32], float sc[MT][nh]
 static size_t pro_smem(int MT, int k, int nh) {
@@ -870,7 +860,7 @@ static int is_vec_role(int role) {
     }
 }
 
-// Launch helpers (all on g_stream; no host synchronisation: capturable).
+// Launch functions (all on g_stream; no host synchronisation: capturable).
 static int g_smem_max = 48 * 1024;
 static int g_sms = 132; // dynamic shared memory opted in for the gemv instances
 

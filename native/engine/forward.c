@@ -81,16 +81,11 @@ static void attend_head(const kt_model *md, kt_state *st, int kv_layer, const fl
     /* o[d] = sum32 over t of p[t] * v_t[d]: lane t % 32 for every d, then the butterfly */
     float *acc = st->lanes; /* [32][D] */
     memset(acc, 0, (size_t)32 * D * sizeof(float));
-    for (int t = 0; t <= pos; t++) {
-        float *a = acc + (size_t)(t & 31) * D;
-        const float *v = vc + (size_t)t * KVD;
-        for (int d = 0; d < D; d++)
-            a[d] = a[d] + score[t] * v[d];
-    }
-    for (int off = 16; off > 0; off >>= 1)
+    for (int t = 0; t <= pos; t++) /* a[d] = a[d] + p[t] * v_t[d] */
+        vec_add_scaled(acc + (size_t)(t & 31) * D, vc + (size_t)t * KVD, score[t], D);
+    for (int off = 16; off > 0; off >>= 1) /* x * 1.0f is exact: these are plain additions */
         for (int l = 0; l < off; l++)
-            for (int d = 0; d < D; d++)
-                acc[(size_t)l * D + d] = acc[(size_t)l * D + d] + acc[(size_t)(l + off) * D + d];
+            vec_add_scaled(acc + (size_t)l * D, acc + (size_t)(l + off) * D, 1.0f, D);
     for (int d = 0; d < D; d++)
         o[d] = acc[d] * kite_sigmoidf(gate[d]);
 }
@@ -181,13 +176,11 @@ static int deltanet(const kt_model *md, kt_state *st, const kt_layer *L, int m) 
             float *o = y + h * dv;
             for (int j = 0; j < dv; j++) {
                 float *row = S + (size_t)j * dk;
-                for (int t = 0; t < dk; t++)
-                    row[t] = row[t] * decay;
-                float kv = dot_f32(row, kh, dk);
+                /* row = row * decay; kv = dot(row, k) */
+                float kv = dot_scale_f32(row, decay, kh, dk);
                 float delta = (vh[j] - kv) * beta;
-                for (int t = 0; t < dk; t++)
-                    row[t] = row[t] + kh[t] * delta;
-                o[j] = dot_f32(row, qh, dk);
+                /* row = row + k * delta; o = dot(row, q) */
+                o[j] = dot_axpy_f32(row, kh, delta, qh, dk);
             }
             rmsnorm(o, o, L->ssm_norm, dv, hp->eps);
             for (int j = 0; j < dv; j++)

@@ -1,6 +1,7 @@
 /* gemm.c - see gemm.h. */
 #include "gemm.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "cuda_host.h"
@@ -17,6 +18,8 @@ typedef struct gemm_job {
     const float *xd;
     int m;
     float *y;
+    atomic_int next;    /* next unclaimed output row */
+    int chunk;          /* rows claimed at a time */
 } gemm_job;
 
 /* Output rows [r0, r1) for all m activation rows; the weight row is read once and reused. */
@@ -39,14 +42,31 @@ static void gemm_rows(const gemm_job *j, int r0, int r1) {
     }
 }
 
+/* Threads claim chunks of consecutive output rows until none is left: a thread that the OS
+ * delays does not hold the others up. Which thread computes a row never changes its bytes. */
 static void gemm_task(void *ctx, int tid, int nthreads) {
-    const gemm_job *j = (const gemm_job *)ctx;
-    int64_t n = j->w->n_out;
-    gemm_rows(j, (int)(n * tid / nthreads), (int)(n * (tid + 1) / nthreads));
+    gemm_job *j = (gemm_job *)ctx;
+    const int n = j->w->n_out;
+    (void)tid;
+    (void)nthreads;
+    for (;;) {
+        int r0 = atomic_fetch_add(&j->next, j->chunk);
+        if (r0 >= n)
+            break;
+        gemm_rows(j, r0, r0 + j->chunk < n ? r0 + j->chunk : n);
+    }
 }
 
 int gemm_gw(kt_gemm_ctx *ctx, const kt_weight *w, const float *x, int m, float *y) {
-    gemm_job j = {w, x, NULL, NULL, m, y};
+    gemm_job j;
+    j.w = w;
+    j.x = x;
+    j.xq = NULL;
+    j.xd = NULL;
+    j.m = m;
+    j.y = y;
+    atomic_init(&j.next, 0);
+    j.chunk = 0;
     const int k = w->k;
     if (w->type == GGUF_T_Q8_0 || w->type == GGUF_T_Q4_0) {
         size_t need = (size_t)m * (size_t)k;
@@ -69,8 +89,14 @@ int gemm_gw(kt_gemm_ctx *ctx, const kt_weight *w, const float *x, int m, float *
     }
     if ((int64_t)w->n_out * k * m < GEMM_THREAD_MIN)
         gemm_rows(&j, 0, w->n_out);
-    else
+    else {
+        /* about 16 chunks per thread, at least 16 rows each */
+        int nt = kt_pool_size(ctx->pool);
+        j.chunk = w->n_out / (16 * nt);
+        if (j.chunk < 16)
+            j.chunk = 16;
         kt_pool_run(ctx->pool, gemm_task, &j);
+    }
     return 0;
 }
 

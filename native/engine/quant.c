@@ -150,6 +150,18 @@ float dot_bf16_scalar(const uint16_t *w, const float *x, int n) {
     return kite_sum32_finish(s);
 }
 
+float dot_scale_f32_scalar(float *s, float a, const float *x, int n) {
+    for (int i = 0; i < n; i++)
+        s[i] = s[i] * a;
+    return kite_dot_ref(s, x, n);
+}
+
+float dot_axpy_f32_scalar(float *s, const float *x, float a, const float *y, int n) {
+    for (int i = 0; i < n; i++)
+        s[i] = s[i] + x[i] * a;
+    return kite_dot_ref(s, y, n);
+}
+
 /* ---- AVX2 kernels: lanes 0-7, 8-15, 16-23, 24-31 in acc[0..3] ----------------------------- */
 
 #if KITE_HAVE_AVX2_CODE
@@ -312,6 +324,42 @@ FLOAT_DOT_AVX2(dot_f32_avx2, LOAD_F32, ELEM_F32)
 FLOAT_DOT_AVX2(dot_f16_avx2, LOAD_F16, ELEM_F16)
 FLOAT_DOT_AVX2(dot_bf16_avx2, LOAD_BF16, ELEM_BF16)
 
+/* s = s * a (or s + x * a), then dot(s, y): one pass, lanes as in dot_f32. */
+KT_AVX2 static float dot_update_avx2(float *s, const float *x, float a, const float *y, int n,
+                                     int axpy) {
+    const __m256 av = _mm256_set1_ps(a);
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                     _mm256_setzero_ps()};
+    int i = 0;
+    for (; i + 32 <= n; i += 32)
+        for (int j = 0; j < 4; j++) {
+            __m256 sv = _mm256_loadu_ps(s + i + 8 * j);
+            sv = axpy ? _mm256_add_ps(sv, _mm256_mul_ps(_mm256_loadu_ps(x + i + 8 * j), av))
+                      : _mm256_mul_ps(sv, av);
+            _mm256_storeu_ps(s + i + 8 * j, sv);
+            acc[j] = _mm256_add_ps(acc[j], _mm256_mul_ps(sv, _mm256_loadu_ps(y + i + 8 * j)));
+        }
+    if (i == n)
+        return butterfly32(acc[0], acc[1], acc[2], acc[3]);
+    float l[32];
+    lanes_store(l, acc);
+    for (; i < n; i++) {
+        s[i] = axpy ? s[i] + x[i] * a : s[i] * a;
+        l[i & 31] = l[i & 31] + s[i] * y[i];
+    }
+    return kite_sum32_finish(l);
+}
+
+KT_AVX2 static void vec_add_scaled_avx2(float *y, const float *x, float a, int n) {
+    const __m256 av = _mm256_set1_ps(a);
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i),
+                                              _mm256_mul_ps(_mm256_loadu_ps(x + i), av)));
+    for (; i < n; i++)
+        y[i] = y[i] + x[i] * a;
+}
+
 #endif /* KITE_HAVE_AVX2_CODE */
 
 /* ---- dispatch ----------------------------------------------------------------------------- */
@@ -374,4 +422,31 @@ float dot_bf16(const uint16_t *w, const float *x, int n) {
         return dot_bf16_avx2(w, x, n);
 #endif
     return dot_bf16_scalar(w, x, n);
+}
+
+float dot_scale_f32(float *s, float a, const float *x, int n) {
+#if KITE_HAVE_AVX2_CODE
+    if (simd_on)
+        return dot_update_avx2(s, NULL, a, x, n, 0);
+#endif
+    return dot_scale_f32_scalar(s, a, x, n);
+}
+
+float dot_axpy_f32(float *s, const float *x, float a, const float *y, int n) {
+#if KITE_HAVE_AVX2_CODE
+    if (simd_on)
+        return dot_update_avx2(s, x, a, y, n, 1);
+#endif
+    return dot_axpy_f32_scalar(s, x, a, y, n);
+}
+
+void vec_add_scaled(float *y, const float *x, float a, int n) {
+#if KITE_HAVE_AVX2_CODE
+    if (simd_on) {
+        vec_add_scaled_avx2(y, x, a, n);
+        return;
+    }
+#endif
+    for (int i = 0; i < n; i++)
+        y[i] = y[i] + x[i] * a;
 }

@@ -37,6 +37,18 @@ float dot_f32(const float *w, const float *x, int n);
 float dot_f16(const uint16_t *w, const float *x, int n);
 float dot_bf16(const uint16_t *w, const float *x, int n);
 
+/* The two passes of the delta rule over one state row s[n] (elementwise updates, then a dot in
+ * the canonical order):
+ *   dot_scale_f32:  s[i] = s[i] * a;          returns dot(s, x, n)
+ *   dot_axpy_f32:   s[i] = s[i] + x[i] * a;   returns dot(s, y, n) */
+float dot_scale_f32(float *s, float a, const float *x, int n);
+float dot_axpy_f32(float *s, const float *x, float a, const float *y, int n);
+float dot_scale_f32_scalar(float *s, float a, const float *x, int n);
+float dot_axpy_f32_scalar(float *s, const float *x, float a, const float *y, int n);
+
+/* y[i] = y[i] + x[i] * a, element-wise (a product rounded, then a sum: the same bits either way). */
+void vec_add_scaled(float *y, const float *x, float a, int n);
+
 /* The scalar references, always available (selftest compares them with the dispatched ones). */
 float dot_q8_0_scalar(const void *w, const int8_t *xq, const float *xd, int nb);
 float dot_q4_0_scalar(const void *w, const int8_t *xq, const float *xd, int nb);

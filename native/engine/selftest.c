@@ -566,6 +566,19 @@ static void test_kernels(void) {
         check(rel < 1e-5, name, "relative error %.3g", rel);
         free(b.p);
     }
+    /* the fused delta-rule passes: SIMD against scalar, state and result */
+    int same = 1;
+    for (int len = 5; len <= 133; len += 64) {
+        float s1[133], s2[133];
+        for (int i = 0; i < len; i++)
+            s1[i] = s2[i] = rng_uniform(-1.0f, 1.0f);
+        float r1 = dot_scale_f32(s1, 0.75f, x, len), r2 = dot_scale_f32_scalar(s2, 0.75f, x, len);
+        float r3 = dot_axpy_f32(s1, x, -0.3f, wf, len);
+        float r4 = dot_axpy_f32_scalar(s2, x, -0.3f, wf, len);
+        same &= kite_f32_bits(r1) == kite_f32_bits(r2) && kite_f32_bits(r3) == kite_f32_bits(r4) &&
+                memcmp(s1, s2, sizeof(float) * (size_t)len) == 0;
+    }
+    check(same, "dot_delta_rule_vs_scalar", "bytes differ");
     quant_use_simd(1);
     free(x);
     free(wf);

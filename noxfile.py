@@ -115,10 +115,18 @@ def matrix(session: nox.Session, entry: str) -> None:
 
 @nox.session
 def oracle(session: nox.Session) -> None:
-    """Reference checks of the engine against an independent implementation (tests marked `oracle`)."""
-    _install(session, *TESTS)
-    session.run("python", "-m", "pytest", "-q", "-m", "oracle", "tests", *session.posargs, external=True,
-                success_codes=[0, 5])
+    """The engine against Hugging Face transformers on random Qwen3.5 configs: `harness oracle`
+    (F32 bars of the conformance tests, Q8_0 NMSE reported). Installs, in this session only, the
+    optional dependencies torch 2.13.0 (CPU build wanted: pip takes a `+cpu` wheel when its index or
+    find-links offer one, e.g. PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu; plain PyPI on
+    Linux serves the much larger CUDA build), transformers 5.23 (has Qwen3_5ForCausalLM) and
+    safetensors. Extra arguments go to `harness oracle` (e.g. -- --configs 10 --seed 3); `-- pytest`
+    runs the test form instead (tests marked `oracle`)."""
+    _install(session, *TESTS, "torch==2.13.0", "transformers==5.23.*", "safetensors")
+    if session.posargs[:1] == ["pytest"]:
+        session.run("python", "-m", "pytest", "-q", "-m", "oracle", "tests", *session.posargs[1:], external=True)
+    else:
+        _harness(session, "oracle", *session.posargs)
 
 
 @nox.session

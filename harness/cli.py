@@ -202,6 +202,43 @@ def cmd_models(args: argparse.Namespace) -> int:
     return int(models_cli.run(args) or 0)
 
 
+def cmd_oracle(args: argparse.Namespace) -> int:
+    """The engine against transformers on random Qwen3.5 configs (needs torch and transformers)."""
+    try:
+        from harness import oracle
+    except ImportError as e:
+        raise HarnessError(f"the oracle is not available: {e}") from None
+    for mod in ("torch", "transformers"):
+        try:
+            __import__(mod)
+        except ImportError:
+            raise HarnessError(f"the oracle needs {mod} (optional dependency): use `nox -s oracle`, "
+                               "which installs torch (CPU) and transformers") from None
+    if args.kite:
+        kite = Path(args.kite)
+    else:
+        from harness.build import build
+
+        r = build(_config(args), args.build, progress=_say)
+        if not r.engine_ok:
+            raise HarnessError(f"engine build {args.build!r} failed: {r.engine.reason}")
+        kite = Path(r.engine_path)
+    if not kite.is_file():
+        raise HarnessError(f"no engine at {kite}")
+    configs = oracle.random_configs(args.configs, args.seed)
+    results = oracle.run_oracle(configs, kite, Path(args.keep) if args.keep else None, args.threads, _say)
+    rows, headers = oracle.table_rows(results)
+    _print_table(rows, headers)
+    for r in results:
+        for f in r.failures:
+            print(f"config {r.config.index}: FAIL {f}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(oracle.to_json(results), indent=1) + "\n")
+    bad = sum(not r.ok for r in results)
+    print(f"oracle: {len(results) - bad} of {len(results)} configs within the bars (seed {args.seed})")
+    return 1 if bad else 0
+
+
 def cmd_matrix(args: argparse.Namespace) -> int:
     import importlib
 
@@ -354,6 +391,18 @@ def make_parser(with_models: bool = True) -> argparse.ArgumentParser:
     if not added:
         m.add_argument("rest", nargs=argparse.REMAINDER)
     m.set_defaults(fn=cmd_models)
+
+    o = sub.add_parser("oracle", help="the engine against transformers on random Qwen3.5 configs "
+                                      "(needs torch and transformers: nox -s oracle)")
+    o.add_argument("--configs", type=int, default=5, metavar="N", help="number of random configs (default 5)")
+    o.add_argument("--seed", type=int, default=0, help="seed of the configs and weights (default 0)")
+    o.add_argument("--kite", metavar="PATH", help="engine binary (default: build --build and use it)")
+    o.add_argument("--build", default="stub", help="build from configs/engine.yaml when --kite is not given "
+                                                   "(default: stub)")
+    o.add_argument("--threads", type=int, default=1, help="engine and torch threads (default 1)")
+    o.add_argument("--keep", metavar="DIR", help="keep checkpoints, GGUFs and dumps here")
+    o.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    o.set_defaults(fn=cmd_oracle)
 
     mx = sub.add_parser("matrix", help="build matrix (configs/matrix.yaml); `harness matrix --help` for more",
                         add_help=False)

@@ -285,6 +285,152 @@ def run_target(name: str, exe: Path, seconds: float, work: Path, seeds: list[Pat
     return res
 
 
+# ---- hostile model files and the sanitizer runs ---------------------------------------------------
+
+def hostile_models(good: bytes, seed: int = 1) -> list[tuple[str, str, bytes]]:
+    """Deterministic bad variants of a good GGUF: (kind, name, bytes). Kinds: truncated (cut
+    inside the header, the metadata, the tensor table and the data), corrupted (header bytes
+    changed: counts, lengths, types, dimensions, offsets), degenerate (empty, magic only,
+    wrong version)."""
+    import random
+
+    rng = random.Random(seed)
+    out: list[tuple[str, str, bytes]] = []
+    n = len(good)
+    for frac in (0.0005, 0.002, 0.01, 0.05, 0.2, 0.5, 0.9, 0.999):
+        cut = max(1, int(n * frac))
+        out.append(("truncated", f"truncated-{cut}", good[:cut]))
+    head = min(n, 8192)  # metadata and tensor table of the small models live here
+    for i in range(16):
+        b = bytearray(good)
+        pos = rng.randrange(4, head)
+        how = i % 4
+        if how == 0:
+            b[pos] ^= 1 << rng.randrange(8)
+        elif how == 1:
+            b[pos:pos + 8] = b"\xff" * 8           # a huge u64 (count, length, dimension)
+        elif how == 2:
+            b[pos:pos + 4] = b"\x00" * 4           # zero (dimension, type, length)
+        else:
+            b[pos:pos + 4] = rng.randrange(1 << 32).to_bytes(4, "little")
+        out.append(("corrupted", f"corrupted-{i}-{pos}", bytes(b)))
+    out += [("degenerate", "empty", b""), ("degenerate", "magic-only", b"GGUF"),
+            ("degenerate", "version-9", b"GGUF" + (9).to_bytes(4, "little") + good[8:64]),
+            ("degenerate", "counts-huge", good[:8] + b"\xff" * 16 + good[24:4096])]
+    return out
+
+
+_SAN_PAT = re.compile(r"ERROR: AddressSanitizer|ERROR: LeakSanitizer|runtime error:|==\d+== (Invalid|Conditional|"
+                      r"Use of uninit|Mismatched|Syscall param|Source and destination)")
+
+
+@dataclass
+class SanRun:
+    what: str
+    kind: str
+    ok: bool
+    rc: int | None
+    note: str = ""
+
+
+def _run_engine(argv: list[str], timeout: float, env: dict[str, str]) -> tuple[int | None, str]:
+    try:
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
+        return r.returncode, r.stderr
+    except subprocess.TimeoutExpired:
+        return None, "timed out"
+
+
+def sanitize(root: Path, work: Path, cc: str | None, jobs: int, use_valgrind: bool, say) -> dict:
+    """The CPU suite under ASan+UBSan (KITE_SANITIZE=address,undefined) and the loader under
+    valgrind memcheck. Good models must run (exit 0), bad ones must be refused (exit 1,
+    `kite: error:`), and no sanitizer may report anything."""
+    cmake = shutil.which("cmake")
+    if not cmake:
+        raise HarnessError("cmake not found")
+    asan = work / "asan"
+    cfg = [cmake, "-S", str(root / "native"), "-B", str(asan), "-DKITE_SANITIZE=address,undefined",
+           "-DKITE_CUDA=OFF", "-DCMAKE_BUILD_TYPE=RelWithDebInfo"]
+    if cc:
+        cfg.append(f"-DCMAKE_C_COMPILER={cc}")
+    if shutil.which("ninja") and not (asan / "CMakeCache.txt").exists():
+        cfg += ["-G", "Ninja"]
+    asan.mkdir(parents=True, exist_ok=True)
+    with open(asan / "build.log", "w") as f:
+        for cmd in (cfg, [cmake, "--build", str(asan), "-j", str(jobs), "--target", "kite"]):
+            say(f"[sanitize] {' '.join(cmd)}")
+            if subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT).returncode != 0:
+                raise HarnessError(f"the sanitizer build failed (log: {asan / 'build.log'})")
+    kite = asan / "bin" / "kite"
+    seeds = [p for p in gather_seeds(root, work / "seeds", say) if p.suffix == ".gguf"
+             and not p.is_relative_to(root / REGRESSIONS)]
+    bad_dir = work / "hostile"
+    bad_dir.mkdir(parents=True, exist_ok=True)
+    bad: list[tuple[str, Path]] = [("regression", p) for p in regression_inputs(root)]
+    micro = work / "seeds" / "micro-q8_0.gguf"
+    if micro.exists():
+        for kind, name, data in hostile_models(micro.read_bytes()):
+            p = bad_dir / f"{name}.gguf"
+            p.write_bytes(data)
+            bad.append((kind, p))
+    env = {**os.environ, "ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0",
+           "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1", "KITE_CUDA_LIB": ""}
+    runs: list[SanRun] = []
+
+    def check(what: str, kind: str, argv: list[str], want_rc: int | tuple[int, ...], timeout: float = 300) -> None:
+        """want_rc: 0 (must run), 1 (must be refused with `kite: error:`) or (0, 1) (either:
+        a corrupted byte may sit in a string or in weights, where the file is still valid)."""
+        rc, err = _run_engine(argv, timeout, env)
+        m = _SAN_PAT.search(err)
+        wanted = want_rc if isinstance(want_rc, tuple) else (want_rc,)
+        ok = rc in wanted and not m and (rc == 0 or "kite: error:" in err)
+        note = "" if ok else (m.group(0) if m else f"exit {rc}, wanted {want_rc}: {err.strip()[-200:]}")
+        runs.append(SanRun(what, kind, ok, rc, note))
+        if not ok:
+            say(f"[sanitize] FAIL {what}: {note}")
+
+    check("selftest", "selftest", [str(kite), "selftest"], 0, 600)
+    out_dir = work / "sanitize-dump"
+    for m in seeds:
+        for mt, threads in ((1, 1), (3, 2)):
+            check(f"run {m.name} --mt {mt} --threads {threads}", "good model",
+                  [str(kite), "run", "--model", str(m), "--prompt", "1,2,3,4,5", "--steps", "4", "--mt", str(mt),
+                   "--threads", str(threads), "--dump", str(out_dir)], 0)
+    for kind, p in bad:
+        check(f"run {p.name}", kind, [str(kite), "run", "--model", str(p), "--prompt", "1", "--steps", "1"],
+              (0, 1) if kind == "corrupted" else 1)
+    asan_runs = len(runs)
+    vg = shutil.which("valgrind") if use_valgrind else None
+    if vg:
+        plain = work / "plain"
+        cfgp = [cmake, "-S", str(root / "native"), "-B", str(plain), "-DKITE_CUDA=OFF",
+                "-DCMAKE_BUILD_TYPE=RelWithDebInfo"] + (["-G", "Ninja"] if shutil.which("ninja") and not
+                                                        (plain / "CMakeCache.txt").exists() else [])
+        plain.mkdir(parents=True, exist_ok=True)
+        with open(plain / "build.log", "w") as f:
+            for cmd in (cfgp, [cmake, "--build", str(plain), "-j", str(jobs), "--target", "kite"]):
+                if subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT).returncode != 0:
+                    raise HarnessError(f"the plain build for valgrind failed (log: {plain / 'build.log'})")
+        vgargs = [vg, "-q", "--error-exitcode=99", "--leak-check=full", "--errors-for-leak-kinds=definite,indirect"]
+        kp = str(plain / "bin" / "kite")
+        for m in seeds[:3]:
+            check(f"valgrind run {m.name}", "valgrind good model",
+                  vgargs + [kp, "run", "--model", str(m), "--prompt", "1,2", "--steps", "1", "--threads", "1"], 0, 600)
+        for kind, p in bad:
+            check(f"valgrind run {p.name}", f"valgrind {kind}",
+                  vgargs + [kp, "run", "--model", str(p), "--prompt", "1", "--threads", "1"],
+                  (0, 1) if kind == "corrupted" else 1, 300)
+    else:
+        say("[sanitize] valgrind not found: the memcheck part is skipped")
+    kinds: dict[str, dict[str, int]] = {}
+    for r in runs:
+        k = kinds.setdefault(r.kind, {"runs": 0, "failed": 0})
+        k["runs"] += 1
+        k["failed"] += 0 if r.ok else 1
+    return {"asan_ubsan_runs": asan_runs, "valgrind_runs": len(runs) - asan_runs, "valgrind": bool(vg),
+            "by_kind": kinds, "failures": [asdict(r) for r in runs if not r.ok]}
+
+
 def main(argv: list[str] | None = None, root: Path | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m harness fuzz",
                                  description="Build the libFuzzer targets (clang) and fuzz the GGUF reader and "
@@ -297,11 +443,29 @@ def main(argv: list[str] | None = None, root: Path | None = None) -> int:
     ap.add_argument("--replay-only", action="store_true", help="only replay the kept regression inputs")
     ap.add_argument("--jobs", type=int, default=2, help="parallel compile jobs (default 2)")
     ap.add_argument("--json", action="store_true", help="print the summary as JSON")
+    ap.add_argument("--sanitizers", action="store_true",
+                    help="instead of fuzzing: the CPU suite under ASan+UBSan and the loader under valgrind")
+    ap.add_argument("--cc", help="with --sanitizers: C compiler for the sanitizer build (default: CMake's)")
+    ap.add_argument("--no-valgrind", action="store_true", help="with --sanitizers: skip the valgrind part")
     a = ap.parse_args(argv)
     root = (root or Path(__file__).resolve().parent.parent).resolve()
     say = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
     if a.seconds < 1:
         raise HarnessError("--seconds must be at least 1")
+    if a.sanitizers:
+        work = (a.build_dir or root / "build" / "sanitize").resolve()
+        res = sanitize(root, work, a.cc, a.jobs, not a.no_valgrind, say)
+        tmp = work / "summary.json.tmp"
+        tmp.write_text(json.dumps(res, indent=2) + "\n")
+        os.replace(tmp, work / "summary.json")
+        for kind, k in res["by_kind"].items():
+            say(f"[sanitize] {kind}: {k['runs']} run(s), {k['failed']} failed")
+        if a.json:
+            print(json.dumps(res, indent=2))
+        else:
+            print(f"sanitize: {res['asan_ubsan_runs']} ASan+UBSan runs, {res['valgrind_runs']} valgrind runs, "
+                  f"{len(res['failures'])} failed; summary {work / 'summary.json'}")
+        return 1 if res["failures"] else 0
     clang = find_clang()
     if not clang:
         raise HarnessError("clang not found: libFuzzer needs clang and compiler-rt "
@@ -318,8 +482,7 @@ def main(argv: list[str] | None = None, root: Path | None = None) -> int:
     out: dict = {"clang": clang, "seconds_per_target": a.seconds, "max_len": a.max_len, "targets": [],
                  "regressions": {}}
     rc = 0
-    regs = regression_inputs(root) if dest == (root / REGRESSIONS).resolve() else sorted(
-        p for p in dest.glob("*") if p.is_file())
+    regs = sorted(set(regression_inputs(root)) | {p for p in dest.glob("*") if p.is_file()})
     for n in names:
         passed, tail = replay(exes[n], regs)
         out["regressions"][n] = {"inputs": len(regs), "passed": passed}

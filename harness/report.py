@@ -45,23 +45,36 @@ def utc_now() -> str:
 
 def atomic_write(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8", newline="\n") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        # disk full, read-only, interrupted: the previous file stays whole; no stray temporary
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+        raise
 
 
 def new_report_dir(reports: Path, short_sha: str | None) -> Path:
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     base = f"{stamp}-{short_sha or 'nogit'}"
-    reports.mkdir(parents=True, exist_ok=True)
-    d = reports / base
-    n = 1
-    while d.exists():
-        n += 1
-        d = reports / f"{base}.{n}"
-    d.mkdir(parents=True)
+    try:
+        reports.mkdir(parents=True, exist_ok=True)
+        d = reports / base
+        n = 1
+        while d.exists():
+            n += 1
+            d = reports / f"{base}.{n}"
+        d.mkdir(parents=True)
+    except OSError as e:
+        from harness.errors import HarnessError
+
+        raise HarnessError(f"cannot create a report folder under {reports}: {e.strerror or e}") from None
     return d
 
 
@@ -171,10 +184,16 @@ class Report:
             self.doc["status"] = status or "complete"
         elif status:
             self.doc["status"] = status
-        self.dir.mkdir(parents=True, exist_ok=True)
-        atomic_write(self.dir / "report.json", json.dumps(self.doc, indent=2, sort_keys=False, default=str) + "\n")
-        atomic_write(self.dir / "report.md", render_markdown(self.doc))
-        atomic_write(self.dir / "junit.xml", render_junit(self.doc))
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            atomic_write(self.dir / "report.json", json.dumps(self.doc, indent=2, sort_keys=False, default=str) + "\n")
+            atomic_write(self.dir / "report.md", render_markdown(self.doc))
+            atomic_write(self.dir / "junit.xml", render_junit(self.doc))
+        except OSError as e:
+            from harness.errors import HarnessError
+
+            raise HarnessError(f"cannot write the report in {self.dir}: {e.strerror or e}; what was written "
+                               "before is intact (continue with `verify --resume` once there is room)") from None
 
 
 # ---- Markdown -------------------------------------------------------------------------------

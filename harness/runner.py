@@ -59,6 +59,16 @@ class Prepared:
     engine: Path
 
 
+def pattern_problems(text: str, must: list[str], must_not: list[str], what: str) -> list[str]:
+    """Regexes (multi-line) that must / must not occur in text, as one problem line each."""
+    out = [f"{what} lacks /{pat}/" for pat in must if not re.search(pat, text, re.M)]
+    for pat in must_not:
+        m = re.search(pat, text, re.M)
+        if m:
+            out.append(f"{what} has /{pat}/: {m.group(0)[:100]!r}")
+    return out
+
+
 def _values(ctx: Context, crit: C.Criterion, var: C.Variant, work: Path, case: dict[str, str],
             need_model: bool) -> dict[str, str]:
     b = ctx.ensure_build(var.build)
@@ -306,14 +316,7 @@ def check_run(r: ProcResult, ex: C.Expect, pre: dict[str, Any]) -> list[str]:
                 problems.append(f"{m} failed" + (": " + " | ".join(fails) if fails else ""))
             if n < ex.passes_min:
                 problems.append(f"only {n} passed (at least {ex.passes_min} expected)")
-    text = r.stdout + "\n" + r.stderr
-    for pat in ex.must_match:
-        if not re.search(pat, text, re.M):
-            problems.append(f"output lacks /{pat}/")
-    for pat in ex.must_not_match:
-        m = re.search(pat, text, re.M)
-        if m:
-            problems.append(f"output has /{pat}/: {m.group(0)[:100]!r}")
+    problems += pattern_problems(r.stdout + "\n" + r.stderr, ex.must_match, ex.must_not_match, "output")
     checks = {**pre, **ex.json}
     if checks:
         try:
@@ -398,13 +401,7 @@ def check_file(fc: C.FileCheck, path: Path, ignore_exports: list[str]) -> tuple[
                 problems.append(f"exports not matching /{fc.exports_match}/: {', '.join(bad[:10])}")
     if fc.text_match or fc.text_not_match:
         text = path.read_text(encoding="utf-8", errors="replace")
-        for pat in fc.text_match:
-            if not re.search(pat, text, re.M):
-                problems.append(f"text lacks /{pat}/")
-        for pat in fc.text_not_match:
-            m = re.search(pat, text, re.M)
-            if m:
-                problems.append(f"text has /{pat}/: {m.group(0)[:80]!r}")
+        problems += pattern_problems(text, fc.text_match, fc.text_not_match, "text")
     return problems, facts
 
 

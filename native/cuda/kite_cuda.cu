@@ -17,6 +17,12 @@
 #include "kite_math.h"
 
 #define KC_WARPS 8
+// rows from which a gemv gets its activations from k_actq instead of its own prologue
+#ifndef KC_ACTQ_MIN_M
+#define KC_ACTQ_MIN_M 2
+#endif
+#define KC_NCHUNK 16              // chunks of the logits copy back to the host
+#define KC_CHUNK_MIN (64 * 1024)  // floats per chunk at least
 #define KC_THREADS (KC_WARPS * 32)
 
 #define CK(x)                                                                                  \
@@ -258,6 +264,28 @@ k_gemv(GJobs js, int m, Pro P, const int8_t *__restrict__ gxq, const float *__re
     const float *XD = gxd;
     int ldq = ldx, ldd = ldx >> 5;
     if (P.mode >= 0) {
+        // Ask L2 for this warp's first rows of weights before the prologue, so that the memory
+        // latency overlaps it (a hint only: no value depends on it).
+        const int gw0 = blockIdx.x * nw + warp;
+        if (gw0 < js.nwarps) {
+            const int grow = gw0 * RPW;
+            int ji = 0;
+#pragma unroll
+            for (int t = 1; t < 4; t++)
+                if (t < js.nj && grow >= js.j[t].row0) ji = t;
+            const GJob &J = js.j[ji];
+            const int r0 = grow - J.row0;
+            if (r0 < J.n && (J.type == KCUDA_T_Q8_0 || J.type == KCUDA_T_Q4_0)) {
+                const size_t rb = J.type == KCUDA_T_Q8_0 ? (size_t)k : (size_t)(k >> 1);
+                for (int rr = 0; rr < RPW && r0 + rr < J.n; rr++) {
+                    const char *qb = (const char *)J.q + (size_t)(r0 + rr) * rb;
+                    for (size_t off = (size_t)lane * 128; off < rb; off += 32 * 128)
+                        asm volatile("prefetch.global.L2 [%0];" ::"l"(qb + off));
+                    if (lane == 0)
+                        asm volatile("prefetch.global.L2 [%0];" ::"l"(J.s + (size_t)(r0 + rr) * nb));
+                }
+            }
+        }
         int8_t *sq = (int8_t *)smraw;
         float *sd = (float *)(smraw + (size_t)MT * k);
         float *ssc = sd + (size_t)MT * nb;
@@ -507,6 +535,53 @@ k_act(int mode, const float *a, const float *b, int lda, const float *w, int hs,
             if (lane == 0) xd[(size_t)row * (ldx >> 5) + bb] = d;
         }
     }
+}
+
+// Activation quantization for the M-row path: grid (ceil(nb / KC_WARPS), m), one warp per
+// 32-block of one row, so the cost does not grow with m and the following gemv (mode -1) has no
+// per-block prologue. Same float operations as the gemv prologue and k_act (docs/NUMERICS.md):
+// the row scale (mode 1) and the head scale (mode 3, hs % 32 == 0) come from the same warp_dot.
+__global__ void __launch_bounds__(KC_THREADS)
+k_actq(int mode, const float *__restrict__ a, const float *__restrict__ b, int lda, const float *__restrict__ w,
+       int hs, int n, float eps, int8_t *xq, float *xd, int ldx, float *out2, int ld2) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int row = blockIdx.y;
+    const int nb = n >> 5;
+    const int bb = blockIdx.x * KC_WARPS + warp;
+    const float *ar = a + (size_t)row * lda;
+    __shared__ float s_scale;
+    if (mode == 1) {
+        if (warp == 0) {
+            float ss = warp_dot(ar, ar, n, lane);
+            if (lane == 0) s_scale = kite_rsqrtf(ss / (float)n + eps);
+        }
+        __syncthreads();
+    }
+    if (bb >= nb) return;
+    const int j = bb * 32 + lane;
+    float v;
+    if (mode == 1) {
+        v = (ar[j] * s_scale) * w[j];
+    } else if (mode == 3) {
+        const int h = j / hs;
+        const float *ah = ar + (size_t)h * hs;
+        float ss = warp_dot(ah, ah, hs, lane);
+        float sc = kite_rsqrtf(ss / (float)hs + eps);
+        v = ((ar[j] * sc) * w[j % hs]) * kite_siluf(b[(size_t)row * lda + j]);
+    } else if (mode == 2) {
+        v = kite_siluf(ar[j]) * b[(size_t)row * lda + j];
+    } else {
+        v = ar[j];
+    }
+    if (out2) out2[(size_t)row * ld2 + j] = v;
+    const float amax = warp_max(fabsf(v));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    float qf = rintf(v * id);
+    qf = qf > 127.0f ? 127.0f : (qf < -127.0f ? -127.0f : qf);
+    if (qf != qf) qf = 0.0f;
+    xq[(size_t)row * ldx + j] = (int8_t)(int)qf;
+    if (lane == 0) xd[(size_t)row * (ldx >> 5) + bb] = d;
 }
 
 // Embedding: x[m][i] = dequantized row tokens[m] (tokens from device memory).
@@ -809,6 +884,10 @@ struct kcuda_model {
     float *qg = nullptr, *kb = nullptr, *vb = nullptr, *qr = nullptr, *att = nullptr, *scr = nullptr;
     float *gate = nullptr, *up = nullptr;
     float *hout = nullptr, *logits = nullptr;
+    // pinned staging for the copies back to the host (up to max_m rows), in chunks that the
+    // host copies out while the next chunk is still in flight
+    float *pin_hout = nullptr, *pin_logits = nullptr;
+    cudaEvent_t ev[KC_NCHUNK] = {};
     size_t dn_smem = 0;
     // graphs
     cudaGraphExec_t g1 = nullptr;
@@ -846,6 +925,10 @@ static void model_free(kcuda_model *md) {
     if (md->sin_tab) cudaFree(md->sin_tab);
     for (void *p : md->allocs) cudaFree(p);
     if (md->h_in) cudaFreeHost(md->h_in);
+    if (md->pin_hout) cudaFreeHost(md->pin_hout);
+    if (md->pin_logits) cudaFreeHost(md->pin_logits);
+    for (int i = 0; i < KC_NCHUNK; i++)
+        if (md->ev[i]) cudaEventDestroy(md->ev[i]);
     delete md;
 }
 
@@ -974,8 +1057,18 @@ static int32_t gemv_in(kcuda_model *md, const GJobs &js, int m, const Pro &P) {
     int allq = 1;
     for (int t = 0; t < js.nj; t++)
         if (js.j[t].type != KCUDA_T_Q8_0 && js.j[t].type != KCUDA_T_Q4_0) allq = 0;
-    if (allq) return launch_gemv(js, m, P, nullptr, nullptr, nullptr, 0);
     const int k = js.j[0].k;
+    // M rows: quantize the activations once, in parallel over rows and 32-blocks, instead of
+    // in the prologue of every gemv block (whose cost grows with m). M=1 keeps the prologue.
+    if (allq && m >= KC_ACTQ_MIN_M && (P.mode != 3 || P.hs % 32 == 0)) {
+        dim3 g((unsigned)((k / 32 + KC_WARPS - 1) / KC_WARPS), (unsigned)m);
+        k_actq<<<g, KC_THREADS, 0, g_stream>>>(P.mode, P.a, P.b, P.lda, P.w, P.hs, k, P.eps, md->xq, md->xd,
+                                               md->ldx, P.out2, P.ld2);
+        CK(cudaGetLastError());
+        Pro P2 = pro(-1, nullptr, nullptr, 0, nullptr, 1, 0.0f);
+        return launch_gemv(js, m, P2, md->xq, md->xd, nullptr, md->ldx);
+    }
+    if (allq) return launch_gemv(js, m, P, nullptr, nullptr, nullptr, 0);
     k_act<<<m, KC_THREADS, 0, g_stream>>>(P.mode, P.a, P.b, P.lda, P.w, P.hs, k, P.eps, md->xf, md->xq, md->xd,
                                           md->ldx, P.out2, P.ld2);
     CK(cudaGetLastError());
@@ -1074,6 +1167,8 @@ static int32_t capture(kcuda_model *md, int m, cudaGraphExec_t *out) {
     e = cudaGraphInstantiate(out, g, 0);
     cudaGraphDestroy(g);
     CK(e);
+    // upload now (outside the request window), not at the first launch
+    CK(cudaGraphUpload(*out, g_stream));
     md->cnt[KCUDA_C_GRAPH_CAPTURES]++;
     return 0;
 }
@@ -1382,8 +1477,22 @@ KCUDA_API int32_t kcuda_model_prepare(kcuda_model *md, int32_t max_m) {
     }
 #undef AL
     CK(cudaMallocHost((void **)&md->h_in, (M + 1) * 4));
+    CK(cudaMallocHost((void **)&md->pin_hout, M * E * 4));
+    CK(cudaMallocHost((void **)&md->pin_logits, M * (size_t)V * 4));
+    for (int i = 0; i < KC_NCHUNK; i++) CK(cudaEventCreateWithFlags(&md->ev[i], cudaEventDisableTiming));
     md->opt_graph = g_opt_graph;
     md->opt_graph_m = g_opt_graph_m;
+    // Warm-up, outside any request window: one pass for each kernel instance the steps use
+    // (gemv row tiles 1, 2, 4, 8), so that lazy module loading and first-launch costs do not
+    // land in the first request. kcuda_seq_reset zeroes the state these passes leave behind.
+    memset(md->h_in, 0, (M + 1) * 4);
+    CK(cudaMemcpyAsync(md->d_in, md->h_in, (M + 1) * 4, cudaMemcpyHostToDevice, g_stream));
+    const int wm[4] = {1, 2, 4, 8};
+    for (int i = 0; i < 4; i++) {
+        int m = wm[i] <= max_m ? wm[i] : (i > 0 && wm[i - 1] < max_m ? max_m : 0);
+        if (m > 0) CKS(forward(md, m));
+    }
+    CK(cudaStreamSynchronize(g_stream));
     md->prepared = 1;
     return 0;
 }
@@ -1447,9 +1556,25 @@ static int32_t run_rows(kcuda_model *md, const int32_t *tokens, int32_t m, int32
             CKS(forward(md, m));
         }
     }
-    if (h_out) CK(cudaMemcpyAsync(h_out, md->hout, (size_t)m * E * 4, cudaMemcpyDeviceToHost, g_stream));
-    if (logits) CK(cudaMemcpyAsync(logits, md->logits, (size_t)m * V * 4, cudaMemcpyDeviceToHost, g_stream));
-    CK(cudaStreamSynchronize(g_stream));
+    // back to the host through pinned staging: h_out first, then the logits in chunks; the host
+    // copies chunk c out while chunks after it are still in flight
+    const size_t nh = (size_t)m * E, nl = logits ? (size_t)m * V : 0;
+    if (h_out) CK(cudaMemcpyAsync(md->pin_hout, md->hout, nh * 4, cudaMemcpyDeviceToHost, g_stream));
+    size_t nch = (nl + KC_CHUNK_MIN - 1) / KC_CHUNK_MIN;
+    if (nch > KC_NCHUNK) nch = KC_NCHUNK;
+    if (nch < 1) nch = 1;
+    const size_t csz = (nl + nch - 1) / nch;
+    for (size_t c = 0; c < nch; c++) {
+        const size_t o = c * csz, n = o < nl ? (nl - o < csz ? nl - o : csz) : 0;
+        if (n) CK(cudaMemcpyAsync(md->pin_logits + o, md->logits + o, n * 4, cudaMemcpyDeviceToHost, g_stream));
+        CK(cudaEventRecord(md->ev[c], g_stream));
+    }
+    for (size_t c = 0; c < nch; c++) {
+        CK(cudaEventSynchronize(md->ev[c]));
+        if (c == 0 && h_out) memcpy(h_out, md->pin_hout, nh * 4);
+        const size_t o = c * csz, n = o < nl ? (nl - o < csz ? nl - o : csz) : 0;
+        if (n) memcpy(logits + o, md->pin_logits + o, n * 4);
+    }
     if (m == 1) md->cnt[KCUDA_C_STEPS]++;
     else md->cnt[KCUDA_C_MROW_CALLS]++;
     return 0;

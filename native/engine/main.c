@@ -217,12 +217,29 @@ static int write_file_atomic(const char *dir, const char *name, const void *data
     return 0;
 }
 
+/* Greedy pick: the first index of the maximum, NaNs never win, and a NaN at index 0 gives 0
+ * (the result of the plain loop `if (v[i] > v[best]) best = i`). Done in two passes without a
+ * loop-carried load: the maximum over independent lanes (x > m ? x : m is exact in any order,
+ * NaN skipped), then the first index that compares equal to it. */
 static int argmax(const float *v, int n) {
-    int best = 0;
-    for (int i = 1; i < n; i++)
-        if (v[i] > v[best])
-            best = i;
-    return best;
+    if (n <= 0 || v[0] != v[0])
+        return 0;
+    float mx[8];
+    for (int l = 0; l < 8; l++)
+        mx[l] = v[0];
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int l = 0; l < 8; l++)
+            mx[l] = v[i + l] > mx[l] ? v[i + l] : mx[l];
+    float m = mx[0];
+    for (int l = 1; l < 8; l++)
+        m = mx[l] > m ? mx[l] : m;
+    for (; i < n; i++)
+        m = v[i] > m ? v[i] : m;
+    for (i = 0; i < n; i++)
+        if (v[i] == m)
+            return i;
+    return 0;
 }
 
 static int cmd_run(int argc, char **argv) {
@@ -327,6 +344,9 @@ static int cmd_run(int argc, char **argv) {
         runtime_error("out of memory for the outputs");
         goto done;
     }
+    /* touch the output pages now, outside the request window (no page faults in a step) */
+    memset(h_all, 0, rows_kept * E * sizeof(float));
+    memset(l_all, 0, rows_kept * V * sizeof(float));
     const char *delay_s = getenv("KITE_DEBUG_STEP_DELAY_US");
     long delay_us = 0;
     if (delay_s && *delay_s && parse_int(delay_s, 0, 1L << 30, &delay_us))

@@ -44,7 +44,7 @@ def build(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """pytest: the harness's unit tests and the native integration tests."""
     _install(session, *TESTS)
-    session.run("python", "-m", "pytest", "-q", *(session.posargs or ["tests"]), external=True)
+    session.run("python", "-m", "pytest", "-q", "-m", "not timing", *(session.posargs or ["tests"]), external=True)
 
 
 @nox.session

@@ -177,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--no-check", action="store_true", help="do not require the device counters (a CPU-only dry run of the script)"
     )
+    ap.add_argument("--no-copy", action="store_true", help="skip the device-to-device copy bandwidth (torch)")
     ap.add_argument("--md", type=Path, help="write the Markdown table here")
     ap.add_argument("--json", type=Path, help="write the raw numbers here")
     args = ap.parse_args(argv)
@@ -197,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         models.append(out)
     if not models:
         ap.error("no models (--models or --gen)")
-    copy = copy_bandwidth()
+    copy = None if args.no_copy else copy_bandwidth()
     results = [bench_model(args.kite, m, args.prompt_len, args.steps, args.iters, not args.no_check) for m in models]
     md = markdown(results, copy, args)
     print(md)

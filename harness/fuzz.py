@@ -199,8 +199,9 @@ def gather_seeds(root: Path, seed_dir: Path, say) -> list[Path]:
     return seeds
 
 
-def regression_inputs(root: Path) -> list[Path]:
-    d = root / REGRESSIONS
+def regression_inputs(root: Path, folder: Path | None = None) -> list[Path]:
+    """The kept inputs (every file but dot files and notes) in folder (default: the repository's)."""
+    d = folder if folder is not None else root / REGRESSIONS
     return sorted(p for p in d.iterdir() if p.is_file() and not p.name.startswith(".")
                   and p.suffix not in (".md", ".txt")) if d.is_dir() else []
 
@@ -482,7 +483,7 @@ def main(argv: list[str] | None = None, root: Path | None = None) -> int:
     out: dict = {"clang": clang, "seconds_per_target": a.seconds, "max_len": a.max_len, "targets": [],
                  "regressions": {}}
     rc = 0
-    regs = sorted(set(regression_inputs(root)) | {p for p in dest.glob("*") if p.is_file()})
+    regs = sorted(set(regression_inputs(root)) | set(regression_inputs(root, dest)))
     for n in names:
         passed, tail = replay(exes[n], regs)
         out["regressions"][n] = {"inputs": len(regs), "passed": passed}

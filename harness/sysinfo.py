@@ -102,8 +102,12 @@ def engine_info(engine: Path, info_args: list[str], timeout: float = 30.0) -> di
 
 
 def git_state(root: Path) -> dict[str, Any]:
-    if not shutil.which("git"):
-        return {"commit": None, "dirty": None}
+    """Commit and dirty flag. A copy of the tree without .git (e.g. shipped to a GPU machine) may
+    name its commit in KITE_GIT_COMMIT; the dirty flag is then unknown."""
+    given = os.environ.get("KITE_GIT_COMMIT", "").strip()
+    if not shutil.which("git") or not (root / ".git").exists():
+        return {"commit": given or None, "short": given[:8] or None, "dirty": None,
+                "source": "KITE_GIT_COMMIT" if given else None}
     r = run_process(["git", "-C", str(root), "rev-parse", "HEAD"], timeout=10)
     commit = r.stdout.strip() if r.ok else None
     d = run_process(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"], timeout=10)

@@ -335,7 +335,7 @@ def test_harness_sigkill_at_random_moments(fake_repo):
     marker = str(fake_repo.root / "fakebin")
     seen: dict[str, dict] = {}
     kills = 0
-    for attempt in range(8):
+    for _attempt in range(8):
         args = ["verify"] + (["--resume"] if (fake_repo.reports / "latest").exists() else [])
         p = subprocess.Popen([sys.executable, "-m", "harness", "--root", str(fake_repo.root), *args], cwd=REPO,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)

@@ -93,13 +93,13 @@ criteria:
     title: A is slower than B (CI of A/B above 1.02)
     kind: ab_timing
     build: stub
-    args: [run, --model, "{model}", --prompt, "3,1,4,1,5,9,2,6", --steps, "24", --iters, "5"]
+    args: [run, --model, "{model}", --prompt, "3,1,4,1,5,9,2,6", --steps, "24", --iters, "7"]
     a: {name: a, env: {KITE_THREADS: "1", %s}}
     b: {name: b, env: {KITE_THREADS: "1"}}
-    metric: {field: timings.request_ms, reduce: median}
+    metric: {field: timings.request_ms, reduce: min}
     ratio: a/b
-    pairs: 12
-    warmups: 1
+    pairs: 30
+    warmups: 2
     order: ABBA
     pass_if: "ci_lower >= 1.02"
     bootstrap: {resamples: 2000, seed: 3}
@@ -164,15 +164,19 @@ def test_selfcheck_one_ulp_in_a_real_dump(built, tmp_path):
     assert (diff.first_position, diff.first_element) == (2, 17)
 
 
+@pytest.mark.timing
 def test_selfcheck_slowdown_knob_flagged_aa_not(built, tmp_path):
-    """A/A through the real engine is not flagged; a planted slowdown of about 10% is."""
+    """A/A through the real engine is not flagged; a planted slowdown of about 10% is.
+
+    Real wall-clock timing on a shared machine: it runs in `nox -s selfcheck` (marker `timing`),
+    not in `nox -s tests`, where the fake engine's version of this check stands in."""
     kite = REPO / "build" / "stub" / "bin" / "kite"
     model = sorted((REPO / "models").glob("tiny-*.gguf"))[0]
     out = subprocess.run([str(kite), "run", "--model", str(model), "--prompt", "3,1,4,1,5,9,2,6", "--steps", "24",
-                          "--iters", "5", "--json"], env={"KITE_THREADS": "1", "PATH": "/usr/bin:/bin"},
+                          "--iters", "7", "--json"], env={"KITE_THREADS": "1", "PATH": "/usr/bin:/bin"},
                          check=True, capture_output=True, text=True, timeout=120)
     meta = json.loads(out.stdout)
-    per_row_us = 1000.0 * float(np.median(meta["timings"]["request_ms"])) / 32
+    per_row_us = 1000.0 * float(np.min(meta["timings"]["request_ms"])) / 32
     delay = max(1, round(0.10 * per_row_us))
     rc, aa = verify_one(tmp_path, "aa", AB % 'X_UNUSED: "0"')
     assert rc == 1 and aa["reason"].startswith("threshold not met"), aa["reason"]

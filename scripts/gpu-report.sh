@@ -2,15 +2,15 @@
 # Run the whole verify job on a GPU machine without nox and keep what backs a claim:
 #   scripts/gpu-report.sh OUTDIR [--no-build]
 # Builds both halves (unless --no-build: use build/ as it is), runs every registered suite,
-# then the GPU benchmark, and copies report.{md,json}, junit.xml and the benchmark table to OUTDIR.
+# then the GPU benchmark (KITE_VERIFY_TIMEOUT / KITE_BENCH_TIMEOUT bound each, in seconds), and copies report.{md,json}, junit.xml and the benchmark table to OUTDIR.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${1:?usage: scripts/gpu-report.sh OUTDIR [--no-build]}"; shift
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$out/gpu.txt" 2>&1 || true
-python3 -m harness verify "$@" 2>&1 | tee "$out/verify.log"
+timeout "${KITE_VERIFY_TIMEOUT:-1800}" python3 -m harness verify "$@" 2>&1 | tee "$out/verify.log"
 rc=${PIPESTATUS[0]}
 cp reports/latest/report.md reports/latest/report.json reports/latest/junit.xml "$out/" 2>/dev/null || true
-timeout 240 python3 bench/gpu_decode.py --kite build/default/bin/kite --models models/qwen35-0.8b-q8_0-*.gguf models/qwen35-0.8b-q4_0-*.gguf --md "$out/gpu-bench.md" --json "$out/gpu-bench.json" 2>&1 | tail -40 | tee "$out/gpu-bench.log"
+timeout "${KITE_BENCH_TIMEOUT:-600}" python3 bench/gpu_decode.py --kite build/default/bin/kite --models models/qwen35-0.8b-q8_0-*.gguf models/qwen35-0.8b-q4_0-*.gguf --md "$out/gpu-bench.md" --json "$out/gpu-bench.json" 2>&1 | tail -40 | tee "$out/gpu-bench.log"
 exit "$rc"

@@ -110,6 +110,8 @@ def git_state(root: Path) -> dict[str, Any]:
                 "source": "KITE_GIT_COMMIT" if given else None}
     r = run_process(["git", "-C", str(root), "rev-parse", "HEAD"], timeout=10)
     commit = r.stdout.strip() if r.ok else None
+    if commit is None and given:  # a .git without history: trust the named commit, dirty unknown
+        return {"commit": given, "short": given[:8], "dirty": None, "source": "KITE_GIT_COMMIT"}
     d = run_process(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"], timeout=10)
     return {"commit": commit, "short": commit[:8] if commit else None,
             "dirty": bool(d.stdout.strip()) if d.ok else None}

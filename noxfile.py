@@ -114,6 +114,13 @@ def matrix(session: nox.Session, entry: str) -> None:
 
 
 @nox.session
+def fuzz(session: nox.Session) -> None:
+    """libFuzzer over the GGUF reader and model loader (clang): nox -s fuzz -- --seconds 600"""
+    _install(session, *RUNTIME)
+    _harness(session, "fuzz", *(session.posargs or ["--seconds", "60"]))
+
+
+@nox.session
 def oracle(session: nox.Session) -> None:
     """The engine against Hugging Face transformers on random Qwen3.5 configs: `harness oracle`
     (F32 bars of the conformance tests, Q8_0 NMSE reported). Installs, in this session only, the

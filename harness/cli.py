@@ -240,72 +240,25 @@ def cmd_oracle(args: argparse.Namespace) -> int:
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
-    import importlib
+    """The build matrix (configs/matrix.yaml); harness/matrix.py parses its own arguments."""
+    from harness import matrix
 
-    try:
-        matrix = importlib.import_module("harness.matrix")
-    except ImportError:
-        matrix = None
-    if matrix is not None:
-        root = Path(args.root).resolve() if args.root else ROOT
-        return int(matrix.main(list(args.rest), root))
-    cfg = _config(args)
-    path = cfg.root / "configs" / "matrix.yaml"
-    if not path.exists():
-        print("no build matrix yet (configs/matrix.yaml is absent); nothing to do")
-        return 0
-    import yaml
-
-    try:
-        doc = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as e:
-        raise HarnessError(f"{path}: not valid YAML: {e}") from None
-    entries = (doc or {}).get("entries", []) if isinstance(doc, dict) else []
-    print(f"{len(entries)} matrix entr{'y' if len(entries) == 1 else 'ies'} in {path.name}; "
-          "matrix builds are not wired up yet")
-    return 0
+    return int(matrix.main(list(args.rest), Path(args.root).resolve() if args.root else ROOT))
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    """Merge reports (e.g. a CPU run and a GPU run). harness/merge.py when present, else a
-    minimal merge: `merge OUT DIR...`, later reports win per criterion id."""
-    import importlib
+    """Merge report folders (e.g. one per matrix entry or machine) into one report."""
+    from harness import merge
 
-    try:
-        merge = importlib.import_module("harness.merge")
-    except ImportError:
-        merge = None
-    if merge is not None:
-        return int(merge.main(list(args.rest)))
-    from harness.report import Report
-
-    if len(args.rest) < 2:
-        raise HarnessError("usage: harness merge OUT DIR...")
-    args.out, args.dirs = args.rest[0], args.rest[1:]
-    out = Path(args.out)
-    merged: Report | None = None
-    for d in args.dirs:
-        try:
-            r = Report.load(Path(d))
-        except (OSError, ValueError) as e:
-            raise HarnessError(f"cannot read {d}/report.json: {e}") from None
-        if merged is None:
-            merged = Report(out, dict(r.doc))
-            merged.doc["results"] = list(r.results)
-            merged.doc["merged_from"] = [str(d)]
-            continue
-        merged.doc["merged_from"].append(str(d))
-        for res in r.results:
-            merged.doc["results"] = [x for x in merged.results if x["id"] != res["id"]] + [res]
-        merged.doc.setdefault("merged_systems", []).append({"dir": str(d), "system": r.doc.get("system"),
-                                                             "engine_info": r.doc.get("engine_info")})
-    assert merged is not None
-    merged.write(final=True, status="merged")
-    print(out / "report.md")
-    return 1 if merged.summarize()["failed"] else 0
+    return int(merge.main(list(args.rest)))
 
 
-# ---- parser ---------------------------------------------------------------------------------
+def cmd_fuzz(args: argparse.Namespace) -> int:
+    """libFuzzer over the GGUF reader and the model loader; --sanitizers for the ASan/valgrind runs."""
+    from harness import fuzz
+
+    return int(fuzz.main(list(args.rest), Path(args.root).resolve() if args.root else ROOT))
+
 
 def _print_table(rows: list[list[Any]], headers: list[str]) -> None:
     from harness.report import _table
@@ -413,6 +366,11 @@ def make_parser(with_models: bool = True) -> argparse.ArgumentParser:
                         add_help=False)
     mg.add_argument("rest", nargs=argparse.REMAINDER)
     mg.set_defaults(fn=cmd_merge)
+
+    fz = sub.add_parser("fuzz", help="fuzz the GGUF reader and loader (libFuzzer, clang); "
+                                     "`harness fuzz --help` for more", add_help=False)
+    fz.add_argument("rest", nargs=argparse.REMAINDER)
+    fz.set_defaults(fn=cmd_fuzz)
     return p
 
 
@@ -422,7 +380,7 @@ def main(argv: list[str] | None = None) -> int:
     i = 0
     while i < len(argv) and argv[i] in ("--root", "--config"):
         i += 2
-    if i < len(argv) and argv[i] in ("matrix", "merge"):  # their own parsers take every argument after
+    if i < len(argv) and argv[i] in ("matrix", "merge", "fuzz"):  # their own parsers take every argument after
         args = parser.parse_args(argv[: i + 1])
         args.rest = argv[i + 1:]
     else:

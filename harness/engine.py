@@ -4,6 +4,7 @@ and a classification of how the process ended (exit status, signal, timeout, not
 from __future__ import annotations
 
 import os
+import sys
 import re
 import signal
 import subprocess
@@ -55,6 +56,17 @@ class ProcResult:
         return d
 
 
+def _die_with_parent() -> None:
+    """In the child before exec (Linux): SIGKILL it when the harness dies, so an engine left by a
+    killed harness cannot go on writing into a folder that `verify --resume` reuses."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
+    except (OSError, AttributeError):
+        pass
+
+
 def _last_line(text: str) -> str:
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
     return lines[-1][:200] if lines else ""
@@ -93,7 +105,8 @@ def run_process(argv: list[str], env_overlay: dict[str, str] | None = None, *, t
     try:
         try:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=fo, stderr=fe, env=env,
-                                    cwd=str(cwd) if cwd else None, start_new_session=(os.name != "nt"))
+                                    cwd=str(cwd) if cwd else None, start_new_session=(os.name != "nt"),
+                                    preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
         except FileNotFoundError:
             res.error = f"not found: {argv[0]}"
             return res

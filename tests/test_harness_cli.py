@@ -96,22 +96,6 @@ criteria:
     assert any(r["verdict"] == "FAIL" for r in doc["results"]) and len(doc["merged_from"]) == 2
 
 
-def test_merge_fallback(fake_repo, tmp_path, monkeypatch):
-    import sys as _sys
-
-    p = fake_repo.criteria("""\
-criteria:
-  - {id: S, title: selftest, kind: run, runs: [{args: [selftest]}]}
-""")
-    fake_repo.register(p)
-    fake_repo.verify()
-    first = (fake_repo.reports / "latest").resolve()
-    monkeypatch.setitem(_sys.modules, "harness.merge", None)  # as if harness/merge.py were absent
-    out = tmp_path / "m"
-    assert main(["merge", str(out), str(first)]) == 0
-    assert json.loads((out / "report.json").read_text())["merged_from"] == [str(first)]
-
-
 def test_ab_needs_ab_id(fake_repo, capsys):
     fake_repo.criteria("""\
 criteria:

@@ -92,13 +92,40 @@ def cmd_ab(args: argparse.Namespace) -> int:
     return verify(cfg, _verify_opts(args, cfg), _say)
 
 
+def load_registrable(cfg, files: list[Path]) -> list:
+    """Criteria of criteria files, and the cross-entry criteria of a build-matrix file
+    (a YAML mapping with `entries:` and `cross:`)."""
+    import yaml
+
+    from harness.verify import load_criteria
+
+    out: list = []
+    plain = []
+    for f in files:
+        try:
+            doc = yaml.safe_load(f.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            doc = None  # load_criteria reports it with file and line
+        if isinstance(doc, dict) and "entries" in doc and "cross" in doc and "criteria" not in doc:
+            from harness import matrix
+
+            root = Path(cfg.root).resolve()
+            mx = matrix.load_matrix(f.resolve(), root)
+            rel = str(f.resolve().relative_to(root)) if f.resolve().is_relative_to(root) else str(f)
+            out += matrix.registrable(mx, rel)
+        else:
+            plain.append(f)
+    if plain:
+        out = load_criteria(cfg, plain) + out
+    return out
+
+
 def cmd_register(args: argparse.Namespace) -> int:
     from harness import registry
-    from harness.verify import load_criteria
 
     cfg = _config(args)
     reg_path = Path(args.registry) if args.registry else cfg.root / "regressions" / "registry.lock"
-    crits = load_criteria(cfg, [Path(f) for f in args.files])
+    crits = load_registrable(cfg, [Path(f) for f in args.files])
     if args.only:
         crits = [c for c in crits if c.id in args.only]
     amend = list(args.amend or [])

@@ -68,6 +68,13 @@ class MatrixError(HarnessError):
         super().__init__("\n".join(messages))
 
 
+def _digest(obj: Any) -> str:
+    """sha256 of a config dataclass's fields (its line number aside): what registration pins."""
+    d = dataclasses.asdict(obj)
+    d.pop("line")
+    return "sha256:" + hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()
+
+
 @dataclass(frozen=True)
 class Module:
     build: bool = False
@@ -96,9 +103,8 @@ class Entry:
     line: int = 0
 
     def digest(self) -> str:
-        d = dataclasses.asdict(self)
-        d.pop("line")
-        return "sha256:" + hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()
+        return _digest(self)
+
 
     @property
     def windows(self) -> bool:
@@ -136,9 +142,21 @@ class Cross:
     line: int = 0
 
     def digest(self) -> str:
-        d = dataclasses.asdict(self)
-        d.pop("line")
-        return "sha256:" + hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()
+        return _digest(self)
+
+
+@dataclass(frozen=True)
+class RegisteredCross:
+    """A cross-entry criterion as the registry sees it (id, file, digest, line), so that
+    `harness register configs/matrix.yaml` pre-registers X1/X2 like any criteria file."""
+    id: str
+    file: str
+    digest: str
+    line: int
+
+
+def registrable(matrix: Matrix, rel_file: str) -> list[RegisteredCross]:
+    return [RegisteredCross(c.id, rel_file, c.digest(), c.line) for c in matrix.cross.values()]
 
 
 @dataclass(frozen=True)
@@ -1188,12 +1206,24 @@ def sources_from_doc(doc: dict[str, Any], report_dir: Path | None) -> tuple[dict
 
 
 def add_cross_results(report: Any, matrix: Matrix, sources: dict[tuple[str, str], DumpSource],
-                      skipped: dict[str, str], dump_files: dict[str, str]) -> None:
+                      skipped: dict[str, str], dump_files: dict[str, str], registry_path: Path | None = None,
+                      exploratory: bool = False) -> None:
+    """Evaluate the cross-entry criteria. With a registry, one that is not (or not as) registered
+    FAILs, or runs labelled exploratory with --exploratory, exactly like a criteria file's."""
+    from harness import registry as REG
+
+    entries = REG.load(registry_path) if registry_path is not None else None
     for c in matrix.cross.values():
         t0 = time.perf_counter()
-        verdict, reason, details = evaluate_cross(c, sources, skipped, dump_files)
-        report.add(_result(c.id, c.title, "equivalence", c.digest(), verdict, reason, time.perf_counter() - t0,
-                           details))
+        st = REG.status(entries, RegisteredCross(c.id, "", c.digest(), c.line)) if entries is not None else None
+        if st is not None and not st.ok and not exploratory:
+            verdict, reason, details = "FAIL", st.reason() + " (run `harness register configs/matrix.yaml`)", {}
+        else:
+            verdict, reason, details = evaluate_cross(c, sources, skipped, dump_files)
+        r = _result(c.id, c.title, "equivalence", c.digest(), verdict, reason, time.perf_counter() - t0, details)
+        if st is not None and not st.ok:
+            r.exploratory = True
+        report.add(r)
 
 
 def resolve_model(cfg: Any, spec: str, override: str | None = None) -> Path:
@@ -1303,7 +1333,8 @@ def run_matrix(root: Path, names: list[str] | None, *, report_dir: Path | None =
     selected = {e.name for e in entries}
     cross = {k: c for k, c in matrix.cross.items() if sum(e in selected for e, _ in c.entries) >= c.min_entries}
     add_cross_results(rep, dataclasses.replace(matrix, cross=cross), sources, skipped,
-                      {n: s.file for n, s in cfg.dumps.items()})
+                      {n: s.file for n, s in cfg.dumps.items()},
+                      Path(cfg.root) / "regressions" / "registry.lock", exploratory)
     rep.doc["matrix"]["wall_s"] = round(time.perf_counter() - t_all, 3)
     summ = rep.summarize()
     rep.write(final=True, status="complete")

@@ -961,9 +961,12 @@ struct kcuda_model {
     std::vector<void *> allocs;
 };
 
+// Every model buffer starts zeroed: the warm-up passes in prepare read state and scratch before
+// any step wrote them (compute-sanitizer initcheck flagged those reads), and zeros keep them defined.
 static int32_t dalloc(kcuda_model *md, void **p, size_t bytes) {
     CK(cudaMalloc(p, bytes ? bytes : 4));
     md->allocs.push_back(*p);
+    CK(cudaMemset(*p, 0, bytes ? bytes : 4));
     return 0;
 }
 

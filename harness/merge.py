@@ -218,7 +218,11 @@ def _recompute_cross(rep: Report, root: Path | None, matrix_path: Path | None) -
     rep.doc["results"] = [r for r in rep.doc["results"] if r["id"].split("@")[0] not in cross]
     import dataclasses
 
-    M.add_cross_results(rep, dataclasses.replace(mx, cross=cross), sources, skipped, dump_files)
+    # the project's own cross criteria are pre-registered: check them against its registry
+    reg = root / "regressions" / "registry.lock"
+    check = matrix_path is None and reg.exists()
+    M.add_cross_results(rep, dataclasses.replace(mx, cross=cross), sources, skipped, dump_files,
+                        reg if check else None)
 
 
 def main(argv: list[str] | None = None) -> int:

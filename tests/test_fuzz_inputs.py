@@ -218,26 +218,7 @@ def test_registry_reason_round_trip(reason):
 
 # ---- meta.json and dumps through a criterion ------------------------------------------------
 
-ENGINE_YAML = """\
-engine:
-  binary: kite
-  module: libkite_cuda.so
-  testmods_dir: testmods
-  dumps:
-    h_out: {file: h_out.f32, shape: shapes.h_out}
-    logits: {file: logits.f32, shape: shapes.logits}
-  meta_file: meta.json
-  info_args: [info, --json]
-builds:
-  default: {prebuilt: fakebin/default}
-  gpu: {prebuilt: fakebin/gpu}
-  stub: {prebuilt: fakebin/stub}
-models:
-  dir: models
-  default: {path: models/tiny.gguf}
-timeouts: {run: 20, info: 10, probe: 10}
-reports: {dir: reports}
-"""
+from conftest import ENGINE_YAML  # noqa: E402  (the fake repository's engine.yaml, one copy)
 
 _ROOT = Path(tempfile.mkdtemp(prefix="kite-fuzz-inputs-"))
 atexit.register(shutil.rmtree, _ROOT, True)

@@ -16,6 +16,8 @@ typedef struct gemm_job {
     const float *x;
     const int8_t *xq;
     const float *xd;
+    const int32_t *xs;
+    const int8_t *xp;
     int m;
     float *y;
     atomic_int next;    /* next unclaimed output row */
@@ -32,7 +34,8 @@ static void gemm_rows(const gemm_job *j, int r0, int r1) {
             float v;
             switch (w->type) {
             case GGUF_T_Q8_0: v = dot_q8_0(row, j->xq + (size_t)i * k, j->xd + (size_t)i * nb, nb); break;
-            case GGUF_T_Q4_0: v = dot_q4_0(row, j->xq + (size_t)i * k, j->xd + (size_t)i * nb, nb); break;
+            case GGUF_T_Q4_0: v = dot_q4_0(row, j->xq + (size_t)i * k, j->xd + (size_t)i * nb,
+                                                j->xs + (size_t)i * nb, j->xp + (size_t)i * k, nb); break;
             case GGUF_T_F16: v = dot_f16((const uint16_t *)row, j->x + (size_t)i * k, k); break;
             case GGUF_T_BF16: v = dot_bf16((const uint16_t *)row, j->x + (size_t)i * k, k); break;
             default: v = dot_f32((const float *)row, j->x + (size_t)i * k, k); break;
@@ -63,6 +66,8 @@ int gemm_gw(kt_gemm_ctx *ctx, const kt_weight *w, const float *x, int m, float *
     j.x = x;
     j.xq = NULL;
     j.xd = NULL;
+    j.xs = NULL;
+    j.xp = NULL;
     j.m = m;
     j.y = y;
     atomic_init(&j.next, 0);
@@ -73,9 +78,13 @@ int gemm_gw(kt_gemm_ctx *ctx, const kt_weight *w, const float *x, int m, float *
         if (need > ctx->cap) {
             free(ctx->xq);
             free(ctx->xd);
+            free(ctx->xs);
+            free(ctx->xp);
             ctx->xq = malloc(need);
             ctx->xd = malloc(need / QK * sizeof(float));
-            ctx->cap = (ctx->xq && ctx->xd) ? need : 0;
+            ctx->xs = malloc(need / QK * sizeof(int32_t));
+            ctx->xp = malloc(need);
+            ctx->cap = (ctx->xq && ctx->xd && ctx->xs && ctx->xp) ? need : 0;
             if (!ctx->cap)
                 return -1;
         }
@@ -84,8 +93,14 @@ int gemm_gw(kt_gemm_ctx *ctx, const kt_weight *w, const float *x, int m, float *
                              ctx->xd + (size_t)i * (k / QK));
         if (kc_gemm_gw(w->type, w->data, (int64_t)w->nbytes, w->n_out, k, ctx->xq, ctx->xd, m, y))
             return 0;
+        if (w->type == GGUF_T_Q4_0)
+            for (int i = 0; i < m; i++)
+                act_prep_q4(ctx->xq + (size_t)i * k, k / QK, ctx->xs + (size_t)i * (k / QK),
+                            ctx->xp + (size_t)i * k);
         j.xq = ctx->xq;
         j.xd = ctx->xd;
+        j.xs = ctx->xs;
+        j.xp = ctx->xp;
     }
     if ((int64_t)w->n_out * k * m < GEMM_THREAD_MIN)
         gemm_rows(&j, 0, w->n_out);
@@ -103,8 +118,12 @@ int gemm_gw(kt_gemm_ctx *ctx, const kt_weight *w, const float *x, int m, float *
 void gemm_ctx_free(kt_gemm_ctx *ctx) {
     free(ctx->xq);
     free(ctx->xd);
+    free(ctx->xs);
+    free(ctx->xp);
     ctx->xq = NULL;
     ctx->xd = NULL;
+    ctx->xs = NULL;
+    ctx->xp = NULL;
     ctx->cap = 0;
 }
 

@@ -28,6 +28,8 @@ typedef struct kt_gemm_ctx {
     int8_t *xq;
     float *xd;
     size_t cap;         /* values xq can hold */
+    int32_t *xs;        /* Q4_0: per-block sums of xq, cap / 32 of them */
+    int8_t *xp;         /* Q4_0: xq rearranged for the kernel, cap values (act_prep_q4) */
 } kt_gemm_ctx;
 
 /* 0 on success, -1 when out of memory. x is [m][w->k], y is [m][w->n_out]. */

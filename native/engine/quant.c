@@ -52,6 +52,24 @@ void quantize_row_act(const float *x, int k, int8_t *q, float *d) {
     }
 }
 
+void act_prep_q4(const int8_t *q, int nb, int32_t *s, int8_t *p) {
+    for (int b = 0; b < nb; b++) {
+        int32_t t = 0;
+        for (int i = 0; i < QK; i++)
+            t += q[b * QK + i];
+        s[b] = t;
+    }
+    for (int g = 0; g + 8 <= nb; g += 8)
+        for (int j = 0; j < 4; j++) {
+            const int8_t *a = q + (size_t)(g + j) * QK, *c = q + (size_t)(g + j + 4) * QK;
+            int8_t *o = p + (size_t)g * QK + 64 * j;
+            memcpy(o, a, 16);
+            memcpy(o + 16, c, 16);
+            memcpy(o + 32, a + 16, 16);
+            memcpy(o + 48, c + 16, 16);
+        }
+}
+
 void dequant_row(int type, const void *row, int n, float *out) {
     const uint8_t *p = (const uint8_t *)row;
     switch (type) {
@@ -191,22 +209,31 @@ KT_AVX2 static inline __m256i block_dot_i8(__m256i w, __m256i x) {
     return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
 }
 
-KT_AVX2 static inline __m256i load_q4_0(const uint8_t *blk) {
-    __m128i raw = _mm_loadu_si128((const __m128i *)(blk + 2));
-    __m128i m = _mm_set1_epi8(15);
-    __m128i lo = _mm_and_si128(raw, m);
-    __m128i hi = _mm_and_si128(_mm_srli_epi16(raw, 4), m);
-    __m256i w = _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
-    return _mm256_sub_epi8(w, _mm256_set1_epi8(8));
+/* The f16 scales of 8 consecutive Q4_0 blocks (at blk + 18 i) as 8 words: the 32-byte load at
+ * blk + 32 j holds the scale of block 2 j in the low word of dword j of its low half and that of
+ * block 2 j + 1 in the high word of dword j of its high half; one dword blend per load, then the
+ * two halves interleave by words. The loads stay inside the 8 blocks. */
+KT_AVX2 static inline __attribute__((always_inline)) __m128i scales8_q4(const uint8_t *blk) {
+    __m256i s01 = _mm256_loadu_si256((const __m256i *)blk);
+    __m256i s23 = _mm256_loadu_si256((const __m256i *)(blk + 32));
+    __m256i s45 = _mm256_loadu_si256((const __m256i *)(blk + 64));
+    __m256i s67 = _mm256_loadu_si256((const __m256i *)(blk + 96));
+    __m256i v = _mm256_blend_epi32(_mm256_blend_epi32(s01, s23, 0x22),
+                                   _mm256_blend_epi32(s45, s67, 0x88), 0xCC);
+    return _mm_blend_epi16(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1), 0xAA);
 }
 
 #ifndef KT_PREFETCH
 #  define KT_PREFETCH 2048 /* bytes ahead */
 #endif
+#ifndef KT_PREFETCH_Q4
+#  define KT_PREFETCH_Q4 4096 /* Q4_0: a little better than 2048 in the CPU decode benchmark */
+#endif
 
-/* 8 consecutive blocks b0..b0+7: [p_b0, ..., p_b0+7] with p_b = (float)isum_b * (wd_b * d_b). */
-KT_AVX2 static inline __attribute__((always_inline)) __m256 group8(const uint8_t *p, int bb, int is_q4, const int8_t *xq,
-                                    const float *xd, int b0) {
+/* Q8_0, 8 consecutive blocks b0..b0+7: [p_b0, ..., p_b0+7] with p_b = (float)isum_b * (wd_b * d_b). */
+KT_AVX2 static inline __attribute__((always_inline)) __m256 group8(const uint8_t *p, const int8_t *xq,
+                                                                 const float *xd, int b0) {
+    const int bb = Q8_0_BYTES;
     const uint8_t *blk = p + (size_t)b0 * bb;
     const int8_t *x = xq + (size_t)b0 * QK;
     /* the weights stream through once: ask for the lines a little ahead of use */
@@ -216,8 +243,7 @@ KT_AVX2 static inline __attribute__((always_inline)) __m256 group8(const uint8_t
     _mm_prefetch((const char *)blk + KT_PREFETCH + 192, _MM_HINT_T0);
     _mm_prefetch((const char *)blk + KT_PREFETCH + 256, _MM_HINT_T0);
 #define KT_BLOCK(i)                                                                            \
-    block_dot_i8(is_q4 ? load_q4_0(blk + (i) * bb)                                             \
-                       : _mm256_loadu_si256((const __m256i *)(blk + (i) * bb + 2)),            \
+    block_dot_i8(_mm256_loadu_si256((const __m256i *)(blk + (i) * bb + 2)),                    \
                  _mm256_loadu_si256((const __m256i *)(x + (i) * QK)))
     __m256i t0 = _mm256_hadd_epi32(KT_BLOCK(0), KT_BLOCK(1));
     __m256i t1 = _mm256_hadd_epi32(KT_BLOCK(2), KT_BLOCK(3));
@@ -237,30 +263,29 @@ KT_AVX2 static inline __attribute__((always_inline)) __m256 group8(const uint8_t
     return _mm256_mul_ps(_mm256_cvtepi32_ps(isum), scale);
 }
 
-KT_AVX2 static float dot_qx_avx2(const void *w, const int8_t *xq, const float *xd, int nb,
-                                 int is_q4) {
+KT_AVX2 static float dot_q8_0_avx2(const void *w, const int8_t *xq, const float *xd, int nb) {
     const uint8_t *p = (const uint8_t *)w;
-    const int bb = is_q4 ? Q4_0_BYTES : Q8_0_BYTES;
+    const int bb = Q8_0_BYTES;
     /* lanes 0-7, 8-15, 16-23, 24-31: block b goes to lane b % 32 */
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
     __m256 acc2 = _mm256_setzero_ps(), acc3 = _mm256_setzero_ps();
     int b = 0;
     for (; b + 32 <= nb; b += 32) {
-        acc0 = _mm256_add_ps(acc0, group8(p, bb, is_q4, xq, xd, b));
-        acc1 = _mm256_add_ps(acc1, group8(p, bb, is_q4, xq, xd, b + 8));
-        acc2 = _mm256_add_ps(acc2, group8(p, bb, is_q4, xq, xd, b + 16));
-        acc3 = _mm256_add_ps(acc3, group8(p, bb, is_q4, xq, xd, b + 24));
+        acc0 = _mm256_add_ps(acc0, group8(p, xq, xd, b));
+        acc1 = _mm256_add_ps(acc1, group8(p, xq, xd, b + 8));
+        acc2 = _mm256_add_ps(acc2, group8(p, xq, xd, b + 16));
+        acc3 = _mm256_add_ps(acc3, group8(p, xq, xd, b + 24));
     }
     if (b + 8 <= nb) {
-        acc0 = _mm256_add_ps(acc0, group8(p, bb, is_q4, xq, xd, b));
+        acc0 = _mm256_add_ps(acc0, group8(p, xq, xd, b));
         b += 8;
     }
     if (b + 8 <= nb) {
-        acc1 = _mm256_add_ps(acc1, group8(p, bb, is_q4, xq, xd, b));
+        acc1 = _mm256_add_ps(acc1, group8(p, xq, xd, b));
         b += 8;
     }
     if (b + 8 <= nb) {
-        acc2 = _mm256_add_ps(acc2, group8(p, bb, is_q4, xq, xd, b));
+        acc2 = _mm256_add_ps(acc2, group8(p, xq, xd, b));
         b += 8;
     }
     if (b == nb)
@@ -274,23 +299,95 @@ KT_AVX2 static float dot_qx_avx2(const void *w, const int8_t *xq, const float *x
         const uint8_t *blk = p + (size_t)b * bb;
         const int8_t *qb = xq + b * QK;
         int32_t isum = 0;
-        for (int j = 0; j < 16; j++) {
-            int w0 = is_q4 ? (blk[2 + j] & 15) - 8 : (int8_t)blk[2 + j];
-            int w1 = is_q4 ? (blk[2 + j] >> 4) - 8 : (int8_t)blk[2 + j + 16];
-            isum += w0 * qb[j] + w1 * qb[j + 16];
-        }
+        for (int j = 0; j < QK; j++)
+            isum += (int8_t)blk[2 + j] * qb[j];
         float scale = f16_table[rd16(blk)] * xd[b];
         s[b & 31] = s[b & 31] + (float)isum * scale;
     }
     return kite_sum32_finish(s);
 }
 
-KT_AVX2 static float dot_q8_0_avx2(const void *w, const int8_t *xq, const float *xd, int nb) {
-    return dot_qx_avx2(w, xq, xd, nb, 0);
+/* Q4_0, 8 consecutive blocks b0..b0+7, same p_b as group8. The unsigned nibbles q (0..15) go
+ * straight into maddubs against the signed activations and isum_b = sum q x - 8 xs[b] (exact).
+ * Blocks j and j + 4 share a register (j in the low half, j + 4 in the high half): the low
+ * nibbles (elements 0..15) and the high nibbles (16..31) each meet their activations, which
+ * act_prep_q4 laid out in that order (xp), and the two products add up in 16 bits. Bounds:
+ * |q x pair| <= 2 * 15 * 127 = 3810 (quantize_row_act clamps x to +-127), so the sums of 2, 4
+ * and 8 pairs below (7620, 15240, 30480) are exact in 16 bits; the last pair sum is 32-bit. */
+KT_AVX2 static inline __attribute__((always_inline)) __m256i q4_pair(const uint8_t *blk,
+                                                                   const int8_t *xp, int j,
+                                                                   __m256i m4) {
+    __m256i v = _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(blk + j * Q4_0_BYTES + 2))),
+        _mm_loadu_si128((const __m128i *)(blk + (j + 4) * Q4_0_BYTES + 2)), 1);
+    __m256i lo = _mm256_and_si256(v, m4);
+    __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+    return _mm256_add_epi16(
+        _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(xp + 64 * j))),
+        _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(xp + 64 * j + 32))));
 }
 
-KT_AVX2 static float dot_q4_0_avx2(const void *w, const int8_t *xq, const float *xd, int nb) {
-    return dot_qx_avx2(w, xq, xd, nb, 1);
+KT_AVX2 static inline __attribute__((always_inline)) __m256 group8_q4(const uint8_t *p,
+                                                                    const int8_t *xp,
+                                                                    const float *xd,
+                                                                    const int32_t *xs, int b0) {
+    const uint8_t *blk = p + (size_t)b0 * Q4_0_BYTES;
+    const int8_t *x = xp + (size_t)b0 * QK;
+    const __m256i m4 = _mm256_set1_epi8(15);
+    _mm_prefetch((const char *)blk + KT_PREFETCH_Q4, _MM_HINT_T0);
+    _mm_prefetch((const char *)blk + KT_PREFETCH_Q4 + 64, _MM_HINT_T0);
+    _mm_prefetch((const char *)blk + KT_PREFETCH_Q4 + 128, _MM_HINT_T0);
+    __m256i t0 = _mm256_hadd_epi16(q4_pair(blk, x, 0, m4), q4_pair(blk, x, 1, m4));
+    __m256i t1 = _mm256_hadd_epi16(q4_pair(blk, x, 2, m4), q4_pair(blk, x, 3, m4));
+    /* low half: blocks 0-3, high half: 4-7 */
+    __m256i isum = _mm256_madd_epi16(_mm256_hadd_epi16(t0, t1), _mm256_set1_epi16(1));
+    isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(xs + b0)), 3));
+    __m128i wd = scales8_q4(blk);
+    __m256 scale = _mm256_mul_ps(_mm256_cvtph_ps(wd), _mm256_loadu_ps(xd + b0));
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(isum), scale);
+}
+
+KT_AVX2 static float dot_q4_0_avx2(const void *w, const int8_t *xq, const float *xd,
+                                   const int32_t *xs, const int8_t *xp, int nb) {
+    const uint8_t *p = (const uint8_t *)w;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    __m256 acc2 = _mm256_setzero_ps(), acc3 = _mm256_setzero_ps();
+    int b = 0;
+    for (; b + 32 <= nb; b += 32) {
+        acc0 = _mm256_add_ps(acc0, group8_q4(p, xp, xd, xs, b));
+        acc1 = _mm256_add_ps(acc1, group8_q4(p, xp, xd, xs, b + 8));
+        acc2 = _mm256_add_ps(acc2, group8_q4(p, xp, xd, xs, b + 16));
+        acc3 = _mm256_add_ps(acc3, group8_q4(p, xp, xd, xs, b + 24));
+    }
+    if (b + 8 <= nb) {
+        acc0 = _mm256_add_ps(acc0, group8_q4(p, xp, xd, xs, b));
+        b += 8;
+    }
+    if (b + 8 <= nb) {
+        acc1 = _mm256_add_ps(acc1, group8_q4(p, xp, xd, xs, b));
+        b += 8;
+    }
+    if (b + 8 <= nb) {
+        acc2 = _mm256_add_ps(acc2, group8_q4(p, xp, xd, xs, b));
+        b += 8;
+    }
+    if (b == nb)
+        return butterfly32(acc0, acc1, acc2, acc3);
+    float s[32];
+    _mm256_storeu_ps(s, acc0);
+    _mm256_storeu_ps(s + 8, acc1);
+    _mm256_storeu_ps(s + 16, acc2);
+    _mm256_storeu_ps(s + 24, acc3);
+    for (; b < nb; b++) { /* the last nb % 8 blocks, as in the scalar kernel */
+        const uint8_t *blk = p + (size_t)b * Q4_0_BYTES;
+        const int8_t *qb = xq + b * QK;
+        int32_t isum = 0;
+        for (int j = 0; j < 16; j++)
+            isum += ((blk[2 + j] & 15) - 8) * qb[j] + ((blk[2 + j] >> 4) - 8) * qb[j + 16];
+        float scale = f16_table[rd16(blk)] * xd[b];
+        s[b & 31] = s[b & 31] + (float)isum * scale;
+    }
+    return kite_sum32_finish(s);
 }
 
 #define FLOAT_DOT_AVX2(NAME, LOAD, SCALAR_ELEM)                                                \
@@ -392,11 +489,14 @@ float dot_q8_0(const void *w, const int8_t *xq, const float *xd, int nb) {
     return dot_q8_0_scalar(w, xq, xd, nb);
 }
 
-float dot_q4_0(const void *w, const int8_t *xq, const float *xd, int nb) {
+float dot_q4_0(const void *w, const int8_t *xq, const float *xd, const int32_t *xs,
+               const int8_t *xp, int nb) {
 #if KITE_HAVE_AVX2_CODE
     if (simd_on)
-        return dot_q4_0_avx2(w, xq, xd, nb);
+        return dot_q4_0_avx2(w, xq, xd, xs, xp, nb);
 #endif
+    (void)xs;
+    (void)xp;
     return dot_q4_0_scalar(w, xq, xd, nb);
 }
 

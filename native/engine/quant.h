@@ -25,13 +25,19 @@ float quant_f16(uint16_t h);  /* table lookup, same bits as kite_f16_to_f32 */
 
 /* x[k] -> q[k] int8 and d[k/32] per NUMERICS.md; k a multiple of 32. */
 void quantize_row_act(const float *x, int k, int8_t *q, float *d);
+/* The Q4_0 extras of one quantized activation row q (nb blocks), computed once per row and shared
+ * by every weight row: s[b] = the sum of the 32 int8 of block b (exact identity:
+ * sum (w - 8) x = sum w x - 8 sum x), and p (32 nb bytes) = q with each group of 8 blocks
+ * rearranged as the AVX2 kernel reads it (the last nb % 8 blocks are not written). */
+void act_prep_q4(const int8_t *q, int nb, int32_t *s, int8_t *p);
 
 /* Row of a weight tensor of the given ggml type, dequantized exactly to float. */
 void dequant_row(int type, const void *row, int n, float *out);
 
-/* Dot of one weight row (nb blocks) with one quantized activation row. */
+/* Dot of one weight row (nb blocks) with one quantized activation row; xs, xp: act_prep_q4 of xq. */
 float dot_q8_0(const void *w, const int8_t *xq, const float *xd, int nb);
-float dot_q4_0(const void *w, const int8_t *xq, const float *xd, int nb);
+float dot_q4_0(const void *w, const int8_t *xq, const float *xd, const int32_t *xs,
+               const int8_t *xp, int nb);
 /* Dot of one float-family weight row (n values) with a float activation row. */
 float dot_f32(const float *w, const float *x, int n);
 float dot_f16(const uint16_t *w, const float *x, int n);

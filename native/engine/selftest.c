@@ -507,11 +507,14 @@ static void test_kernels(void) {
     float *x = malloc(sizeof(float) * n), *wf = malloc(sizeof(float) * n);
     int8_t xq[32 * 72];
     float xd[72];
+    int32_t xs[72];
+    int8_t xp[32 * 72];
     for (int i = 0; i < n; i++) {
         x[i] = rng_uniform(-2.0f, 2.0f);
         wf[i] = rng_uniform(-1.0f, 1.0f);
     }
     quantize_row_act(x, n, xq, xd);
+    act_prep_q4(xq, n / 32, xs, xp);
     int have = quant_have_avx2();
     const char *types[5] = {"f32", "f16", "bf16", "q8_0", "q4_0"};
     int tids[5] = {GGUF_T_F32, GGUF_T_F16, GGUF_T_BF16, GGUF_T_Q8_0, GGUF_T_Q4_0};
@@ -533,7 +536,7 @@ static void test_kernels(void) {
             dequant_row(tids[t], b.p, n, wd);
             if (tids[t] == GGUF_T_Q8_0 || tids[t] == GGUF_T_Q4_0) {
                 quant_use_simd(1);
-                a = tids[t] == GGUF_T_Q8_0 ? dot_q8_0(b.p, xq, xd, len / 32) : dot_q4_0(b.p, xq, xd, len / 32);
+                a = tids[t] == GGUF_T_Q8_0 ? dot_q8_0(b.p, xq, xd, len / 32) : dot_q4_0(b.p, xq, xd, xs, xp, len / 32);
                 s = tids[t] == GGUF_T_Q8_0 ? dot_q8_0_scalar(b.p, xq, xd, len / 32)
                                           : dot_q4_0_scalar(b.p, xq, xd, len / 32);
                 for (int i = 0; i < len; i++) {
@@ -604,7 +607,7 @@ static void test_gemm(void) {
         }
         free(row);
         kt_weight w = {tids[t], k, n_out, (size_t)gguf_row_bytes(tids[t], k), b.p, b.n};
-        kt_gemm_ctx c1 = {p1, NULL, NULL, 0}, c3 = {p3, NULL, NULL, 0};
+        kt_gemm_ctx c1 = {p1, NULL, NULL, 0, NULL, NULL}, c3 = {p3, NULL, NULL, 0, NULL, NULL};
         gemm_gw(&c1, &w, x, m, y1);
         gemm_gw(&c3, &w, x, m, y3);
         gemm_gw_ref(&w, x, m, yr);

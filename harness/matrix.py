@@ -1262,8 +1262,11 @@ def run_matrix(root: Path, names: list[str] | None, *, report_dir: Path | None =
     matrix = load_matrix(matrix_path or root / "configs" / "matrix.yaml", root)
     entries = matrix.select(names)
     reports = root / cfg.reports_dir
+    from harness import sysinfo
+
+    git = sysinfo.git_state(root)
     if report_dir is None:
-        report_dir = new_report_dir(reports, _short_sha(root))
+        report_dir = new_report_dir(reports, git.get("short"))
         point_latest(reports, report_dir)
     elif (report_dir / "report.json").exists():
         shutil.rmtree(report_dir)  # a fixed folder (reports/matrix/<entry>/): the previous run goes
@@ -1271,13 +1274,11 @@ def run_matrix(root: Path, names: list[str] | None, *, report_dir: Path | None =
     rep = Report(report_dir)
     rep.doc["argv"] = sys.argv
     rep.doc["kind"] = "matrix"
+    rep.doc["git"] = git
     try:
-        from harness import sysinfo
-
         rep.doc["system"] = sysinfo.system(root)
-        rep.doc["git"] = sysinfo.git_state(root)
     except Exception:  # noqa: BLE001 - system facts are nice to have, never a reason to stop
-        rep.doc["git"] = _git(root)
+        rep.doc["system"] = {}
     rep.doc["toolchains"] = {k: v.to_json() for k, v in toolchains.probe_all().items()}
     rep.doc["matrix"] = {"file": str(matrix.path.relative_to(root)) if matrix.path.is_relative_to(root) else str(matrix.path),
                          "selected": [e.name for e in entries], "entries": []}
@@ -1418,29 +1419,6 @@ def run_criteria(cfg: Any, runner: EntryRunner, crit_ref: str, report_dir: Path,
         r.exploratory = not st.ok
         out.append(r)
     return out
-
-
-def _short_sha(root: Path) -> str | None:
-    import subprocess
-
-    try:
-        p = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                           timeout=10)
-        return p.stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
-def _git(root: Path) -> dict[str, Any]:
-    import subprocess
-
-    def g(*a: str) -> str:
-        try:
-            return subprocess.run(["git", "-C", str(root), *a], capture_output=True, text=True, timeout=10).stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            return ""
-
-    return {"commit": g("rev-parse", "HEAD") or None, "dirty": bool(g("status", "--porcelain"))}
 
 
 # ---------------------------------------------------------------------------------------------

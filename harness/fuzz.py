@@ -342,27 +342,32 @@ def _run_engine(argv: list[str], timeout: float, env: dict[str, str]) -> tuple[i
         return None, "timed out"
 
 
-def sanitize(root: Path, work: Path, cc: str | None, jobs: int, use_valgrind: bool, say) -> dict:
+def _engine_build(root: Path, name: str, cc: str | None, say) -> Path:
+    """One of configs/engine.yaml's builds (`asan`, `stub`), through the harness's build code."""
+    from harness import build as B
+    from harness.config import load_config
+
+    old = os.environ.get("CC")
+    if cc:
+        os.environ["CC"] = cc
+    try:
+        res = B.build(load_config(root), name, progress=lambda m: say(f"[sanitize] {m}"))
+    finally:
+        if cc:
+            if old is None:
+                os.environ.pop("CC", None)
+            else:
+                os.environ["CC"] = old
+    if res.engine.status not in ("built", "up-to-date"):
+        raise HarnessError(f"the {name} build failed: {res.engine.reason} (log: {res.engine.log})")
+    return Path(res.engine_path)
+
+
+def sanitize(root: Path, work: Path, cc: str | None, use_valgrind: bool, say) -> dict:
     """The CPU suite under ASan+UBSan (KITE_SANITIZE=address,undefined) and the loader under
     valgrind memcheck. Good models must run (exit 0), bad ones must be refused (exit 1,
     `kite: error:`), and no sanitizer may report anything."""
-    cmake = shutil.which("cmake")
-    if not cmake:
-        raise HarnessError("cmake not found")
-    asan = work / "asan"
-    cfg = [cmake, "-S", str(root / "native"), "-B", str(asan), "-DKITE_SANITIZE=address,undefined",
-           "-DKITE_CUDA=OFF", "-DCMAKE_BUILD_TYPE=RelWithDebInfo"]
-    if cc:
-        cfg.append(f"-DCMAKE_C_COMPILER={cc}")
-    if shutil.which("ninja") and not (asan / "CMakeCache.txt").exists():
-        cfg += ["-G", "Ninja"]
-    asan.mkdir(parents=True, exist_ok=True)
-    with open(asan / "build.log", "w") as f:
-        for cmd in (cfg, [cmake, "--build", str(asan), "-j", str(jobs), "--target", "kite"]):
-            say(f"[sanitize] {' '.join(cmd)}")
-            if subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT).returncode != 0:
-                raise HarnessError(f"the sanitizer build failed (log: {asan / 'build.log'})")
-    kite = asan / "bin" / "kite"
+    kite = _engine_build(root, "asan", cc, say)
     seeds = [p for p in gather_seeds(root, work / "seeds", say) if p.suffix == ".gguf"
              and not p.is_relative_to(root / REGRESSIONS)]
     bad_dir = work / "hostile"
@@ -403,17 +408,8 @@ def sanitize(root: Path, work: Path, cc: str | None, jobs: int, use_valgrind: bo
     asan_runs = len(runs)
     vg = shutil.which("valgrind") if use_valgrind else None
     if vg:
-        plain = work / "plain"
-        cfgp = [cmake, "-S", str(root / "native"), "-B", str(plain), "-DKITE_CUDA=OFF",
-                "-DCMAKE_BUILD_TYPE=RelWithDebInfo"] + (["-G", "Ninja"] if shutil.which("ninja") and not
-                                                        (plain / "CMakeCache.txt").exists() else [])
-        plain.mkdir(parents=True, exist_ok=True)
-        with open(plain / "build.log", "w") as f:
-            for cmd in (cfgp, [cmake, "--build", str(plain), "-j", str(jobs), "--target", "kite"]):
-                if subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT).returncode != 0:
-                    raise HarnessError(f"the plain build for valgrind failed (log: {plain / 'build.log'})")
+        kp = str(_engine_build(root, "stub", cc, say))
         vgargs = [vg, "-q", "--error-exitcode=99", "--leak-check=full", "--errors-for-leak-kinds=definite,indirect"]
-        kp = str(plain / "bin" / "kite")
         for m in seeds[:3]:
             check(f"valgrind run {m.name}", "valgrind good model",
                   vgargs + [kp, "run", "--model", str(m), "--prompt", "1,2", "--steps", "1", "--threads", "1"], 0, 600)
@@ -455,7 +451,7 @@ def main(argv: list[str] | None = None, root: Path | None = None) -> int:
         raise HarnessError("--seconds must be at least 1")
     if a.sanitizers:
         work = (a.build_dir or root / "build" / "sanitize").resolve()
-        res = sanitize(root, work, a.cc, a.jobs, not a.no_valgrind, say)
+        res = sanitize(root, work, a.cc, not a.no_valgrind, say)
         tmp = work / "summary.json.tmp"
         tmp.write_text(json.dumps(res, indent=2) + "\n")
         os.replace(tmp, work / "summary.json")

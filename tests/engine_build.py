@@ -1,7 +1,7 @@
 """Build the kite engine once per pytest session and hand out the binary.
 
-The engine is configured and built with CMake and the host compiler into
-``build/pytest-engine/`` (and ``build/pytest-engine-asan/`` for the sanitizer build).
+The engine is built by the harness's own build code (``harness build NAME``: the builds of
+``configs/engine.yaml``, into ``build/<name>/bin``), so tests and ``verify`` share one build.
 Test modules import the fixtures from here::
 
     from engine_build import kite_bin, qwen35_fixtures, run_kite
@@ -21,27 +21,27 @@ REPO = Path(__file__).resolve().parent.parent
 BUILD_ROOT = REPO / "build"
 # The shared fixtures live next to the repository: <repo>/../shared/fixtures/qwen35
 FIXTURES = REPO.parent / "shared" / "fixtures" / "qwen35"
-EXE = "kite.exe" if sys.platform == "win32" else "kite"
 
 _built: dict[str, Path] = {}
 
 
-def build_engine(name: str, *cmake_args: str) -> Path:
-    """Configure + build the engine into build/<name>/; returns the kite binary."""
+def build_engine(name: str) -> Path:
+    """Build one of configs/engine.yaml's builds the way `harness build NAME` does (incremental,
+    shared with verify) and return its bin/ folder's engine. `default`: KITE_CUDA=ON plus the
+    module where nvcc exists; `stub`: KITE_CUDA=OFF; `asan`: stub under ASan + UBSan."""
     if name in _built:
         return _built[name]
     if shutil.which("cmake") is None:
         pytest.skip("cmake is not installed")
-    bdir = BUILD_ROOT / name
-    gen = ["-G", "Ninja"] if shutil.which("ninja") and not (bdir / "CMakeCache.txt").exists() else []
-    cfg = ["cmake", "-S", str(REPO / "native"), "-B", str(bdir), *gen, *cmake_args]
-    res = subprocess.run(cfg, capture_output=True, text=True)
-    if res.returncode != 0:
-        raise RuntimeError(f"cmake configure failed:\n{res.stdout}\n{res.stderr}")
-    res = subprocess.run(["cmake", "--build", str(bdir), "-j2"], capture_output=True, text=True)
-    if res.returncode != 0:
-        raise RuntimeError(f"engine build failed:\n{res.stdout}\n{res.stderr}")
-    exe = bdir / "bin" / EXE
+    from harness import build as B
+    from harness.config import load_config
+
+    cfg = load_config(REPO)
+    res = B.build(cfg, name)
+    if res.engine.status not in ("built", "up-to-date"):
+        log = Path(res.engine.log).read_text(errors="replace")[-4000:] if res.engine.log else ""
+        raise RuntimeError(f"engine build {name} {res.engine.status}: {res.engine.reason}\n{log}")
+    exe = Path(res.engine_path)
     assert exe.exists(), f"the build did not produce {exe}"
     _built[name] = exe
     return exe
@@ -50,7 +50,7 @@ def build_engine(name: str, *cmake_args: str) -> Path:
 @pytest.fixture(scope="session")
 def kite_bin() -> Path:
     """The engine, stub build (KITE_CUDA=OFF), Release."""
-    return build_engine("pytest-engine", "-DKITE_CUDA=OFF", "-DCMAKE_BUILD_TYPE=Release")
+    return build_engine("stub")
 
 
 def _sanitizer_works() -> bool:
@@ -71,9 +71,7 @@ def kite_asan_bin() -> Path:
     """The engine built with KITE_SANITIZE=address,undefined."""
     if sys.platform == "win32" or not _sanitizer_works():
         pytest.skip("the C compiler cannot build with -fsanitize=address,undefined here")
-    return build_engine(
-        "pytest-engine-asan", "-DKITE_CUDA=OFF", "-DKITE_SANITIZE=address,undefined", "-DCMAKE_BUILD_TYPE=Debug"
-    )
+    return build_engine("asan")
 
 
 @pytest.fixture(scope="session")

@@ -38,38 +38,20 @@ def _abi_names() -> list[str]:
 
 
 @pytest.fixture(scope="session")
-def cuda_module_dir() -> Path:
-    """Build native/cuda (one architecture, no probe) into build/pytest-cuda-module/out."""
-    if shutil.which("nvcc") is None:
-        pytest.skip("nvcc is not installed: the CUDA module cannot be built here")
-    if shutil.which("cmake") is None:
-        pytest.skip("cmake is not installed")
-    bdir = REPO / "build" / "pytest-cuda-module"
-    out = bdir / "out"
-    cfg = [
-        "cmake",
-        "-S",
-        str(REPO / "native" / "cuda"),
-        "-B",
-        str(bdir),
-        f"-DKITE_OUTPUT_DIR={out}",
-        "-DKITE_CUDA_ARCHS=90-real",
-        "-DKITE_CUDA_PROBE=OFF",
-        "-DCMAKE_BUILD_TYPE=Release",
-    ]
-    res = subprocess.run(cfg, capture_output=True, text=True)
-    assert res.returncode == 0, f"configure failed:\n{res.stdout}\n{res.stderr}"
-    res = subprocess.run(["cmake", "--build", str(bdir), "-j2"], capture_output=True, text=True, timeout=1800)
-    assert res.returncode == 0, f"module build failed:\n{res.stdout[-4000:]}\n{res.stderr[-4000:]}"
-    for f in (MODULE, "testmods/libkite_cuda_noexport.so", "testmods/libkite_cuda_badabi.so"):
-        assert (out / f).exists(), f"the module build did not produce {f}"
-    return out
+def loader_kite() -> Path:
+    """The engine with the run-time loader (KITE_CUDA=ON): the `default` build."""
+    return build_engine("default")
 
 
 @pytest.fixture(scope="session")
-def loader_kite() -> Path:
-    """The engine with the run-time loader (KITE_CUDA=ON)."""
-    return build_engine("pytest-engine-cuda", "-DKITE_CUDA=ON", "-DCMAKE_BUILD_TYPE=Release")
+def cuda_module_dir(loader_kite) -> Path:
+    """The `default` build's bin/ folder: the module built by nvcc next to the engine, and testmods/."""
+    if shutil.which("nvcc") is None:
+        pytest.skip("nvcc is not installed: the CUDA module cannot be built here")
+    out = loader_kite.parent
+    for f in (MODULE, "testmods/libkite_cuda_noexport.so", "testmods/libkite_cuda_badabi.so"):
+        assert (out / f).exists(), f"the module build did not produce {f}"
+    return out
 
 
 @pytest.fixture(scope="session")

@@ -74,7 +74,7 @@ def kite_loader_bin():
     """The engine with the run-time loader (KITE_CUDA=ON); needs no CUDA toolkit."""
     if sys.platform == "win32":
         pytest.skip("the emulated module is built as a POSIX shared object")
-    return build_engine("pytest-engine-cuda", "-DKITE_CUDA=ON", "-DCMAKE_BUILD_TYPE=Release")
+    return build_engine("default")
 
 
 def _module(tmp_path, refuse_at: int):

@@ -12,14 +12,7 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 
-def dump(rows=5, cols=16, seed=0):
-    return np.random.default_rng(seed).standard_normal((rows, cols)).astype("<f4")
-
-
-def flip(a: np.ndarray, index: int, ulps: int = 1) -> np.ndarray:
-    b = a.copy().reshape(-1)
-    b.view(np.uint32)[index] += ulps
-    return b.reshape(a.shape)
+from test_harness_compare import dump, flip  # noqa: E402  (one copy of the helpers)
 
 
 @settings(max_examples=60, deadline=None)

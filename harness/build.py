@@ -91,8 +91,12 @@ def _generator(cfg: Config) -> list[str]:
     return ["-G", cfg.generator]
 
 
-def _cmake_project(cfg: Config, proj: ProjectSpec, bdir: Path, extra_defs: dict[str, str], log: Path,
-                   excludes: list[Path], tools: dict[str, object], force: bool) -> PartResult:
+def cmake_project(cfg: Config, proj: ProjectSpec, bdir: Path, extra_defs: dict[str, str], log: Path,
+                  excludes: list[Path], tools: dict[str, object], force: bool,
+                  env: dict[str, str] | None = None) -> PartResult:
+    """Configure and build one CMake project into bdir, skipped when its fingerprint (sources,
+    definitions, generator, tools) is unchanged. env: an overlay for CMake and the compilers it
+    starts (e.g. the MSVC environment that nvcc needs on Windows)."""
     t0 = time.perf_counter()
     src = cfg.root / proj.source
     if not (src / "CMakeLists.txt").exists():
@@ -103,7 +107,7 @@ def _cmake_project(cfg: Config, proj: ProjectSpec, bdir: Path, extra_defs: dict[
     defs = {"CMAKE_BUILD_TYPE": cfg.build_type, **proj.options, **extra_defs}
     gen = _generator(cfg)
     fp = fingerprint([src] + [cfg.root / i for i in proj.inputs], excludes,
-                     {"defs": defs, "gen": gen, "tools": tools})
+                     {"defs": defs, "gen": gen, "tools": tools, "env": env or {}})
     stamp = bdir / ".kite-stamp"
     if not force and stamp.exists() and stamp.read_text() == fp and (bdir / "CMakeCache.txt").exists():
         return PartResult("up-to-date", "", str(log) if log.exists() else None, time.perf_counter() - t0)
@@ -114,11 +118,11 @@ def _cmake_project(cfg: Config, proj: ProjectSpec, bdir: Path, extra_defs: dict[
         bdir.mkdir(parents=True)
     logs = []
     conf = [cmake, "-S", str(src), "-B", str(bdir), *gen, *[f"-D{k}={v}" for k, v in defs.items()]]
-    r = run_process(conf, timeout=cfg.timeout("build", 1200), log_prefix=bdir / "configure")
+    r = run_process(conf, env, timeout=cfg.timeout("build", 1200), log_prefix=bdir / "configure")
     logs.append(r)
     if r.ok:
-        r = run_process([cmake, "--build", str(bdir), "--parallel", str(cfg.jobs)], timeout=cfg.timeout("build", 1200),
-                        log_prefix=bdir / "build")
+        r = run_process([cmake, "--build", str(bdir), "--parallel", str(cfg.jobs)], env,
+                        timeout=cfg.timeout("build", 1200), log_prefix=bdir / "build")
         logs.append(r)
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "w", encoding="utf-8") as f:
@@ -158,7 +162,7 @@ def build(cfg: Config, name: str, *, force: bool = False, progress: Progress | N
         say(f"build {name}: engine ({spec.engine.source}, "
             + " ".join(f"{k}={v}" for k, v in spec.engine.options.items()) + ")")
         res.options["engine"] = dict(spec.engine.options)
-        res.engine = _cmake_project(cfg, spec.engine, root / "engine",
+        res.engine = cmake_project(cfg, spec.engine, root / "engine",
                                     {"CMAKE_RUNTIME_OUTPUT_DIRECTORY": str(bin_dir)}, root / "logs" / "engine.log",
                                     excludes, tools, force)
         if res.engine.status == "built" or res.engine.status == "up-to-date":
@@ -177,7 +181,7 @@ def build(cfg: Config, name: str, *, force: bool = False, progress: Progress | N
     for proj in spec.extras:
         label = Path(proj.source).name
         say(f"build {name}: {label} ({proj.source})")
-        res.extras[proj.source] = _cmake_project(cfg, proj, root / label, {"KITE_OUTPUT_DIR": str(bin_dir)},
+        res.extras[proj.source] = cmake_project(cfg, proj, root / label, {"KITE_OUTPUT_DIR": str(bin_dir)},
                                                  root / "logs" / f"{label}.log", [], tools, force)
         say(f"build {name}: {label} {res.extras[proj.source].status}")
     if spec.module:
@@ -187,7 +191,7 @@ def build(cfg: Config, name: str, *, force: bool = False, progress: Progress | N
             res.module = PartResult("skipped", "nvcc not found")
         else:
             say(f"build {name}: module ({spec.module.source}, nvcc)")
-            res.module = _cmake_project(cfg, spec.module, root / "cuda",
+            res.module = cmake_project(cfg, spec.module, root / "cuda",
                                         {"KITE_OUTPUT_DIR": str(bin_dir), "CMAKE_CUDA_COMPILER": nvcc},
                                         root / "logs" / "module.log", [], {"nvcc": nvcc}, force)
             if res.module.status in ("built", "up-to-date") and not (bin_dir / cfg.module).exists():

@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 import re
 import shutil
 import sys
@@ -32,6 +33,7 @@ from typing import Any
 from collections.abc import Callable
 
 from harness import toolchains
+from harness.config import ProjectSpec
 from harness.errors import HarnessError
 
 # ---------------------------------------------------------------------------------------------
@@ -652,13 +654,8 @@ class EntryRunner:
             last = why
         return None, last
 
-    def _project(self, source: str, options: dict[str, str]) -> Any:
-        from harness.config import ProjectSpec
-
-        try:
-            return ProjectSpec(source, options)
-        except TypeError:  # newer ProjectSpec with more fields: fill the defaults by keyword
-            return ProjectSpec(source=source, options=options)  # type: ignore[call-arg]
+    def _project(self, source: str, options: dict[str, str]) -> ProjectSpec:
+        return ProjectSpec(source, options, ("native/include",))
 
     def build_engine(self, name: str, options: dict[str, str], with_module: bool) -> Any:
         from harness import build as B
@@ -672,8 +669,8 @@ class EntryRunner:
             if mdefs is not None:
                 mod = self._project("native/cuda", mdefs)
         msvc = mod is not None and self.ent.module.host_compiler == "msvc"
-        # MSVC: nvcc needs the vcvarsall environment, which harness/build.py cannot pass yet, so
-        # the module is built here (self.cmake with that environment) after the engine
+        # MSVC: nvcc needs the vcvarsall environment: the module is built after the engine, with
+        # that environment as an overlay (self.cmake -> build.cmake_project)
         spec = BuildSpec(name, self._project("native", opts) if self.ent.engine else None, None if msvc else mod)
         if msvc and spec.engine is not None:
             cfg = dataclasses.replace(self.cfg, builds={**self.cfg.builds, name: spec})
@@ -721,28 +718,13 @@ class EntryRunner:
 
     def cmake(self, source: str, bdir: Path, defs: dict[str, str], label: str,
               env: dict[str, str] | None = None) -> Any:
-        """Configure + build one CMake project (the test module, a module-only build)."""
+        """One CMake project (the test module, a module-only or MSVC module build) through the
+        harness's own build code: same generator handling and up-to-date check as `harness build`."""
         from harness import build as B
-        from harness.engine import run_process
 
-        t0 = time.perf_counter()
-        cmake = toolchains.probe("cmake").path or "cmake"
-        gen = ["-G", "Ninja"] if toolchains.probe("ninja").found else []
-        cache = bdir / "CMakeCache.txt"
-        if cache.exists() and gen and "CMAKE_GENERATOR:INTERNAL=Ninja" not in cache.read_text(errors="replace"):
-            shutil.rmtree(bdir)
-        bdir.mkdir(parents=True, exist_ok=True)
-        defs = {"CMAKE_BUILD_TYPE": self.cfg.build_type, **defs}
-        conf = [cmake, "-S", str(self.root / source), "-B", str(bdir), *gen, *[f"-D{k}={v}" for k, v in defs.items()]]
-        tmo = self.cfg.timeout("build", 1200)
-        r = run_process(conf, env, timeout=tmo, log_prefix=self.logs / f"{label}-configure")
-        if r.ok:
-            r = run_process([cmake, "--build", str(bdir), "--parallel", str(self.cfg.jobs)], env, timeout=tmo,
-                            log_prefix=self.logs / f"{label}-build")
-        log = str(self.logs / f"{label}-build.stderr")
-        if not r.ok:
-            return B.PartResult("failed", f"cmake {label}: {r.describe()}", log, time.perf_counter() - t0)
-        return B.PartResult("built", "", log, time.perf_counter() - t0)
+        proj = ProjectSpec(source, {k: str(v) for k, v in defs.items()}, ("native/include",))
+        tools = {"CC": os.environ.get("CC", ""), "CXX": os.environ.get("CXX", "")}
+        return B.cmake_project(self.cfg, proj, bdir, {}, self.logs / f"{label}.log", [], tools, self.force, env)
 
     def build_testmod(self, bin_dir: Path) -> Any:
         defs = {"KITE_OUTPUT_DIR": str(bin_dir), **self._compiler_defs()}

@@ -709,7 +709,7 @@ class EntryRunner:
                                     {**mod.options, "KITE_OUTPUT_DIR": str(bin_dir), "CMAKE_CUDA_COMPILER": nvcc,
                                      "KITE_CUDA_TEST_MODULES": "OFF"},
                                     "module")
-            if res.module.status == "built" and not (bin_dir / self.cfg.module).exists():
+            if res.module.status in ("built", "up-to-date") and not (bin_dir / self.cfg.module).exists():
                 res.module = B.PartResult("failed", f"build succeeded but {self.cfg.module} not in {bin_dir}",
                                           res.module.log)
         res.seconds = time.perf_counter() - t0
@@ -1001,7 +1001,7 @@ class EntryRunner:
                 elif c == "stub-equal":
                     res = self.check_stub_equal(exe)
                 elif c == "loader-fake":
-                    res = (self.check_loader_fake(exe, bin_dir) if tm is not None and tm.status == "built"
+                    res = (self.check_loader_fake(exe, bin_dir) if tm is not None and tm.status in ("built", "up-to-date")
                            else CheckResult(c, "FAIL", "test module not built"))
                 elif c == "embedded-code":
                     if b.module.status in ("built", "up-to-date"):

@@ -1198,8 +1198,9 @@ def add_cross_results(report: Any, matrix: Matrix, sources: dict[tuple[str, str]
     for c in matrix.cross.values():
         t0 = time.perf_counter()
         st = REG.status(entries, RegisteredCross(c.id, "", c.digest(), c.line)) if entries is not None else None
-        if st is not None and not st.ok and not exploratory:
-            verdict, reason, details = "FAIL", st.reason() + " (run `harness register configs/matrix.yaml`)", {}
+        refused = REG.refusal(st, exploratory, "run `harness register configs/matrix.yaml`") if st else None
+        if refused:
+            verdict, reason, details = "FAIL", refused, {}
         else:
             verdict, reason, details = evaluate_cross(c, sources, skipped, dump_files)
         r = _result(c.id, c.title, "equivalence", c.digest(), verdict, reason, time.perf_counter() - t0, details)
@@ -1332,17 +1333,15 @@ def run_criteria(cfg: Any, runner: EntryRunner, crit_ref: str, report_dir: Path,
     `default` build is the entry's, `stub` is build/<entry>/stub."""
     file, _, cid = crit_ref.partition("#")
     ent = runner.ent
-    try:
-        from harness import runner as R
-        from harness import schema
-        from harness.probes import Probes
-    except ImportError as ex:
-        return [_result(f"{ent.name}/{crit_ref}", crit_ref, "criteria", ent.digest(), "SKIP",
-                        f"harness verify API not available: {ex}", 0.0, {})]
+    from harness import registry
+    from harness import runner as R
+    from harness import schema
+    from harness.probes import Probes
+
     path = Path(cfg.root) / file
     if not path.exists():
-        return [_result(f"{ent.name}/{crit_ref}", crit_ref, "criteria", ent.digest(), "SKIP",
-                        f"{file} does not exist yet", 0.0, {})]
+        return [_result(f"{ent.name}/{crit_ref}", crit_ref, "criteria", ent.digest(), "FAIL",
+                        f"{file} does not exist", 0.0, {})]
     builds = {"default": ent.name, "stub": f"{ent.name}/stub"}
     crits = schema.load_file(path, Path(cfg.root), list(cfg.builds), list(cfg.dumps))
     if cid:
@@ -1382,8 +1381,6 @@ def run_criteria(cfg: Any, runner: EntryRunner, crit_ref: str, report_dir: Path,
         probes.overrides["linux"] = (False, "runs under wine")
     ctx = R.Context(cfg=runner.cfg, report_dir=report_dir / "criteria" / ent.name, probes=probes,
                     ensure_build=ensure, model_path=model_path)
-    from harness import registry
-
     reg = registry.load(Path(cfg.root) / "regressions" / "registry.lock")
     out = []
     for c in crits:
@@ -1391,8 +1388,8 @@ def run_criteria(cfg: Any, runner: EntryRunner, crit_ref: str, report_dir: Path,
         st = registry.status(reg, c)
         if ent.runner == "wine":
             o = R.Outcome("SKIP", "registered criteria run natively; under wine only the matrix checks run")
-        elif not st.ok and not exploratory:
-            o = R.Outcome("FAIL", st.reason() + " (run `harness register`, or `matrix --exploratory`)")
+        elif refused := registry.refusal(st, exploratory, "run `harness register`, or `matrix --exploratory`"):
+            o = R.Outcome("FAIL", refused)
         else:
             o = R.evaluate(ctx, c)
         r = _result(f"{ent.name}/{c.id}", f"{ent.name}: {c.title}", c.kind, getattr(c, "digest", ""),

@@ -47,6 +47,14 @@ class Status:
         return "registered"
 
 
+def refusal(st: Status, exploratory: bool, hint: str) -> str | None:
+    """Why a criterion must FAIL without running: it is not (or not as) registered and the run is
+    not exploratory. None: run it (labelled exploratory when st is not ok)."""
+    if st.ok or exploratory:
+        return None
+    return f"{st.reason()} ({hint})"
+
+
 def parse(text: str) -> list[Entry]:
     out = []
     # split on "\n" only: str.splitlines() also splits on U+0085, U+2028 ..., which json.dumps

@@ -182,8 +182,9 @@ def verify(cfg: Config, opts: VerifyOptions, say: Callable[[str], None] | None =
             say(f"[{i}/{len(crits)}] {c.id} ({c.kind}): {c.title}")
             t0 = time.perf_counter()
             exploratory = False
-            if not st.ok and not opts.exploratory:
-                verdict, reason, details = "FAIL", st.reason() + " (run `harness register`, or use --exploratory)", {}
+            refused = registry.refusal(st, opts.exploratory, "run `harness register`, or use --exploratory")
+            if refused:
+                verdict, reason, details = "FAIL", refused, {}
             else:
                 exploratory = not st.ok
                 out = evaluate(ctx, c)

@@ -328,8 +328,13 @@ k_gemv(GJobs js, int m, Pro P, const int8_t *__restrict__ gxq, const float *__re
             }
         }
     }
-    KC_PDL_WAIT();
+    // Weights are immutable: a warp loads its first blocks of weights before it waits for the
+    // previous kernel (PDL), so that only the activation loads follow the wait. Everything that
+    // the previous kernels write is read (and y written) after the wait.
+    bool waited = false;
     if (P.mode >= 0) {
+        KC_PDL_WAIT();
+        waited = true;
         int8_t *sq = (int8_t *)smraw;
         float *sd = (float *)(smraw + (size_t)MT * k);
         float *ssc = sd + (size_t)MT * nb;
@@ -431,6 +436,10 @@ k_gemv(GJobs js, int m, Pro P, const int8_t *__restrict__ gxq, const float *__re
                     }
                 }
             }
+            if (!waited) {
+                KC_PDL_WAIT();
+                waited = true;
+            }
 #pragma unroll
             for (int u = 0; u < U; u++) {
                 int b = b0 + 32 * u;
@@ -485,6 +494,10 @@ k_gemv(GJobs js, int m, Pro P, const int8_t *__restrict__ gxq, const float *__re
             }
         }
     } else {
+        if (!waited) {
+            KC_PDL_WAIT();
+            waited = true;
+        }
         const int type = J.type;
         for (int i = lane; i < k; i += 32) {
             float wv[RPW];
@@ -678,12 +691,34 @@ k_deltanet(const float *__restrict__ qkv, int C, const float *__restrict__ cw, i
            int ldba, const float *__restrict__ ssm_a, const float *__restrict__ dt_bias, float *S_all, int Hk,
            int Hv, int dk, int dv, float eps, float *y, int ldy, int m) {
     KC_PDL_TRIGGER();
-    KC_PDL_WAIT();
     extern __shared__ float sm[];
     const int h = blockIdx.x, kh = h % Hk;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     const int j0 = blockIdx.y * nw;
+    // Row j of the state was last written by the previous pass (which completed before the
+    // first kernel of this one started): load it before waiting for this pass's inputs.
+    const int j = j0 + warp;
+    const int nc = (dk + 31) >> 5;
+    float *S = S_all + ((size_t)h * dv + (j < dv ? j : 0)) * dk;
+    float st[KC_DK_MAX / 32];
+#pragma unroll
+    for (int c = 0; c < KC_DK_MAX / 32; c++) {
+        int i = lane + 32 * c;
+        st[c] = (j < dv && c < nc && i < dk) ? S[i] : 0.0f;
+    }
+    // the conv history (positions before this pass) and the conv weights are ready too: ask L2
+    // for them (the position comes from the host copy that precedes the pass)
     const int pos = in[0];
+    for (int t = threadIdx.x; t < 2 * dk + nw; t += blockDim.x) {
+        if (t >= 2 * dk && j0 + (t - 2 * dk) >= dv) continue;
+        const int c = dn_channel(t, kh, h, j0, Hk, dk, dv);
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(cw + (size_t)c * K));
+        for (int jj = 0; jj < K - 1; jj++) {
+            const int pp = pos - (K - 1) + jj;
+            if (pp >= 0) asm volatile("prefetch.global.L2 [%0];" ::"l"(ring + (size_t)(pp % R) * C + c));
+        }
+    }
+    KC_PDL_WAIT();
     const int per = 2 * dk + nw + 2;
     // phase 0: conv + SiLU
     for (int t = threadIdx.x; t < 2 * dk + nw; t += blockDim.x) {
@@ -733,16 +768,7 @@ k_deltanet(const float *__restrict__ qkv, int C, const float *__restrict__ cw, i
     }
     __syncthreads();
     // phase 2: row j of S
-    const int j = j0 + warp;
     if (j >= dv) return;
-    float *S = S_all + ((size_t)h * dv + j) * dk;
-    const int nc = (dk + 31) >> 5;
-    float st[KC_DK_MAX / 32];
-#pragma unroll
-    for (int c = 0; c < KC_DK_MAX / 32; c++) {
-        int i = lane + 32 * c;
-        st[c] = (c < nc && i < dk) ? S[i] : 0.0f;
-    }
     for (int mi = 0; mi < m; mi++) {
         const float *q = sm + (size_t)mi * per, *kk = q + dk, *bd = q + 2 * dk + nw;
         const float vj = q[2 * dk + warp];
@@ -1069,6 +1095,15 @@ static cudaError_t gemv_launch1(unsigned grid, int threads, size_t smem, const G
     return klaunch(k_gemv<MT, RPW>, dim3(grid), dim3(threads), smem, js, m, P, q, d, f, ldx);
 }
 
+template <int RPW>
+static cudaError_t gemv_launch(int MT, unsigned grid, int threads, size_t smem, const GJobs &js, int m, const Pro &P,
+                               const int8_t *q, const float *d, const float *f, int ldx) {
+    if (MT == 1) return gemv_launch1<1, RPW>(grid, threads, smem, js, m, P, q, d, f, ldx);
+    if (MT == 2) return gemv_launch1<2, RPW>(grid, threads, smem, js, m, P, q, d, f, ldx);
+    if (MT == 4) return gemv_launch1<4, RPW>(grid, threads, smem, js, m, P, q, d, f, ldx);
+    return gemv_launch1<8, RPW>(grid, threads, smem, js, m, P, q, d, f, ldx);
+}
+
 static int32_t gemv_smem_optin(void) {
     int dev = 0, mx = 0;
     CK(cudaGetDevice(&dev));
@@ -1079,18 +1114,30 @@ static int32_t gemv_smem_optin(void) {
 #define KC_OPT(MT, RPW) CK(cudaFuncSetAttribute(k_gemv<MT, RPW>, cudaFuncAttributeMaxDynamicSharedMemorySize, mx))
     KC_OPT(1, 1); KC_OPT(2, 1); KC_OPT(4, 1); KC_OPT(8, 1);
     KC_OPT(1, 2); KC_OPT(2, 2); KC_OPT(4, 2); KC_OPT(8, 2);
+    KC_OPT(1, 4); KC_OPT(2, 4); KC_OPT(4, 4); KC_OPT(8, 4);
 #undef KC_OPT
     g_smem_max = mx;
     return 0;
 }
 
 // gq/gd/gf: activations in global memory (P.mode == -1); otherwise the prologue builds them.
-static int32_t launch_gemv(GJobs js, int m, Pro P, const int8_t *gq, const float *gd, const float *gf, int ldx) {
+// Rows per warp: each lane keeps up to 4 weight blocks in flight (blocks b, b+32, ... of RPW
+// rows), and a matrix keeps at least 8 warps per SM. One row per warp left the wide matrices
+// with 1 KB in flight per warp and 2-3 waves of blocks (70 registers: 3 blocks per SM).
+static int gemv_rpw(const GJobs &js) {
     int rows = 0;
     for (int t = 0; t < js.nj; t++) rows += js.j[t].n;
-    const int RPW = rows > 16384 ? 2 : 1;
+    const int nb = js.j[0].k / 32;
+    const int per = nb > 96 ? 4 : (nb + 31) / 32; // blocks per lane and row
+    int RPW = per >= 3 ? 1 : 4 / per;
+    while (RPW > 1 && rows / RPW < g_sms * 8) RPW >>= 1;
+    return RPW;
+}
+
+static int32_t launch_gemv(GJobs js, int m, Pro P, const int8_t *gq, const float *gd, const float *gf, int ldx) {
+    const int RPW = gemv_rpw(js);
     const int threads = 256;
-    rows = 0;
+    int rows = 0;
     for (int t = 0; t < js.nj; t++) {
         js.j[t].row0 = rows;
         rows += (js.j[t].n + RPW - 1) / RPW * RPW;
@@ -1124,17 +1171,9 @@ static int32_t launch_gemv(GJobs js, int m, Pro P, const int8_t *gq, const float
         int MT = mc == 1 ? 1 : mc == 2 ? 2 : mc <= 4 ? 4 : 8;
         size_t smem = P.mode >= 0 ? pro_smem(MT, k, nh) : 0;
         cudaError_t e;
-        if (RPW == 1) {
-            if (MT == 1) e = gemv_launch1<1, 1>(grid, threads, smem, jc, mc, Pc, q, d, f, ldx);
-            else if (MT == 2) e = gemv_launch1<2, 1>(grid, threads, smem, jc, mc, Pc, q, d, f, ldx);
-            else if (MT == 4) e = gemv_launch1<4, 1>(grid, threads, smem, jc, mc, Pc, q, d, f, ldx);
-            else e = gemv_launch1<8, 1>(grid, threads, smem, jc, mc, Pc, q, d, f, ldx);
-        } else {
-            if (MT == 1) e = gemv_launch1<1, 2>(grid, threads, smem, jc, mc, Pc, q, d, f, ldx);
-            else if (MT == 2) e = gemv_launch1<2, 2>(grid, threads, smem, jc, mc, Pc, q, d, f, ldx);
-            else if (MT == 4) e = gemv_launch1<4, 2>(grid, threads, smem, jc, mc, Pc, q, d, f, ldx);
-            else e = gemv_launch1<8, 2>(grid, threads, smem, jc, mc, Pc, q, d, f, ldx);
-        }
+        if (RPW == 1) e = gemv_launch<1>(MT, grid, threads, smem, jc, mc, Pc, q, d, f, ldx);
+        else if (RPW == 2) e = gemv_launch<2>(MT, grid, threads, smem, jc, mc, Pc, q, d, f, ldx);
+        else e = gemv_launch<4>(MT, grid, threads, smem, jc, mc, Pc, q, d, f, ldx);
         CK(e);
     }
     return 0;
@@ -1179,7 +1218,8 @@ static int32_t gemv_in(kcuda_model *md, const GJobs &js, int m, const Pro &P) {
     const int k = js.j[0].k;
     // Quantize the activations once instead of in the prologue of every gemv block (whose
     // latency sat in front of every weight load, and whose cost grew with m): on the H200,
-    // everything else equal, 2.00 -> 1.38 ms per M=1 decode step (qwen35-0.8b Q8_0).
+    // everything else equal, 2.00 -> 1.38 ms per M=1 decode step (qwen35-0.8b Q8_0); measured
+    // again with the row tiles of gemv_rpw (one wave of blocks): 0.89 -> 1.50 ms with prologues.
     if (allq && m >= KC_ACTQ_MIN_M && (P.mode != 3 || P.hs % 32 == 0)) {
         dim3 g((unsigned)((k / 32 + KC_WARPS - 1) / KC_WARPS), (unsigned)m);
         CK(klaunch(k_actq, g, dim3(KC_THREADS), 0, P.mode, P.a, P.b, P.lda, P.w, P.hs, k, P.eps, md->xq, md->xd,
@@ -1220,7 +1260,7 @@ static int32_t forward_impl(kcuda_model *md, int m) {
         Layer &l = md->L[il];
         Pro pn = pro(1, md->x, nullptr, E, l.v[KCUDA_W_ATTN_NORM], 1, eps);
         if (l.rec) {
-            GJobs js;
+            GJobs js = {};
             js.nj = 4;
             js.j[0] = job(l.w[KCUDA_W_SSM_QKV], md->qkv, C, 0);
             js.j[1] = job(l.w[KCUDA_W_SSM_GATE], md->z, Hv * dv, 0);
@@ -1239,7 +1279,7 @@ static int32_t forward_impl(kcuda_model *md, int m) {
             js.j[0] = job(l.w[KCUDA_W_SSM_OUT], md->x, E, 1);
             CKS(gemv_in(md, js, m, pro(3, md->ybuf, md->z, Hv * dv, l.v[KCUDA_W_SSM_NORM], dv, eps)));
         } else {
-            GJobs js;
+            GJobs js = {};
             js.nj = 3;
             js.j[0] = job(l.w[KCUDA_W_ATTN_Q], md->qg, 2 * H * D, 0);
             js.j[1] = job(l.w[KCUDA_W_ATTN_K], md->kb, Hkv * D, 0);
@@ -1262,7 +1302,7 @@ static int32_t forward_impl(kcuda_model *md, int m) {
             js.j[0] = job(l.w[KCUDA_W_ATTN_OUTPUT], md->x, E, 1);
             CKS(gemv_in(md, js, m, pro(0, md->att, nullptr, H * D, nullptr, 1, eps)));
         }
-        GJobs js;
+        GJobs js = {};
         js.nj = 2;
         js.j[0] = job(l.w[KCUDA_W_FFN_GATE], md->gate, F, 0);
         js.j[1] = job(l.w[KCUDA_W_FFN_UP], md->up, F, 0);
@@ -1271,7 +1311,7 @@ static int32_t forward_impl(kcuda_model *md, int m) {
         js.j[0] = job(l.w[KCUDA_W_FFN_DOWN], md->x, E, 1);
         CKS(gemv_in(md, js, m, pro(2, md->gate, md->up, F, nullptr, 1, eps)));
     }
-    GJobs js;
+    GJobs js = {};
     js.nj = 1;
     js.j[0] = job(md->out.type >= 0 ? md->out : md->tok, md->logits, V, 0);
     Pro pf = pro(1, md->x, nullptr, E, md->out_norm, 1, eps);
@@ -1448,7 +1488,7 @@ KCUDA_API int32_t kcuda_gemm_gw(int32_t wtype, const void *w, int64_t w_bytes, i
     float *dy = (float *)((char *)dd + (db + 255) / 256 * 256);
     CK(cudaMemcpyAsync(dq, xq, qb, cudaMemcpyHostToDevice, g_stream));
     CK(cudaMemcpyAsync(dd, xd, db, cudaMemcpyHostToDevice, g_stream));
-    GJobs js;
+    GJobs js = {};
     js.nj = 1;
     js.j[0] = job(it->second.w, dy, n_out, 0);
     CKS(launch_gemv(js, m, pro(-1, nullptr, nullptr, 0, nullptr, 1, 0.0f), dq, dd, nullptr, k));

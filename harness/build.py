@@ -50,7 +50,22 @@ class BuildResult:
         return self.module.status in ("built", "up-to-date", "prebuilt")
 
     def to_json(self) -> dict[str, object]:
-        return asdict(self)
+        """The result, with the sha256 of the engine and module files as they are now (which
+        binaries a report's results came from)."""
+        doc = asdict(self)
+        doc["sha256"] = {"engine": file_sha256(self.engine_path), "module": file_sha256(self.module_path)}
+        return doc
+
+
+def file_sha256(path: str) -> str | None:
+    p = Path(path) if path else None
+    if p is None or not p.is_file():
+        return None
+    h = hashlib.sha256()
+    with p.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def find_nvcc() -> str | None:

@@ -256,9 +256,12 @@ def render_markdown(doc: dict[str, Any]) -> str:
     builds = doc.get("builds") or {}
     if builds:
         lines += ["## Builds", ""]
-        brows = [[n, b["engine"]["status"], b["module"]["status"],
+        def sha(b: dict[str, Any], part: str) -> str:
+            d = (b.get("sha256") or {}).get(part)
+            return d[:12] if isinstance(d, str) else ""
+        brows = [[n, b["engine"]["status"], b["module"]["status"], sha(b, "engine"), sha(b, "module"),
                   _clip(b["engine"].get("reason") or b["module"].get("reason") or "", 80)] for n, b in builds.items()]
-        lines += [_table(brows, ["build", "engine", "module", "note"]), ""]
+        lines += [_table(brows, ["build", "engine", "module", "engine sha256", "module sha256", "note"]), ""]
     lines += ["## Criteria digests", ""]
     drows = [[r["id"], r["file"], r["digest"][:23] + "…", r.get("registration", "")] for r in doc.get("results", [])]
     lines += [_table(drows, ["id", "file", "digest", "registration"]), ""]

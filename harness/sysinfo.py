@@ -102,16 +102,16 @@ def engine_info(engine: Path, info_args: list[str], timeout: float = 30.0) -> di
 
 
 def git_state(root: Path) -> dict[str, Any]:
-    """Commit and dirty flag. A copy of the tree without .git (e.g. shipped to a GPU machine) may
-    name its commit in KITE_GIT_COMMIT; the dirty flag is then unknown."""
+    """Commit and dirty flag. A copy of the tree run with prebuilt binaries (e.g. shipped to a GPU
+    machine) names the commit they were built from in KITE_GIT_COMMIT: that name wins over the
+    copy's own .git, which may be stale, and the dirty flag is then unknown."""
     given = os.environ.get("KITE_GIT_COMMIT", "").strip()
+    if given:
+        return {"commit": given, "short": given[:8], "dirty": None, "source": "KITE_GIT_COMMIT"}
     if not shutil.which("git") or not (root / ".git").exists():
-        return {"commit": given or None, "short": given[:8] or None, "dirty": None,
-                "source": "KITE_GIT_COMMIT" if given else None}
+        return {"commit": None, "short": None, "dirty": None, "source": None}
     r = run_process(["git", "-C", str(root), "rev-parse", "HEAD"], timeout=10)
     commit = r.stdout.strip() if r.ok else None
-    if commit is None and given:  # a .git without history: trust the named commit, dirty unknown
-        return {"commit": given, "short": given[:8], "dirty": None, "source": "KITE_GIT_COMMIT"}
     d = run_process(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"], timeout=10)
     return {"commit": commit, "short": commit[:8] if commit else None,
             "dirty": bool(d.stdout.strip()) if d.ok else None}

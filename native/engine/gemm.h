@@ -34,6 +34,15 @@ typedef struct kt_gemm_ctx {
 
 /* 0 on success, -1 when out of memory. x is [m][w->k], y is [m][w->n_out]. */
 int gemm_gw(kt_gemm_ctx *ctx, const kt_weight *w, const float *x, int m, float *y);
+/* n (1..4) weights that read the same x (the same k): the activations are quantized once and
+ * all their rows go out in one pool dispatch; y[q] is [m][w[q]->n_out]. */
+int gemm_gw_n(kt_gemm_ctx *ctx, int n, const kt_weight *const *w, float *const *y, const float *x,
+              int m);
+/* The SwiGLU input of ffn_down: y[i][r] = silu(gate_r . x_i) * (up_r . x_i), the two products
+ * and the element-wise step exactly as separate calls would do them; tmp [m][n_out] is scratch
+ * (it ends up holding the up values). gate and up have the same shape. */
+int gemm_gw_glu(kt_gemm_ctx *ctx, const kt_weight *gate, const kt_weight *up, const float *x,
+                int m, float *y, float *tmp);
 void gemm_ctx_free(kt_gemm_ctx *ctx);
 
 /* The slow reference: dequantized-free single-thread scalar kernels (selftest). */

@@ -205,6 +205,19 @@ static int vector(kt_model *md, int layer, int role, const char *name, int64_t n
     return 0;
 }
 
+/* [rows][cols] -> [cols][rows] in place (a float copy the model owns). */
+static int transpose_owned(float *v, int rows, int cols, char *err, size_t errlen) {
+    float *t = malloc((size_t)rows * cols * sizeof(float));
+    if (!t)
+        return errf(err, errlen, "out of memory");
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++)
+            t[(size_t)c * rows + r] = v[(size_t)r * cols + c];
+    memcpy(v, t, (size_t)rows * cols * sizeof(float));
+    free(t);
+    return 0;
+}
+
 static int load_tensors(kt_model *md, char *err, size_t errlen) {
     const kt_hparams *hp = &md->hp;
     const int E = hp->n_embd, H = hp->n_head, Hkv = hp->n_head_kv, D = hp->head_dim;
@@ -274,7 +287,8 @@ static int load_tensors(kt_model *md, char *err, size_t errlen) {
                 vector(md, il, KCUDA_W_SSM_NORM, "ssm_norm.weight", dv, 1, &L->ssm_norm, err,
                        errlen) ||
                 matrix(md, il, KCUDA_W_SSM_OUT, "ssm_out.weight", Hv * dv, E, &L->ssm_out, err,
-                       errlen))
+                       errlen) ||
+                transpose_owned((float *)L->ssm_conv1d, C, K, err, errlen))
                 return -1;
         } else {
             if (matrix(md, il, KCUDA_W_ATTN_Q, "attn_q.weight", E, 2 * H * D, &L->attn_q, err,
@@ -430,6 +444,7 @@ int kt_state_init(kt_state *st, const kt_model *md, char *err, size_t errlen) {
     if (C > big) big = C;
     if (F > big) big = F;
     size_t mix = HD > VD ? HD : VD;
+    const size_t nt = (size_t)kt_pool_size(md->pool); /* attention heads run on every thread */
     int ok = 1;
     memset(st, 0, sizeof *st);
     /* the largest buffers, in double to see an overflow of size_t before it happens */
@@ -456,9 +471,8 @@ int kt_state_init(kt_state *st, const kt_model *md, char *err, size_t errlen) {
     st->alpha = fbuf(M * hp->ssm_hv, &ok);
     st->mix = fbuf(M * mix, &ok);
     st->up = fbuf(M * F, &ok);
-    st->conv = fbuf(C, &ok);
-    st->scores = fbuf((size_t)hp->max_pos, &ok);
-    st->lanes = fbuf(32 * (size_t)hp->head_dim, &ok);
+    st->scores = fbuf(nt * hp->max_pos, &ok);
+    st->lanes = fbuf(nt * 32 * hp->head_dim, &ok);
     st->gemm.pool = md->pool;
     if (!ok) {
         kt_state_free(st);
@@ -489,7 +503,7 @@ void kt_state_free(kt_state *st) {
     free(st->k_cache); free(st->v_cache); free(st->conv_state); free(st->ssm_state);
     free(st->history); free(st->x); free(st->xn); free(st->out); free(st->big);
     free(st->k); free(st->v); free(st->z); free(st->beta); free(st->alpha); free(st->mix);
-    free(st->up); free(st->conv); free(st->scores); free(st->lanes);
+    free(st->up); free(st->scores); free(st->lanes);
     gemm_ctx_free(&st->gemm);
     memset(st, 0, sizeof *st);
 }

@@ -56,7 +56,7 @@ typedef struct kt_layer {
     kt_weight ssm_beta, ssm_alpha;                   /* [E -> Hv] */
     kt_weight ssm_out;    /* [Hv dv -> E] */
     const float *ssm_a, *ssm_dt_bias;                /* [Hv] */
-    const float *ssm_conv1d;                         /* [C][K], tap K-1 = current row */
+    const float *ssm_conv1d;  /* [K][C] (the file's [C][K] transposed at load), tap K-1 = current row */
     const float *ssm_norm;                           /* [dv] */
 } kt_layer;
 
@@ -114,9 +114,8 @@ typedef struct kt_state {
     float *beta, *alpha;       /* Hv */
     float *mix;                /* max(H D, Hv dv) */
     float *up;                 /* F */
-    float *conv;               /* C (one row) */
-    float *scores;             /* max_pos */
-    float *lanes;              /* 32 x Hkv D: the attention output lanes */
+    float *scores;             /* per pool thread: max_pos */
+    float *lanes;              /* per pool thread: 32 x D, the attention output lanes */
     kt_gemm_ctx gemm;
 } kt_state;
 

@@ -15,10 +15,16 @@
 #else
 #  define KITE_HAVE_AVX2_CODE 0
 #endif
+#if KITE_HAVE_AVX2_CODE
+#  define KITE_HAVE_AVX512_CODE 1
+#  define KT_AVX512 __attribute__((target("avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
+#else
+#  define KITE_HAVE_AVX512_CODE 0
+#endif
 
 static float f16_table[65536];
-static int cpu_avx2;
-static int simd_on;
+static int cpu_level;  /* the best QUANT_SIMD_* this CPU runs */
+static int simd_on;    /* the QUANT_SIMD_* in use */
 
 float quant_f16(uint16_t h) {
     return f16_table[h];
@@ -30,7 +36,7 @@ static uint16_t rd16(const uint8_t *p) {
 
 /* ---- activation quantization and dequantization ------------------------------------------ */
 
-void quantize_row_act(const float *x, int k, int8_t *q, float *d) {
+void quantize_row_act_scalar(const float *x, int k, int8_t *q, float *d) {
     for (int b = 0; b < k / QK; b++) {
         const float *xb = x + b * QK;
         float amax = 0.0f;
@@ -59,15 +65,23 @@ void act_prep_q4(const int8_t *q, int nb, int32_t *s, int8_t *p) {
             t += q[b * QK + i];
         s[b] = t;
     }
-    for (int g = 0; g + 8 <= nb; g += 8)
-        for (int j = 0; j < 4; j++) {
-            const int8_t *a = q + (size_t)(g + j) * QK, *c = q + (size_t)(g + j + 4) * QK;
-            int8_t *o = p + (size_t)g * QK + 64 * j;
-            memcpy(o, a, 16);
-            memcpy(o + 16, c, 16);
-            memcpy(o + 32, a + 16, 16);
-            memcpy(o + 48, c + 16, 16);
-        }
+    for (int g = 0; g + 8 <= nb; g += 8) {
+        int8_t *o = p + (size_t)g * QK;
+        if (simd_on >= QUANT_SIMD_AVX512) /* blocks 0-3 then 4-7: 64 bytes of low halves, 64 of high */
+            for (int j = 0; j < 8; j++) {
+                const int8_t *a = q + (size_t)(g + j) * QK;
+                memcpy(o + 128 * (j / 4) + 16 * (j % 4), a, 16);
+                memcpy(o + 128 * (j / 4) + 64 + 16 * (j % 4), a + 16, 16);
+            }
+        else /* per j < 4: low halves of blocks j and j + 4, then their high halves */
+            for (int j = 0; j < 4; j++) {
+                const int8_t *a = q + (size_t)(g + j) * QK, *c = q + (size_t)(g + j + 4) * QK;
+                memcpy(o + 64 * j, a, 16);
+                memcpy(o + 64 * j + 16, c, 16);
+                memcpy(o + 64 * j + 32, a + 16, 16);
+                memcpy(o + 64 * j + 48, c + 16, 16);
+            }
+    }
 }
 
 void dequant_row(int type, const void *row, int n, float *out) {
@@ -178,6 +192,16 @@ float dot_axpy_f32_scalar(float *s, const float *x, float a, const float *y, int
     for (int i = 0; i < n; i++)
         s[i] = s[i] + x[i] * a;
     return kite_dot_ref(s, y, n);
+}
+
+static void vec_silu_mul_scalar(float *y, const float *g, const float *u, int n) {
+    for (int i = 0; i < n; i++)
+        y[i] = kite_siluf(g[i]) * u[i];
+}
+
+static void vec_mul_silu_scalar(float *y, const float *a, const float *z, int n) {
+    for (int i = 0; i < n; i++)
+        y[i] = a[i] * kite_siluf(z[i]);
 }
 
 /* ---- AVX2 kernels: lanes 0-7, 8-15, 16-23, 24-31 in acc[0..3] ----------------------------- */
@@ -291,10 +315,7 @@ KT_AVX2 static float dot_q8_0_avx2(const void *w, const int8_t *xq, const float 
     if (b == nb)
         return butterfly32(acc0, acc1, acc2, acc3);
     float s[32];
-    _mm256_storeu_ps(s, acc0);
-    _mm256_storeu_ps(s + 8, acc1);
-    _mm256_storeu_ps(s + 16, acc2);
-    _mm256_storeu_ps(s + 24, acc3);
+    lanes_store(s, (const __m256[4]){acc0, acc1, acc2, acc3});
     for (; b < nb; b++) { /* the last nb % 8 blocks, as in the scalar kernel */
         const uint8_t *blk = p + (size_t)b * bb;
         const int8_t *qb = xq + b * QK;
@@ -347,6 +368,32 @@ KT_AVX2 static inline __attribute__((always_inline)) __m256 group8_q4(const uint
     return _mm256_mul_ps(_mm256_cvtepi32_ps(isum), scale);
 }
 
+/* Blocks b .. nb-1 (fewer than 8) into the lanes s, as in the scalar kernel, then the butterfly. */
+static float q4_tail(const uint8_t *p, const int8_t *xq, const float *xd, float *s, int b, int nb) {
+    for (; b < nb; b++) {
+        const uint8_t *blk = p + (size_t)b * Q4_0_BYTES;
+        const int8_t *qb = xq + b * QK;
+        int32_t isum = 0;
+        for (int j = 0; j < 16; j++)
+            isum += ((blk[2 + j] & 15) - 8) * qb[j] + ((blk[2 + j] >> 4) - 8) * qb[j + 16];
+        float scale = f16_table[rd16(blk)] * xd[b];
+        s[b & 31] = s[b & 31] + (float)isum * scale;
+    }
+    return kite_sum32_finish(s);
+}
+
+/* The 32 lanes after the 8-block groups: blocks b .. nb-1 (fewer than 8) added as in the scalar
+ * kernel, then the butterfly. */
+KT_AVX2 static inline float q4_finish(const uint8_t *p, const int8_t *xq, const float *xd,
+                                      __m256 acc0, __m256 acc1, __m256 acc2, __m256 acc3, int b,
+                                      int nb) {
+    if (b == nb)
+        return butterfly32(acc0, acc1, acc2, acc3);
+    float s[32];
+    lanes_store(s, (const __m256[4]){acc0, acc1, acc2, acc3});
+    return q4_tail(p, xq, xd, s, b, nb);
+}
+
 KT_AVX2 static float dot_q4_0_avx2(const void *w, const int8_t *xq, const float *xd,
                                    const int32_t *xs, const int8_t *xp, int nb) {
     const uint8_t *p = (const uint8_t *)w;
@@ -371,23 +418,7 @@ KT_AVX2 static float dot_q4_0_avx2(const void *w, const int8_t *xq, const float 
         acc2 = _mm256_add_ps(acc2, group8_q4(p, xp, xd, xs, b));
         b += 8;
     }
-    if (b == nb)
-        return butterfly32(acc0, acc1, acc2, acc3);
-    float s[32];
-    _mm256_storeu_ps(s, acc0);
-    _mm256_storeu_ps(s + 8, acc1);
-    _mm256_storeu_ps(s + 16, acc2);
-    _mm256_storeu_ps(s + 24, acc3);
-    for (; b < nb; b++) { /* the last nb % 8 blocks, as in the scalar kernel */
-        const uint8_t *blk = p + (size_t)b * Q4_0_BYTES;
-        const int8_t *qb = xq + b * QK;
-        int32_t isum = 0;
-        for (int j = 0; j < 16; j++)
-            isum += ((blk[2 + j] & 15) - 8) * qb[j] + ((blk[2 + j] >> 4) - 8) * qb[j + 16];
-        float scale = f16_table[rd16(blk)] * xd[b];
-        s[b & 31] = s[b & 31] + (float)isum * scale;
-    }
-    return kite_sum32_finish(s);
+    return q4_finish(p, xq, xd, acc0, acc1, acc2, acc3, b, nb);
 }
 
 #define FLOAT_DOT_AVX2(NAME, LOAD, SCALAR_ELEM)                                                \
@@ -447,6 +478,15 @@ KT_AVX2 static float dot_update_avx2(float *s, const float *x, float a, const fl
     return kite_sum32_finish(l);
 }
 
+KT_AVX2 static void vec_mul_add_avx2(float *y, const float *a, const float *b, int n) {
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i),
+                                              _mm256_mul_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i))));
+    for (; i < n; i++)
+        y[i] = y[i] + a[i] * b[i];
+}
+
 KT_AVX2 static void vec_add_scaled_avx2(float *y, const float *x, float a, int n) {
     const __m256 av = _mm256_set1_ps(a);
     int i = 0;
@@ -457,7 +497,217 @@ KT_AVX2 static void vec_add_scaled_avx2(float *y, const float *x, float a, int n
         y[i] = y[i] + x[i] * a;
 }
 
+/* kite_expf on 8 lanes: the same operations in the same order (no FMA in this target), the
+ * range checks as blends. Lanes out of range compute garbage that the blends drop. */
+KT_AVX2 static inline __m256 expf8(__m256 x) {
+    const __m256 one = _mm256_set1_ps(1.0f);
+    __m256 kf = _mm256_floor_ps(_mm256_add_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269502162933349609f)),
+                                              _mm256_set1_ps(0.5f)));
+    __m256 r = _mm256_sub_ps(x, _mm256_mul_ps(kf, _mm256_set1_ps(0.693359375f)));
+    r = _mm256_sub_ps(r, _mm256_mul_ps(kf, _mm256_set1_ps(-2.12194440e-4f)));
+    __m256 z = _mm256_mul_ps(r, r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(5.0000001201e-1f));
+    __m256 y = _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(p, z), r), one);
+    /* n1 = n / 2 rounded toward zero as in C, n2 = n - n1; 2^n as exponent bits */
+    __m256i n = _mm256_cvttps_epi32(kf);
+    __m256i n1 = _mm256_srai_epi32(_mm256_sub_epi32(n, _mm256_srai_epi32(n, 31)), 1);
+    __m256i n2 = _mm256_sub_epi32(n, n1);
+    const __m256i bias = _mm256_set1_epi32(127);
+    y = _mm256_mul_ps(y, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23)));
+    y = _mm256_mul_ps(y, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23)));
+    y = _mm256_blendv_ps(y, _mm256_setzero_ps(),
+                         _mm256_cmp_ps(x, _mm256_set1_ps(-103.972084045410156f), _CMP_LT_OQ));
+    y = _mm256_blendv_ps(y, _mm256_castsi256_ps(_mm256_set1_epi32(0x7f800000)),
+                         _mm256_cmp_ps(x, _mm256_set1_ps(88.72283935546875f), _CMP_GT_OQ));
+    return _mm256_blendv_ps(y, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+
+/* kite_siluf on 8 lanes: x * (1 / (1 + exp(-x))), -x a sign flip as in C. */
+KT_AVX2 static inline __m256 silu8(__m256 x) {
+    const __m256 one = _mm256_set1_ps(1.0f);
+    __m256 e = expf8(_mm256_xor_ps(x, _mm256_set1_ps(-0.0f)));
+    return _mm256_mul_ps(x, _mm256_div_ps(one, _mm256_add_ps(one, e)));
+}
+
+/* mode 0: y = silu(a); 1: y = silu(a) * b; 2: y = a * silu(b) (the operand order of the C). */
+KT_AVX2 static void vec_silu_avx2(float *y, const float *a, const float *b, int n, int mode) {
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 va = _mm256_loadu_ps(a + i);
+        __m256 v = mode == 2 ? _mm256_mul_ps(va, silu8(_mm256_loadu_ps(b + i))) : silu8(va);
+        if (mode == 1)
+            v = _mm256_mul_ps(v, _mm256_loadu_ps(b + i));
+        _mm256_storeu_ps(y + i, v);
+    }
+    for (; i < n; i++)
+        y[i] = mode == 0 ? kite_siluf(a[i]) : mode == 1 ? kite_siluf(a[i]) * b[i] : a[i] * kite_siluf(b[i]);
+}
+
+/* quantize_row_act per block of 32: the max of |x| (exact in any order; max_ps(v, m) keeps m
+ * when v is NaN, as the scalar compare does), rounding in the current mode like rintf, the clamp,
+ * NaN to 0; then the 32 int32 packed to int8 in order. */
+KT_AVX2 static void quantize_row_act_avx2(const float *x, int k, int8_t *q, float *d) {
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    const __m256 lim = _mm256_set1_ps(127.0f), nlim = _mm256_set1_ps(-127.0f);
+    for (int b = 0; b < k / QK; b++) {
+        const float *xb = x + b * QK;
+        __m256 v[4], mx = _mm256_setzero_ps();
+        for (int j = 0; j < 4; j++) {
+            v[j] = _mm256_loadu_ps(xb + 8 * j);
+            mx = _mm256_max_ps(_mm256_and_ps(v[j], absmask), mx);
+        }
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
+        float db = _mm_cvtss_f32(m4) / 127.0f;
+        float id = db != 0.0f ? 1.0f / db : 0.0f;
+        const __m256 idv = _mm256_set1_ps(id);
+        __m256i iv[4];
+        for (int j = 0; j < 4; j++) {
+            __m256 r = _mm256_round_ps(_mm256_mul_ps(v[j], idv), _MM_FROUND_CUR_DIRECTION);
+            __m256 nan = _mm256_cmp_ps(r, r, _CMP_UNORD_Q);
+            r = _mm256_min_ps(_mm256_max_ps(r, nlim), lim);
+            iv[j] = _mm256_cvtps_epi32(_mm256_andnot_ps(nan, r));
+        }
+        __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(iv[0], iv[1]), _mm256_packs_epi32(iv[2], iv[3]));
+        p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        _mm256_storeu_si256((__m256i *)(q + b * QK), p);
+        d[b] = db;
+    }
+}
+
 #endif /* KITE_HAVE_AVX2_CODE */
+
+/* ---- AVX-512 VNNI kernels (the block dots only; the float steps are the AVX2 ones) ---------- */
+
+#if KITE_HAVE_AVX512_CODE
+
+/* Word indexes into two zmm (64 words) holding bytes [0, 128) or [64, 144) of a group of 8
+ * Q4_0 blocks (block j at byte 18 j: its f16 scale, then 16 bytes = 8 words of nibbles). */
+static uint16_t q4_idx_lo[32], q4_idx_hi[32], q4_idx_scale[32];
+
+static void q4_idx_init(void) {
+    for (int w = 0; w < 32; w++) {
+        q4_idx_lo[w] = (uint16_t)(9 * (w / 8) + 1 + w % 8);  /* blocks 0-3 from bytes [0, 128) */
+        int hw = 37 + 9 * (w / 8) + w % 8;                 /* blocks 4-7: group word index */
+        q4_idx_hi[w] = (uint16_t)(hw < 64 ? hw - 32 : hw - 8); /* bytes [64, 128) then [80, 144) */
+        q4_idx_scale[w] = (uint16_t)(w < 8 ? 9 * w : 0);   /* the 8 scales */
+    }
+}
+
+/* Q4_0, 8 blocks: the same p_b as group8_q4. Three loads inside the group's 144 bytes; word
+ * permutes put the nibbles of blocks 0-3 and 4-7 into one zmm each (block j in 128-bit lane
+ * j % 4), and the scales into 8 words. vpdpbusd adds the unsigned nibble times signed
+ * activation products 4 at a time into int32 (exact); act_prep_q4 laid out the activations as
+ * [low halves of blocks 0-3 | their high halves | the same for blocks 4-7]. Then the 4 dwords
+ * of each block are summed and the 8 sums put in block order. */
+KT_AVX512 static inline __attribute__((always_inline)) __m256 group8_q4_512(
+    const uint8_t *p, const int8_t *xp, const float *xd, const int32_t *xs, int b0, __m512i ilo,
+    __m512i ihi, __m512i isc) {
+    const uint8_t *blk = p + (size_t)b0 * Q4_0_BYTES;
+    const int8_t *x = xp + (size_t)b0 * QK;
+    const __m512i m4 = _mm512_set1_epi8(15);
+    _mm_prefetch((const char *)blk + KT_PREFETCH_Q4, _MM_HINT_T0);
+    _mm_prefetch((const char *)blk + KT_PREFETCH_Q4 + 64, _MM_HINT_T0);
+    _mm_prefetch((const char *)blk + KT_PREFETCH_Q4 + 128, _MM_HINT_T0);
+    __m512i z0 = _mm512_loadu_si512(blk), z1 = _mm512_loadu_si512(blk + 64);
+    __m512i z2 = _mm512_loadu_si512(blk + 80);
+    __m512i v0 = _mm512_permutex2var_epi16(z0, ilo, z1);
+    __m512i v1 = _mm512_permutex2var_epi16(z1, ihi, z2);
+    __m512i a = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(v0, m4),
+                                    _mm512_loadu_si512(x));
+    a = _mm512_dpbusd_epi32(a, _mm512_and_si512(_mm512_srli_epi16(v0, 4), m4), _mm512_loadu_si512(x + 64));
+    __m512i b = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(v1, m4),
+                                    _mm512_loadu_si512(x + 128));
+    b = _mm512_dpbusd_epi32(b, _mm512_and_si512(_mm512_srli_epi16(v1, 4), m4), _mm512_loadu_si512(x + 192));
+    /* lane l: [a0 + a2, b0 + b2, a1 + a3, b1 + b3], then [A, B, A, B]: block l and block l + 4 */
+    __m512i t = _mm512_add_epi32(_mm512_unpacklo_epi32(a, b), _mm512_unpackhi_epi32(a, b));
+    t = _mm512_add_epi32(t, _mm512_shuffle_epi32(t, _MM_PERM_BADC));
+    __m256i isum = _mm512_castsi512_si256(_mm512_permutexvar_epi32(
+        _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0), t));
+    isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(xs + b0)), 3));
+    __m128i wd = _mm512_castsi512_si128(_mm512_permutex2var_epi16(z0, isc, z1));
+    __m256 scale = _mm256_mul_ps(_mm256_cvtph_ps(wd), _mm256_loadu_ps(xd + b0));
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(isum), scale);
+}
+
+KT_AVX512 static float dot_q4_0_avx512(const void *w, const int8_t *xq, const float *xd,
+                                       const int32_t *xs, const int8_t *xp, int nb) {
+    const uint8_t *p = (const uint8_t *)w;
+    const __m512i ilo = _mm512_loadu_si512(q4_idx_lo), ihi = _mm512_loadu_si512(q4_idx_hi);
+    const __m512i isc = _mm512_loadu_si512(q4_idx_scale);
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    __m256 acc2 = _mm256_setzero_ps(), acc3 = _mm256_setzero_ps();
+    int b = 0;
+#define KT_G(B) group8_q4_512(p, xp, xd, xs, (B), ilo, ihi, isc)
+    for (; b + 32 <= nb; b += 32) {
+        acc0 = _mm256_add_ps(acc0, KT_G(b));
+        acc1 = _mm256_add_ps(acc1, KT_G(b + 8));
+        acc2 = _mm256_add_ps(acc2, KT_G(b + 16));
+        acc3 = _mm256_add_ps(acc3, KT_G(b + 24));
+    }
+    if (b + 8 <= nb) {
+        acc0 = _mm256_add_ps(acc0, KT_G(b));
+        b += 8;
+    }
+    if (b + 8 <= nb) {
+        acc1 = _mm256_add_ps(acc1, KT_G(b));
+        b += 8;
+    }
+    if (b + 8 <= nb) {
+        acc2 = _mm256_add_ps(acc2, KT_G(b));
+        b += 8;
+    }
+#undef KT_G
+    return q4_finish(p, xq, xd, acc0, acc1, acc2, acc3, b, nb);
+}
+
+/* Two rows, p and p + rb, interleaved group by group: twice the independent work in flight,
+ * the same operations per row as dot_q4_0_avx512. */
+KT_AVX512 static void dot2_q4_0_avx512(const uint8_t *p, size_t rb, const int8_t *xq,
+                                       const float *xd, const int32_t *xs, const int8_t *xp,
+                                       int nb, float *out) {
+    const uint8_t *q = p + rb;
+    const __m512i ilo = _mm512_loadu_si512(q4_idx_lo), ihi = _mm512_loadu_si512(q4_idx_hi);
+    const __m512i isc = _mm512_loadu_si512(q4_idx_scale);
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps();
+    __m256 a3 = _mm256_setzero_ps(), c0 = _mm256_setzero_ps(), c1 = _mm256_setzero_ps();
+    __m256 c2 = _mm256_setzero_ps(), c3 = _mm256_setzero_ps();
+    int b = 0;
+#define KT_G2(A, C, B)                                                                         \
+    do {                                                                                       \
+        A = _mm256_add_ps(A, group8_q4_512(p, xp, xd, xs, (B), ilo, ihi, isc));                \
+        C = _mm256_add_ps(C, group8_q4_512(q, xp, xd, xs, (B), ilo, ihi, isc));                \
+    } while (0)
+    for (; b + 32 <= nb; b += 32) {
+        KT_G2(a0, c0, b);
+        KT_G2(a1, c1, b + 8);
+        KT_G2(a2, c2, b + 16);
+        KT_G2(a3, c3, b + 24);
+    }
+    if (b + 8 <= nb) {
+        KT_G2(a0, c0, b);
+        b += 8;
+    }
+    if (b + 8 <= nb) {
+        KT_G2(a1, c1, b);
+        b += 8;
+    }
+    if (b + 8 <= nb) {
+        KT_G2(a2, c2, b);
+        b += 8;
+    }
+#undef KT_G2
+    out[0] = q4_finish(p, xq, xd, a0, a1, a2, a3, b, nb);
+    out[1] = q4_finish(q, xq, xd, c0, c1, c2, c3, b, nb);
+}
+
+#endif /* KITE_HAVE_AVX512_CODE */
 
 /* ---- dispatch ----------------------------------------------------------------------------- */
 
@@ -470,16 +720,29 @@ void quant_init(void) {
         /* f16c through cpuid: clang 14 rejects __builtin_cpu_supports("f16c") */
         unsigned a = 0, b = 0, c = 0, d = 0;
         int f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
-        cpu_avx2 = __builtin_cpu_supports("avx2") && f16c;
+        if (__builtin_cpu_supports("avx2") && f16c)
+            cpu_level = QUANT_SIMD_AVX2;
     }
 #endif
-    simd_on = cpu_avx2;
+#if KITE_HAVE_AVX512_CODE
+    /* these report 0 unless the OS saves the zmm state too */
+    if (cpu_level == QUANT_SIMD_AVX2 && __builtin_cpu_supports("avx512f") &&
+        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("avx512vnni")) {
+        q4_idx_init();
+        cpu_level = QUANT_SIMD_AVX512;
+    }
+#endif
+    simd_on = cpu_level;
 }
 
-int quant_have_avx2(void) { return cpu_avx2; }
-void quant_use_simd(int on) { simd_on = on && cpu_avx2; }
+int quant_have_avx2(void) { return cpu_level >= QUANT_SIMD_AVX2; }
+int quant_simd_max(void) { return cpu_level; }
+void quant_use_simd(int level) { simd_on = level < 0 ? 0 : level < cpu_level ? level : cpu_level; }
 int quant_simd_active(void) { return simd_on; }
-const char *quant_simd_name(void) { return simd_on ? "avx2" : "scalar"; }
+const char *quant_simd_name(void) {
+    return simd_on >= QUANT_SIMD_AVX512 ? "avx512vnni" : simd_on ? "avx2" : "scalar";
+}
 
 float dot_q8_0(const void *w, const int8_t *xq, const float *xd, int nb) {
 #if KITE_HAVE_AVX2_CODE
@@ -491,6 +754,10 @@ float dot_q8_0(const void *w, const int8_t *xq, const float *xd, int nb) {
 
 float dot_q4_0(const void *w, const int8_t *xq, const float *xd, const int32_t *xs,
                const int8_t *xp, int nb) {
+#if KITE_HAVE_AVX512_CODE
+    if (simd_on >= QUANT_SIMD_AVX512)
+        return dot_q4_0_avx512(w, xq, xd, xs, xp, nb);
+#endif
 #if KITE_HAVE_AVX2_CODE
     if (simd_on)
         return dot_q4_0_avx2(w, xq, xd, xs, xp, nb);
@@ -500,53 +767,109 @@ float dot_q4_0(const void *w, const int8_t *xq, const float *xd, const int32_t *
     return dot_q4_0_scalar(w, xq, xd, nb);
 }
 
-float dot_f32(const float *w, const float *x, int n) {
-#if KITE_HAVE_AVX2_CODE
-    if (simd_on)
-        return dot_f32_avx2(w, x, n);
+#ifndef KT_STREAMS
+#  define KT_STREAMS 2
 #endif
-    return dot_f32_scalar(w, x, n);
+/* Rows i, h + i, 2 h + i, ... go together (h = n / KT_STREAMS): several streams through memory
+ * keep more lines in flight than one (the hardware prefetch alone does not), and each row is
+ * computed as alone. */
+void dot_q4_0_rows(const void *w, size_t row_bytes, int n, const int8_t *xq, const float *xd,
+                   const int32_t *xs, const int8_t *xp, int nb, float *y) {
+    const uint8_t *p = (const uint8_t *)w;
+    const int h = n / KT_STREAMS;
+    const size_t gap = (size_t)h * row_bytes;
+    for (int i = 0; i < h; i++)
+        for (int k = 0; k < KT_STREAMS; k += 2) {
+            const uint8_t *a = p + (size_t)(k * h + i) * row_bytes;
+#if KITE_HAVE_AVX512_CODE
+            if (simd_on >= QUANT_SIMD_AVX512) {
+                float o[2];
+                dot2_q4_0_avx512(a, gap, xq, xd, xs, xp, nb, o);
+                y[k * h + i] = o[0];
+                y[(k + 1) * h + i] = o[1];
+                continue;
+            }
+#endif
+            y[k * h + i] = dot_q4_0(a, xq, xd, xs, xp, nb);
+            y[(k + 1) * h + i] = dot_q4_0(a + gap, xq, xd, xs, xp, nb);
+        }
+    for (int r = KT_STREAMS * h; r < n; r++)
+        y[r] = dot_q4_0(p + (size_t)r * row_bytes, xq, xd, xs, xp, nb);
+}
+
+void dot_q8_0_rows(const void *w, size_t row_bytes, int n, const int8_t *xq, const float *xd,
+                   int nb, float *y) {
+    const uint8_t *p = (const uint8_t *)w;
+    const int h = n / KT_STREAMS;
+    for (int i = 0; i < h; i++)
+        for (int k = 0; k < KT_STREAMS; k++)
+            y[k * h + i] = dot_q8_0(p + (size_t)(k * h + i) * row_bytes, xq, xd, nb);
+    for (int r = KT_STREAMS * h; r < n; r++)
+        y[r] = dot_q8_0(p + (size_t)r * row_bytes, xq, xd, nb);
+}
+
+/* The AVX2 kernel when it is compiled in and enabled, else the portable one: the same bytes. */
+#if KITE_HAVE_AVX2_CODE
+#define AVX2_OR(avx2_call, portable_call) (simd_on ? (avx2_call) : (portable_call))
+#else
+#define AVX2_OR(avx2_call, portable_call) (portable_call)
+#endif
+
+static void vec_add_scaled_scalar(float *y, const float *x, float a, int n) {
+    for (int i = 0; i < n; i++)
+        y[i] = y[i] + x[i] * a;
+}
+
+static void vec_silu_scalar(float *y, const float *x, int n) {
+    for (int i = 0; i < n; i++)
+        y[i] = kite_siluf(x[i]);
+}
+
+static void vec_mul_add_scalar(float *y, const float *a, const float *b, int n) {
+    for (int i = 0; i < n; i++)
+        y[i] = y[i] + a[i] * b[i];
+}
+
+float dot_f32(const float *w, const float *x, int n) {
+    return AVX2_OR(dot_f32_avx2(w, x, n), dot_f32_scalar(w, x, n));
 }
 
 float dot_f16(const uint16_t *w, const float *x, int n) {
-#if KITE_HAVE_AVX2_CODE
-    if (simd_on)
-        return dot_f16_avx2(w, x, n);
-#endif
-    return dot_f16_scalar(w, x, n);
+    return AVX2_OR(dot_f16_avx2(w, x, n), dot_f16_scalar(w, x, n));
 }
 
 float dot_bf16(const uint16_t *w, const float *x, int n) {
-#if KITE_HAVE_AVX2_CODE
-    if (simd_on)
-        return dot_bf16_avx2(w, x, n);
-#endif
-    return dot_bf16_scalar(w, x, n);
+    return AVX2_OR(dot_bf16_avx2(w, x, n), dot_bf16_scalar(w, x, n));
 }
 
 float dot_scale_f32(float *s, float a, const float *x, int n) {
-#if KITE_HAVE_AVX2_CODE
-    if (simd_on)
-        return dot_update_avx2(s, NULL, a, x, n, 0);
-#endif
-    return dot_scale_f32_scalar(s, a, x, n);
+    return AVX2_OR(dot_update_avx2(s, NULL, a, x, n, 0), dot_scale_f32_scalar(s, a, x, n));
 }
 
 float dot_axpy_f32(float *s, const float *x, float a, const float *y, int n) {
-#if KITE_HAVE_AVX2_CODE
-    if (simd_on)
-        return dot_update_avx2(s, x, a, y, n, 1);
-#endif
-    return dot_axpy_f32_scalar(s, x, a, y, n);
+    return AVX2_OR(dot_update_avx2(s, x, a, y, n, 1), dot_axpy_f32_scalar(s, x, a, y, n));
 }
 
 void vec_add_scaled(float *y, const float *x, float a, int n) {
-#if KITE_HAVE_AVX2_CODE
-    if (simd_on) {
-        vec_add_scaled_avx2(y, x, a, n);
-        return;
-    }
-#endif
-    for (int i = 0; i < n; i++)
-        y[i] = y[i] + x[i] * a;
+    AVX2_OR(vec_add_scaled_avx2(y, x, a, n), vec_add_scaled_scalar(y, x, a, n));
+}
+
+void quantize_row_act(const float *x, int k, int8_t *q, float *d) {
+    AVX2_OR(quantize_row_act_avx2(x, k, q, d), quantize_row_act_scalar(x, k, q, d));
+}
+
+void vec_silu_mul(float *y, const float *g, const float *u, int n) {
+    AVX2_OR(vec_silu_avx2(y, g, u, n, 1), vec_silu_mul_scalar(y, g, u, n));
+}
+
+void vec_mul_silu(float *y, const float *a, const float *z, int n) {
+    AVX2_OR(vec_silu_avx2(y, a, z, n, 2), vec_mul_silu_scalar(y, a, z, n));
+}
+
+void vec_silu(float *y, const float *x, int n) {
+    AVX2_OR(vec_silu_avx2(y, x, NULL, n, 0), vec_silu_scalar(y, x, n));
+}
+
+void vec_mul_add(float *y, const float *a, const float *b, int n) {
+    AVX2_OR(vec_mul_add_avx2(y, a, b, n), vec_mul_add_scalar(y, a, b, n));
 }

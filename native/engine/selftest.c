@@ -502,30 +502,120 @@ static void test_math(void) {
 
 /* ---- kernels ---------------------------------------------------------------------------------- */
 
+/* The dispatched quantized dots at one SIMD level against the scalar kernels (bytes) and a
+ * double reference; the activations are prepared under that level. */
+static void test_kernels_quant(int level, const float *x, const float *wf, int n) {
+    int8_t xq[32 * 72], xp[32 * 72];
+    float xd[72], y2[2];
+    int32_t xs[72];
+    quant_use_simd(level);
+    quantize_row_act(x, n, xq, xd);
+    act_prep_q4(xq, n / 32, xs, xp);
+    const char *lname = level >= QUANT_SIMD_AVX512 ? "avx512" : level ? "avx2" : "dispatch";
+    for (int t = 0; t < 2; t++) {
+        const int type = t ? GGUF_T_Q4_0 : GGUF_T_Q8_0;
+        buf b = {0};
+        put_row(&b, type, wf, n);
+        put_row(&b, type, x, n); /* a second row for the two-row kernels */
+        const size_t rb = (size_t)gguf_row_bytes(type, n);
+        float *wd = malloc(sizeof(float) * (size_t)n);
+        dequant_row(type, b.p, n, wd);
+        int lens[5] = {n, 37 * 32, 31 * 32, 8 * 32, 32};
+        int same = 1;
+        double rel = 0.0;
+        for (int li = 0; li < 5; li++) {
+            int nb = lens[li] / 32;
+            float a = type == GGUF_T_Q8_0 ? dot_q8_0(b.p, xq, xd, nb) : dot_q4_0(b.p, xq, xd, xs, xp, nb);
+            float s = type == GGUF_T_Q8_0 ? dot_q8_0_scalar(b.p, xq, xd, nb) : dot_q4_0_scalar(b.p, xq, xd, nb);
+            float s2 = type == GGUF_T_Q8_0 ? dot_q8_0_scalar(b.p + rb, xq, xd, nb)
+                                          : dot_q4_0_scalar(b.p + rb, xq, xd, nb);
+            if (type == GGUF_T_Q8_0)
+                dot_q8_0_rows(b.p, rb, 2, xq, xd, nb, y2);
+            else
+                dot_q4_0_rows(b.p, rb, 2, xq, xd, xs, xp, nb, y2);
+            same &= kite_f32_bits(a) == kite_f32_bits(s) && kite_f32_bits(y2[0]) == kite_f32_bits(s) &&
+                    kite_f32_bits(y2[1]) == kite_f32_bits(s2);
+            double ref = 0.0, mag = 0.0;
+            for (int i = 0; i < lens[li]; i++) {
+                ref += (double)wd[i] * (double)xq[i] * (double)xd[i / 32];
+                mag += fabs((double)wd[i] * (double)xq[i] * (double)xd[i / 32]);
+            }
+            double r = fabs((double)s - ref) / (mag > 0 ? mag : 1.0);
+            rel = r > rel ? r : rel;
+        }
+        char name[64];
+        snprintf(name, sizeof name, "dot_%s_%s_vs_scalar", t ? "q4_0" : "q8_0", lname);
+        check(same, name, "bytes differ");
+        if (level == quant_simd_max()) {
+            snprintf(name, sizeof name, "dot_%s_vs_double", t ? "q4_0" : "q8_0");
+            check(rel < 1e-5, name, "relative error %.3g", rel);
+        }
+        free(wd);
+        free(b.p);
+    }
+    quant_use_simd(QUANT_SIMD_BEST);
+}
+
+/* Element-wise SIMD steps against their scalar forms: activation quantization and SiLU, over
+ * values that reach every range check of kite_expf (and NaN, inf, zero). */
+static void test_elementwise(const float *x, int n) {
+    enum { N = 32 * 9 };
+    float v[N], a[N], y1[N], y2[N], d1[9], d2[9];
+    int8_t q1[N], q2[N];
+    for (int i = 0; i < N; i++) {
+        v[i] = i < 64 ? rng_uniform(-120.0f, 120.0f) : x[i % n] * (float)(1 + i % 7);
+        a[i] = rng_uniform(-2.0f, 2.0f);
+    }
+    const float special[] = {0.0f, -0.0f, 1e-30f, -1e-30f, 88.7f, 88.8f, -103.9f, -104.0f, 1e30f, -1e30f};
+    for (int i = 0; i < (int)(sizeof special / sizeof special[0]); i++)
+        v[64 + i] = special[i];
+    v[80] = kite_bits_f32(0x7f800000u);
+    v[81] = kite_bits_f32(0xff800000u);
+    v[82] = kite_bits_f32(0x7fc00000u);
+    for (int i = 96; i < 128; i++) /* one block of zeros: d = 0 */
+        v[i] = 0.0f;
+    v[130] = kite_bits_f32(0x7fc00000u); /* a NaN inside a block: its q is 0 */
+    quant_use_simd(QUANT_SIMD_BEST);
+    quantize_row_act(v, N, q1, d1);
+    quantize_row_act_scalar(v, N, q2, d2);
+    check(memcmp(q1, q2, N) == 0 && memcmp(d1, d2, sizeof d1) == 0, "quantize_act_vs_scalar",
+          "bytes differ");
+    int ok = 1;
+    for (int mode = 0; mode < 3; mode++) {
+        for (int len = N - 3; len <= N; len += 3) {
+            if (mode == 0)
+                vec_silu(y1, v, len);
+            else if (mode == 1)
+                vec_silu_mul(y1, v, a, len);
+            else
+                vec_mul_silu(y1, a, v, len);
+            for (int i = 0; i < len; i++) {
+                y2[i] = mode == 0 ? kite_siluf(v[i]) : mode == 1 ? kite_siluf(v[i]) * a[i] : a[i] * kite_siluf(v[i]);
+                /* a NaN's sign and payload follow the compiler's operand order: NaN is all we ask */
+                ok &= kite_f32_bits(y1[i]) == kite_f32_bits(y2[i]) || (y1[i] != y1[i] && y2[i] != y2[i]);
+            }
+        }
+    }
+    check(ok, "silu_vs_scalar", "bytes differ");
+}
+
 static void test_kernels(void) {
     const int n = 32 * 72; /* 72 blocks: 2 x 32 + 8, no tail; shorter lengths below have tails */
     float *x = malloc(sizeof(float) * n), *wf = malloc(sizeof(float) * n);
-    int8_t xq[32 * 72];
-    float xd[72];
-    int32_t xs[72];
-    int8_t xp[32 * 72];
     for (int i = 0; i < n; i++) {
         x[i] = rng_uniform(-2.0f, 2.0f);
         wf[i] = rng_uniform(-1.0f, 1.0f);
     }
-    quantize_row_act(x, n, xq, xd);
-    act_prep_q4(xq, n / 32, xs, xp);
+    for (int level = quant_simd_max() ? QUANT_SIMD_AVX2 : 0; level <= quant_simd_max(); level++)
+        test_kernels_quant(level, x, wf, n);
+    test_elementwise(x, n);
     int have = quant_have_avx2();
-    const char *types[5] = {"f32", "f16", "bf16", "q8_0", "q4_0"};
-    int tids[5] = {GGUF_T_F32, GGUF_T_F16, GGUF_T_BF16, GGUF_T_Q8_0, GGUF_T_Q4_0};
-    for (int t = 0; t < 5; t++) {
+    const char *types[3] = {"f32", "f16", "bf16"};
+    int tids[3] = {GGUF_T_F32, GGUF_T_F16, GGUF_T_BF16};
+    for (int t = 0; t < 3; t++) {
         buf b = {0};
         put_row(&b, tids[t], wf, n);
-        int lens[5] = {n, 37 * 32, 31 * 32, 8 * 32, 32};
-        if (tids[t] < 2 || tids[t] == GGUF_T_BF16) {
-            lens[1] = n - 3;
-            lens[4] = 7;
-        }
+        int lens[5] = {n, n - 3, 31 * 32, 8 * 32, 7};
         int same = 1;
         double rel = 0.0;
         for (int li = 0; li < 5; li++) {
@@ -534,27 +624,15 @@ static void test_kernels(void) {
             double ref = 0.0, mag = 0.0;
             float *wd = malloc(sizeof(float) * (size_t)n);
             dequant_row(tids[t], b.p, n, wd);
-            if (tids[t] == GGUF_T_Q8_0 || tids[t] == GGUF_T_Q4_0) {
-                quant_use_simd(1);
-                a = tids[t] == GGUF_T_Q8_0 ? dot_q8_0(b.p, xq, xd, len / 32) : dot_q4_0(b.p, xq, xd, xs, xp, len / 32);
-                s = tids[t] == GGUF_T_Q8_0 ? dot_q8_0_scalar(b.p, xq, xd, len / 32)
-                                          : dot_q4_0_scalar(b.p, xq, xd, len / 32);
-                for (int i = 0; i < len; i++) {
-                    ref += (double)wd[i] * (double)xq[i] * (double)xd[i / 32];
-                    mag += fabs((double)wd[i] * (double)xq[i] * (double)xd[i / 32]);
-                }
-            } else {
-                quant_use_simd(1);
-                a = tids[t] == GGUF_T_F32 ? dot_f32((const float *)b.p, x, len)
-                    : tids[t] == GGUF_T_F16 ? dot_f16((const uint16_t *)b.p, x, len)
-                                            : dot_bf16((const uint16_t *)b.p, x, len);
-                s = tids[t] == GGUF_T_F32 ? dot_f32_scalar((const float *)b.p, x, len)
-                    : tids[t] == GGUF_T_F16 ? dot_f16_scalar((const uint16_t *)b.p, x, len)
-                                            : dot_bf16_scalar((const uint16_t *)b.p, x, len);
-                for (int i = 0; i < len; i++) {
-                    ref += (double)wd[i] * (double)x[i];
-                    mag += fabs((double)wd[i] * (double)x[i]);
-                }
+            a = tids[t] == GGUF_T_F32 ? dot_f32((const float *)b.p, x, len)
+                : tids[t] == GGUF_T_F16 ? dot_f16((const uint16_t *)b.p, x, len)
+                                        : dot_bf16((const uint16_t *)b.p, x, len);
+            s = tids[t] == GGUF_T_F32 ? dot_f32_scalar((const float *)b.p, x, len)
+                : tids[t] == GGUF_T_F16 ? dot_f16_scalar((const uint16_t *)b.p, x, len)
+                                        : dot_bf16_scalar((const uint16_t *)b.p, x, len);
+            for (int i = 0; i < len; i++) {
+                ref += (double)wd[i] * (double)x[i];
+                mag += fabs((double)wd[i] * (double)x[i]);
             }
             free(wd);
             if (kite_f32_bits(a) != kite_f32_bits(s))
@@ -582,7 +660,7 @@ static void test_kernels(void) {
                 memcmp(s1, s2, sizeof(float) * (size_t)len) == 0;
     }
     check(same, "dot_delta_rule_vs_scalar", "bytes differ");
-    quant_use_simd(1);
+    quant_use_simd(QUANT_SIMD_BEST);
     free(x);
     free(wf);
 }
@@ -630,6 +708,71 @@ static void test_gemm(void) {
     kt_pool_free(p1);
     kt_pool_free(p3);
     free(x); free(y1); free(y3); free(yr);
+}
+
+/* Several weights in one dispatch (gemm_gw_n) and the fused SwiGLU (gemm_gw_glu) against single
+ * gemm_gw calls on one thread and the element-wise step in scalar C, for M = 1 and M = 5. */
+static void test_gemm_fused(void) {
+    enum { K = 256, M = 5 };
+    const int n_out[3] = {301, 64, 7};
+    float *x = malloc(sizeof(float) * K * M), *y[3], *r[3], *t = malloc(sizeof(float) * 301 * M);
+    for (int i = 0; i < K * M; i++)
+        x[i] = rng_uniform(-1.0f, 1.0f);
+    for (int q = 0; q < 3; q++) {
+        y[q] = malloc(sizeof(float) * 301 * M); /* the largest n_out: the SwiGLU reuses them */
+        r[q] = malloc(sizeof(float) * 301 * M);
+    }
+    kt_pool *p1 = kt_pool_create(1), *p3 = kt_pool_create(3);
+    int tids[3] = {GGUF_T_F16, GGUF_T_Q8_0, GGUF_T_Q4_0};
+    int ok_n = 1, ok_glu = 1;
+    for (int ti = 0; ti < 3; ti++) {
+        buf b[3] = {{0}};
+        kt_weight w[3];
+        const kt_weight *wp[3];
+        float row[K];
+        for (int q = 0; q < 3; q++) {
+            for (int o = 0; o < n_out[q]; o++) {
+                for (int i = 0; i < K; i++)
+                    row[i] = rng_uniform(-1.0f, 1.0f);
+                put_row(&b[q], tids[ti], row, K);
+            }
+            w[q] = (kt_weight){tids[ti], K, n_out[q], (size_t)gguf_row_bytes(tids[ti], K), b[q].p, b[q].n};
+            wp[q] = &w[q];
+        }
+        kt_gemm_ctx c1 = {p1, NULL, NULL, 0, NULL, NULL}, c3 = {p3, NULL, NULL, 0, NULL, NULL};
+        for (int m = 1; m <= M; m += M - 1) {
+            for (int q = 0; q < 3; q++)
+                gemm_gw(&c1, &w[q], x, m, r[q]);
+            gemm_gw_n(&c3, 3, wp, y, x, m);
+            for (int q = 0; q < 3; q++)
+                ok_n &= memcmp(y[q], r[q], sizeof(float) * (size_t)n_out[q] * m) == 0;
+            /* SwiGLU with w[0] as the gate and a copy of it shifted by one row as up */
+            kt_weight up = w[0];
+            up.data = (const uint8_t *)w[0].data + w[0].row_bytes;
+            up.n_out = 300;
+            kt_weight gate = w[0];
+            gate.n_out = 300;
+            gemm_gw(&c1, &gate, x, m, r[1]);
+            gemm_gw(&c1, &up, x, m, r[2]);
+            gemm_gw_glu(&c3, &gate, &up, x, m, y[0], t);
+            for (int i = 0; i < 300 * m; i++)
+                ok_glu &= kite_f32_bits(y[0][i]) == kite_f32_bits(kite_siluf(r[1][i]) * r[2][i]);
+        }
+        gemm_ctx_free(&c1);
+        gemm_ctx_free(&c3);
+        for (int q = 0; q < 3; q++)
+            free(b[q].p);
+    }
+    check(ok_n, "gemm_n_vs_single", "bytes differ");
+    check(ok_glu, "gemm_glu_vs_separate", "bytes differ");
+    kt_pool_free(p1);
+    kt_pool_free(p3);
+    for (int q = 0; q < 3; q++) {
+        free(y[q]);
+        free(r[q]);
+    }
+    free(x);
+    free(t);
 }
 
 /* ---- a small random qwen35 model ------------------------------------------------------------ */
@@ -740,14 +883,15 @@ static void test_model_memory(const uint8_t *data, size_t size, const char *tag)
     snprintf(name, sizeof name, "%s_forward_finite", tag);
     check(rc == 0 && finite, name, "rc %d", rc);
     struct { int threads, max_m, m, simd; const char *what; } v[] = {
-        {1, 4, 4, 1, "rows_m4_vs_m1"}, {2, 5, 5, 1, "rows_m5_vs_m1"},
-        {3, 1, 1, 1, "threads_3_vs_1"}, {2, 3, 3, 0, "scalar_vs_simd"}};
+        {1, 4, 4, QUANT_SIMD_BEST, "rows_m4_vs_m1"}, {2, 5, 5, QUANT_SIMD_BEST, "rows_m5_vs_m1"},
+        {3, 1, 1, QUANT_SIMD_BEST, "threads_3_vs_1"}, {2, 3, 3, 0, "scalar_vs_simd"},
+        {2, 1, 1, QUANT_SIMD_AVX2, "avx2_vs_best"}};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
         quant_use_simd(v[i].simd);
         memset(h2, 0, (size_t)n * E * 4);
         memset(l2, 0, (size_t)n * V * 4);
         rc = run_model(&md, v[i].threads, v[i].max_m, tok, n, v[i].m, h2, l2, err, sizeof err);
-        quant_use_simd(1);
+        quant_use_simd(QUANT_SIMD_BEST);
         snprintf(name, sizeof name, "%s_%s", tag, v[i].what);
         check(rc == 0 && memcmp(h1, h2, (size_t)n * E * 4) == 0 &&
                   memcmp(l1, l2, (size_t)n * V * 4) == 0,
@@ -866,6 +1010,7 @@ int kt_selftest(const char *model_path) {
     test_math();
     test_kernels();
     test_gemm();
+    test_gemm_fused();
     buf m = {0};
     make_model(&m);
     test_model_memory(m.p, m.n, "model_random");

@@ -315,7 +315,10 @@ KT_AVX2 static float dot_q8_0_avx2(const void *w, const int8_t *xq, const float 
     if (b == nb)
         return butterfly32(acc0, acc1, acc2, acc3);
     float s[32];
-    lanes_store(s, (const __m256[4]){acc0, acc1, acc2, acc3});
+    _mm256_storeu_ps(s, acc0);
+    _mm256_storeu_ps(s + 8, acc1);
+    _mm256_storeu_ps(s + 16, acc2);
+    _mm256_storeu_ps(s + 24, acc3);
     for (; b < nb; b++) { /* the last nb % 8 blocks, as in the scalar kernel */
         const uint8_t *blk = p + (size_t)b * bb;
         const int8_t *qb = xq + b * QK;
@@ -390,7 +393,10 @@ KT_AVX2 static inline float q4_finish(const uint8_t *p, const int8_t *xq, const 
     if (b == nb)
         return butterfly32(acc0, acc1, acc2, acc3);
     float s[32];
-    lanes_store(s, (const __m256[4]){acc0, acc1, acc2, acc3});
+    _mm256_storeu_ps(s, acc0);
+    _mm256_storeu_ps(s + 8, acc1);
+    _mm256_storeu_ps(s + 16, acc2);
+    _mm256_storeu_ps(s + 24, acc3);
     return q4_tail(p, xq, xd, s, b, nb);
 }
 

@@ -10,7 +10,6 @@
  * recurrence and the attention their heads (each unit over all m rows in order). No unit
  * shares a float reduction with another, so the bytes do not depend on the thread count.
  */
-#include <stdatomic.h>
 #include <string.h>
 
 #include "kite_math.h"
@@ -54,39 +53,6 @@ static void embed(const kt_model *md, int32_t token, float *x) {
 static void add_rows(float *x, const float *d, size_t n) {
     for (size_t i = 0; i < n; i++)
         x[i] = x[i] + d[i];
-}
-
-/* ---- work split over the pool --------------------------------------------------------------- */
-
-/* fn(arg, u, tid) for u = 0 .. n-1, the pool threads claiming units in turn. The units are
- * independent and each is computed the same way by any thread: the bytes do not depend on
- * the thread count. */
-typedef void (*unit_fn)(void *arg, int u, int tid);
-
-typedef struct unit_job {
-    unit_fn fn;
-    void *arg;
-    int n;
-    atomic_int next;
-} unit_job;
-
-static void unit_task(void *ctx, int tid, int nthreads) {
-    unit_job *j = (unit_job *)ctx;
-    (void)nthreads;
-    for (int u; (u = atomic_fetch_add(&j->next, 1)) < j->n;)
-        j->fn(j->arg, u, tid);
-}
-
-static void run_units(kt_pool *pool, unit_fn fn, void *arg, int n) {
-    unit_job j;
-    j.fn = fn;
-    j.arg = arg;
-    j.n = n;
-    atomic_init(&j.next, 0);
-    if (n > 1 && kt_pool_size(pool) > 1)
-        kt_pool_run(pool, unit_task, &j);
-    else
-        unit_task(&j, 0, 1);
 }
 
 /* ---- gated full attention ------------------------------------------------------------------- */
@@ -172,7 +138,7 @@ static int attention(const kt_model *md, kt_state *st, const kt_layer *L, int m,
         memcpy(st->v_cache + at, v, (size_t)KVD * sizeof(float));
     }
     attn_job a = {md, st, L, qg, pos};
-    run_units(st->gemm.pool, attn_unit, &a, m * H);
+    kt_pool_for(st->gemm.pool, m * H, attn_unit, &a);
     return gemm_gw(&st->gemm, &L->attn_output, st->mix, m, st->out);
 }
 
@@ -288,8 +254,8 @@ static int deltanet(const kt_model *md, kt_state *st, const kt_layer *L, int m) 
     if (gemm_gw_n(&st->gemm, 4, w, y, st->xn, m))
         return -1;
     dn_job jb = {md, st, L, m, qkv};
-    run_units(st->gemm.pool, dn_conv_unit, &jb, 2 * hp->ssm_hk + hp->ssm_hv);
-    run_units(st->gemm.pool, dn_head_unit, &jb, hp->ssm_hv);
+    kt_pool_for(st->gemm.pool, 2 * hp->ssm_hk + hp->ssm_hv, dn_conv_unit, &jb);
+    kt_pool_for(st->gemm.pool, hp->ssm_hv, dn_head_unit, &jb);
     return gemm_gw(&st->gemm, &L->ssm_out, st->mix, m, st->out);
 }
 

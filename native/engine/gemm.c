@@ -1,7 +1,6 @@
 /* gemm.c - see gemm.h. */
 #include "gemm.h"
 
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,8 +31,7 @@ typedef struct gemm_job {
     const int32_t *xs;
     const int8_t *xp;
     int m;
-    atomic_int next;    /* next unclaimed row */
-    int chunk;          /* rows claimed at a time */
+    int chunk;          /* rows per unit of work */
 } gemm_job;
 
 static float row_dot(const gemm_job *j, const kt_weight *w, int r, int i) {
@@ -93,19 +91,12 @@ static void gemm_span(const gemm_job *j, int r0, int r1) {
     }
 }
 
-/* Threads claim chunks of consecutive rows until none is left: a thread that the OS delays
- * does not hold the others up. Which thread computes a row never changes its bytes. */
-static void gemm_task(void *ctx, int tid, int nthreads) {
-    gemm_job *j = (gemm_job *)ctx;
-    const int n = j->n_rows;
+/* Unit u: the u-th chunk of consecutive rows (the pool hands chunks out in turn). */
+static void gemm_unit(void *arg, int u, int tid) {
+    const gemm_job *j = (const gemm_job *)arg;
+    const int r0 = u * j->chunk;
     (void)tid;
-    (void)nthreads;
-    for (;;) {
-        int r0 = atomic_fetch_add(&j->next, j->chunk);
-        if (r0 >= n)
-            break;
-        gemm_span(j, r0, r0 + j->chunk < n ? r0 + j->chunk : n);
-    }
+    gemm_span(j, r0, r0 + j->chunk < j->n_rows ? r0 + j->chunk : j->n_rows);
 }
 
 static int is_quant(const kt_weight *w) {
@@ -149,7 +140,6 @@ static void job_init(gemm_job *j, const float *x, int m) {
     memset(j, 0, sizeof *j);
     j->x = x;
     j->m = m;
-    atomic_init(&j->next, 0);
 }
 
 /* Runs the parts of j (all with k inputs) on the pool, or inline when small. */
@@ -185,7 +175,7 @@ static void job_run(gemm_job *j, kt_gemm_ctx *ctx, int k) {
     j->chunk = j->n_rows / (16 * nt);
     if (j->chunk < 16)
         j->chunk = 16;
-    kt_pool_run(ctx->pool, gemm_task, j);
+    kt_pool_for(ctx->pool, (j->n_rows + j->chunk - 1) / j->chunk, gemm_unit, j);
 }
 
 int gemm_gw_n(kt_gemm_ctx *ctx, int n, const kt_weight *const *w, float *const *y, const float *x,

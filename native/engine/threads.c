@@ -166,6 +166,32 @@ void kt_pool_run(kt_pool *p, kt_task_fn fn, void *ctx) {
     }
 }
 
+typedef struct unit_job {
+    kt_unit_fn fn;
+    void *arg;
+    int n;
+    atomic_int next;
+} unit_job;
+
+static void unit_task(void *ctx, int tid, int nthreads) {
+    unit_job *j = (unit_job *)ctx;
+    (void)nthreads;
+    for (int u; (u = atomic_fetch_add(&j->next, 1)) < j->n;)
+        j->fn(j->arg, u, tid);
+}
+
+void kt_pool_for(kt_pool *p, int n, kt_unit_fn fn, void *arg) {
+    unit_job j;
+    j.fn = fn;
+    j.arg = arg;
+    j.n = n;
+    atomic_init(&j.next, 0);
+    if (n > 1)
+        kt_pool_run(p, unit_task, &j);
+    else
+        unit_task(&j, 0, 1);
+}
+
 void kt_pool_free(kt_pool *p) {
     if (!p)
         return;

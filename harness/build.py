@@ -14,6 +14,7 @@ from pathlib import Path
 from collections.abc import Callable
 
 from harness.config import BuildSpec, Config, ProjectSpec
+from harness.digest import file_sha256
 from harness.engine import run_process
 
 _SKIP_DIRS = {".git", "__pycache__", ".cache", "build"}
@@ -55,17 +56,6 @@ class BuildResult:
         doc = asdict(self)
         doc["sha256"] = {"engine": file_sha256(self.engine_path), "module": file_sha256(self.module_path)}
         return doc
-
-
-def file_sha256(path: str) -> str | None:
-    p = Path(path) if path else None
-    if p is None or not p.is_file():
-        return None
-    h = hashlib.sha256()
-    with p.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def find_nvcc() -> str | None:

@@ -1,10 +1,12 @@
-"""Canonical form of a criterion: independent of YAML whitespace, comments and key order."""
+"""Digests: the canonical form of a criterion (independent of YAML whitespace, comments and key
+order), and the sha256 of a file."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import math
+from pathlib import Path
 from typing import Any
 
 
@@ -30,3 +32,15 @@ def canonical_json(mapping: dict[str, Any]) -> str:
 
 def criterion_digest(mapping: dict[str, Any]) -> str:
     return "sha256:" + hashlib.sha256(canonical_json(mapping).encode("utf-8")).hexdigest()
+
+
+def file_sha256(path: str | Path) -> str | None:
+    """Hex sha256 of a file's bytes, None when there is no such file."""
+    p = Path(path) if path else None
+    if p is None or not p.is_file():
+        return None
+    h = hashlib.sha256()
+    with p.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()

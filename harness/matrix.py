@@ -33,6 +33,7 @@ from typing import Any
 from collections.abc import Callable
 
 from harness import toolchains
+from harness.digest import file_sha256
 from harness.config import ProjectSpec
 from harness.errors import HarnessError
 
@@ -805,7 +806,7 @@ class EntryRunner:
             if not f.exists():
                 raise CheckFail(f"`kite run --dump` wrote no {spec.file}")
             files[name] = {"file": spec.file, "bytes": f.stat().st_size,
-                           "sha256": hashlib.sha256(f.read_bytes()).hexdigest()}
+                           "sha256": file_sha256(f)}
         meta = {}
         mp = out / self.cfg.meta_file
         if mp.exists():

@@ -26,7 +26,9 @@
 #endif
 // programmatic dependent launch (sm_90+) between the kernels of one forward pass: each kernel
 // lets the next one be scheduled at its start, and waits for the previous one to complete (and
-// its memory to be visible) before it touches any activation or state
+// its memory to be visible) before it touches any activation or state. Pointers to activations
+// and state are never `const __restrict__` in a kernel: the compiler may treat such loads as
+// invariant (ld.global.nc) and issue them before the wait.
 #ifndef KC_PDL
 #define KC_PDL 1
 #endif
@@ -134,6 +136,30 @@ __device__ __forceinline__ float lane_dot(const float *a, const float *b, int n,
     return s;
 }
 
+// lane_dot(a, a, n, lane) with the loads of 32 iterations issued together (a 1024-wide row in
+// one round trip): the row norms of k_actq
+__device__ __forceinline__ float lane_sumsq(const float *a, int n, int lane) {
+    float s = 0.0f;
+    int i = lane;
+    for (; i + 32 * 31 < n; i += 32 * 32) {
+        float pa[32];
+#pragma unroll
+        for (int u = 0; u < 32; u++) pa[u] = a[i + 32 * u];
+#pragma unroll
+        for (int u = 0; u < 32; u++) s = s + pa[u] * pa[u];
+    }
+    for (; i + 32 * 3 < n; i += 32 * 4) {
+        float pa[4];
+#pragma unroll
+        for (int u = 0; u < 4; u++) pa[u] = a[i + 32 * u];
+#pragma unroll
+        for (int u = 0; u < 4; u++) s = s + pa[u] * pa[u];
+    }
+    for (; i < n; i += 32)
+        s = s + a[i] * a[i];
+    return s;
+}
+
 __device__ __forceinline__ float warp_dot(const float *a, const float *b, int n, int lane) {
     float s = lane_dot(a, b, n, lane);
     s = warp_sum32(s);
@@ -142,6 +168,20 @@ __device__ __forceinline__ float warp_dot(const float *a, const float *b, int n,
 
 __device__ __forceinline__ float half_bits_to_f32(uint16_t h) {
     return __half2float(__ushort_as_half(h)); // exact
+}
+
+// Quantization of one 32-block of activations (lane l holds element l; the whole warp calls
+// it): d = max|v| / 127, q = round-to-nearest-even(v / d) clamped to +-127, NaN -> 0. The same
+// operations as the CPU's (docs/NUMERICS.md); q and d are stored at q[lane] and *d (lane 0).
+__device__ __forceinline__ void quant_block32(float v, int lane, int8_t *q, float *d) {
+    const float amax = warp_max(fabsf(v));
+    const float dd = amax / 127.0f;
+    const float id = dd != 0.0f ? 1.0f / dd : 0.0f;
+    float qf = rintf(v * id);
+    qf = qf > 127.0f ? 127.0f : (qf < -127.0f ? -127.0f : qf);
+    if (qf != qf) qf = 0.0f;
+    q[lane] = (int8_t)(int)qf;
+    if (lane == 0) *d = dd;
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -291,10 +331,148 @@ static size_t pro_smem(int MT, int k, int nh) {
     return (size_t)MT * k + (size_t)MT * (k / 32) * 4 + (size_t)MT * (nh > 0 ? nh : 1) * 4 + 16;
 }
 
+// Lane partials acc[rr][mm] of rows r0 .. r0+RPW-1 of J (rows past J.n repeat row r0) times
+// m rows of activations: quantized (XQ / XD, row strides ldq / ldd) or float (xf, stride ldx).
+// Lane l adds its blocks (elements) l, l+32, ... in order: the canonical sum32 partials. The
+// first weights are loaded before the PDL wait (`waited`), activations only after it.
+template <int MT, int RPW>
+__device__ __forceinline__ void warp_rows(const GJob &J, int r0, int k, int m, const int8_t *XQ, const float *XD,
+                                          int ldq, int ldd, const float *xf, int ldx, int lane, bool &waited,
+                                          float (&acc)[RPW][MT]) {
+    const int nb = k >> 5;
+#pragma unroll
+    for (int rr = 0; rr < RPW; rr++)
+#pragma unroll
+        for (int mm = 0; mm < MT; mm++) acc[rr][mm] = 0.0f;
+    constexpr int U = 4 / RPW; // blocks per lane loaded ahead
+
+    if (J.type == KCUDA_T_Q8_0 || J.type == KCUDA_T_Q4_0) {
+        const bool q8 = J.type == KCUDA_T_Q8_0;
+        for (int b0 = lane; b0 < nb; b0 += 32 * U) {
+            int4 w0[RPW][U], w1[RPW][U];
+            float wd[RPW][U];
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                int b = b0 + 32 * u;
+                if (b < nb) {
+#pragma unroll
+                    for (int rr = 0; rr < RPW; rr++) {
+                        int r = r0 + rr < J.n ? r0 + rr : r0;
+                        if (q8) {
+                            const int4 *wp = (const int4 *)((const int8_t *)J.q + (size_t)r * k + (size_t)b * 32);
+                            w0[rr][u] = __ldg(wp);
+                            w1[rr][u] = __ldg(wp + 1);
+                        } else {
+                            w0[rr][u] = __ldg((const int4 *)((const uint8_t *)J.q + (size_t)r * (k >> 1) + (size_t)b * 16));
+                        }
+                        wd[rr][u] = half_bits_to_f32(__ldg(J.s + (size_t)r * nb + b));
+                    }
+                }
+            }
+            if (!waited) {
+                KC_PDL_WAIT();
+                waited = true;
+            }
+            // Activations of G (block, row) pairs are loaded together, then used: one round trip
+            // to L2 per G pairs instead of one per pair (a load under `if (mm < m)` or after a
+            // `break` is not hoisted by the compiler). Pairs run block-major, so every acc[rr][mm]
+            // still adds its blocks in increasing order.
+            constexpr int NP = U * MT, G = NP < 4 ? NP : 4;
+#pragma unroll
+            for (int p0 = 0; p0 < NP; p0 += G) {
+                int4 xa[G], xb[G];
+                float xs[G];
+#pragma unroll
+                for (int g = 0; g < G; g++) {
+                    const int u = (p0 + g) / MT, mm = (p0 + g) % MT;
+                    const int b = b0 + 32 * u < nb ? b0 + 32 * u : b0; // in bounds; unused if clamped
+                    const int mr = mm < m ? mm : 0;
+                    const int4 *xp = (const int4 *)(XQ + (size_t)mr * ldq + (size_t)b * 32);
+                    xa[g] = xp[0];
+                    xb[g] = xp[1];
+                    xs[g] = XD[(size_t)mr * ldd + b];
+                }
+#pragma unroll
+                for (int g = 0; g < G; g++) {
+                    const int u = (p0 + g) / MT, mm = (p0 + g) % MT;
+                    if (b0 + 32 * u >= nb || mm >= m) continue;
+                    const int4 x0 = xa[g], x1 = xb[g];
+                    int xsum = 0;
+                    if (!q8) {
+                        xsum = __dp4a(0x01010101, x0.x, xsum);
+                        xsum = __dp4a(0x01010101, x0.y, xsum);
+                        xsum = __dp4a(0x01010101, x0.z, xsum);
+                        xsum = __dp4a(0x01010101, x0.w, xsum);
+                        xsum = __dp4a(0x01010101, x1.x, xsum);
+                        xsum = __dp4a(0x01010101, x1.y, xsum);
+                        xsum = __dp4a(0x01010101, x1.z, xsum);
+                        xsum = __dp4a(0x01010101, x1.w, xsum);
+                    }
+#pragma unroll
+                    for (int rr = 0; rr < RPW; rr++) {
+                        int is = 0;
+                        if (q8) {
+                            const int4 a = w0[rr][u], c = w1[rr][u];
+                            is = __dp4a(a.x, x0.x, is);
+                            is = __dp4a(a.y, x0.y, is);
+                            is = __dp4a(a.z, x0.z, is);
+                            is = __dp4a(a.w, x0.w, is);
+                            is = __dp4a(c.x, x1.x, is);
+                            is = __dp4a(c.y, x1.y, is);
+                            is = __dp4a(c.z, x1.z, is);
+                            is = __dp4a(c.w, x1.w, is);
+                        } else {
+                            const int4 w = w0[rr][u];
+                            is = __dp4a(w.x & 0x0F0F0F0F, x0.x, is);
+                            is = __dp4a(w.y & 0x0F0F0F0F, x0.y, is);
+                            is = __dp4a(w.z & 0x0F0F0F0F, x0.z, is);
+                            is = __dp4a(w.w & 0x0F0F0F0F, x0.w, is);
+                            is = __dp4a((w.x >> 4) & 0x0F0F0F0F, x1.x, is);
+                            is = __dp4a((w.y >> 4) & 0x0F0F0F0F, x1.y, is);
+                            is = __dp4a((w.z >> 4) & 0x0F0F0F0F, x1.z, is);
+                            is = __dp4a((w.w >> 4) & 0x0F0F0F0F, x1.w, is);
+                            is = is - 8 * xsum;
+                        }
+                        float p = (float)is * (wd[rr][u] * xs[g]);
+                        acc[rr][mm] = acc[rr][mm] + p;
+                    }
+                }
+            }
+        }
+    } else {
+        if (!waited) {
+            KC_PDL_WAIT();
+            waited = true;
+        }
+        const int type = J.type;
+        for (int i = lane; i < k; i += 32) {
+            float wv[RPW];
+#pragma unroll
+            for (int rr = 0; rr < RPW; rr++) {
+                int r = r0 + rr < J.n ? r0 + rr : r0;
+                size_t idx = (size_t)r * k + i;
+                if (type == KCUDA_T_F32)
+                    wv[rr] = __ldg((const float *)J.q + idx);
+                else if (type == KCUDA_T_F16)
+                    wv[rr] = half_bits_to_f32(__ldg((const uint16_t *)J.q + idx));
+                else
+                    wv[rr] = kite_bf16_to_f32(__ldg((const uint16_t *)J.q + idx));
+            }
+#pragma unroll
+            for (int mm = 0; mm < MT; mm++) {
+                if (mm < m) {
+                    float xv = xf[(size_t)mm * ldx + i];
+#pragma unroll
+                    for (int rr = 0; rr < RPW; rr++) acc[rr][mm] = acc[rr][mm] + wv[rr] * xv;
+                }
+            }
+        }
+    }
+}
+
 template <int MT, int RPW>
 __global__ void __launch_bounds__(KC_THREADS)
-k_gemv(GJobs js, int m, Pro P, const int8_t *__restrict__ gxq, const float *__restrict__ gxd,
-       const float *__restrict__ xf, int ldx) {
+k_gemv(GJobs js, int m, Pro P, const int8_t *gxq, const float *gxd, const float *xf, int ldx) {
     extern __shared__ __align__(16) unsigned char smraw[];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     const int k = js.j[0].k;
@@ -381,14 +559,7 @@ k_gemv(GJobs js, int m, Pro P, const int8_t *__restrict__ gxq, const float *__re
                 else if (P.mode == 3) v = ((ra[u] * ssc[mi * nh + j / P.hs]) * rw[u]) * kite_siluf(rb[u]);
                 else v = ra[u];
                 if (P.out2 && blockIdx.x == 0) P.out2[(size_t)mi * P.ld2 + j] = v;
-                const float amax = warp_max(fabsf(v));
-                const float d = amax / 127.0f;
-                const float id = d != 0.0f ? 1.0f / d : 0.0f;
-                float qf = rintf(v * id);
-                qf = qf > 127.0f ? 127.0f : (qf < -127.0f ? -127.0f : qf);
-                if (qf != qf) qf = 0.0f;
-                sq[(size_t)mi * k + j] = (int8_t)(int)qf;
-                if (lane == 0) sd[(size_t)mi * nb + bb] = d;
+                quant_block32(v, lane, sq + (size_t)mi * k + bb * 32, sd + (size_t)mi * nb + bb);
             }
         }
         __syncthreads();
@@ -398,142 +569,28 @@ k_gemv(GJobs js, int m, Pro P, const int8_t *__restrict__ gxq, const float *__re
         ldd = nb;
     }
     for (int gw = blockIdx.x * nw + warp; gw < js.nwarps; gw += gridDim.x * nw) {
-    const int grow = gw * RPW;
-    int ji = 0;
+        const int grow = gw * RPW;
+        int ji = 0;
 #pragma unroll
-    for (int t = 1; t < 4; t++)
-        if (t < js.nj && grow >= js.j[t].row0) ji = t;
-    const GJob &J = js.j[ji];
-    const int r0 = grow - J.row0;
-    if (r0 >= J.n) continue;
-    float acc[RPW][MT];
+        for (int t = 1; t < 4; t++)
+            if (t < js.nj && grow >= js.j[t].row0) ji = t;
+        const GJob &J = js.j[ji];
+        const int r0 = grow - J.row0;
+        if (r0 >= J.n) continue;
+        float acc[RPW][MT];
+        warp_rows<MT, RPW>(J, r0, k, m, XQ, XD, ldq, ldd, xf, ldx, lane, waited, acc);
 #pragma unroll
-    for (int rr = 0; rr < RPW; rr++)
-#pragma unroll
-        for (int mm = 0; mm < MT; mm++) acc[rr][mm] = 0.0f;
-    constexpr int U = 4 / RPW; // blocks per lane loaded ahead
-
-    if (J.type == KCUDA_T_Q8_0 || J.type == KCUDA_T_Q4_0) {
-        const bool q8 = J.type == KCUDA_T_Q8_0;
-        for (int b0 = lane; b0 < nb; b0 += 32 * U) {
-            int4 w0[RPW][U], w1[RPW][U];
-            float wd[RPW][U];
-#pragma unroll
-            for (int u = 0; u < U; u++) {
-                int b = b0 + 32 * u;
-                if (b < nb) {
-#pragma unroll
-                    for (int rr = 0; rr < RPW; rr++) {
-                        int r = r0 + rr < J.n ? r0 + rr : r0;
-                        if (q8) {
-                            const int4 *wp = (const int4 *)((const int8_t *)J.q + (size_t)r * k + (size_t)b * 32);
-                            w0[rr][u] = __ldg(wp);
-                            w1[rr][u] = __ldg(wp + 1);
-                        } else {
-                            w0[rr][u] = __ldg((const int4 *)((const uint8_t *)J.q + (size_t)r * (k >> 1) + (size_t)b * 16));
-                        }
-                        wd[rr][u] = half_bits_to_f32(__ldg(J.s + (size_t)r * nb + b));
-                    }
-                }
-            }
-            if (!waited) {
-                KC_PDL_WAIT();
-                waited = true;
-            }
-#pragma unroll
-            for (int u = 0; u < U; u++) {
-                int b = b0 + 32 * u;
-                if (b >= nb) break;
-#pragma unroll
-                for (int mm = 0; mm < MT; mm++) {
-                    if (mm < m) {
-                        const int4 *xp = (const int4 *)(XQ + (size_t)mm * ldq + (size_t)b * 32);
-                        int4 x0 = xp[0], x1 = xp[1];
-                        float xs = XD[(size_t)mm * ldd + b];
-                        int xsum = 0;
-                        if (!q8) {
-                            xsum = __dp4a(0x01010101, x0.x, xsum);
-                            xsum = __dp4a(0x01010101, x0.y, xsum);
-                            xsum = __dp4a(0x01010101, x0.z, xsum);
-                            xsum = __dp4a(0x01010101, x0.w, xsum);
-                            xsum = __dp4a(0x01010101, x1.x, xsum);
-                            xsum = __dp4a(0x01010101, x1.y, xsum);
-                            xsum = __dp4a(0x01010101, x1.z, xsum);
-                            xsum = __dp4a(0x01010101, x1.w, xsum);
-                        }
-#pragma unroll
-                        for (int rr = 0; rr < RPW; rr++) {
-                            int is = 0;
-                            if (q8) {
-                                const int4 a = w0[rr][u], c = w1[rr][u];
-                                is = __dp4a(a.x, x0.x, is);
-                                is = __dp4a(a.y, x0.y, is);
-                                is = __dp4a(a.z, x0.z, is);
-                                is = __dp4a(a.w, x0.w, is);
-                                is = __dp4a(c.x, x1.x, is);
-                                is = __dp4a(c.y, x1.y, is);
-                                is = __dp4a(c.z, x1.z, is);
-                                is = __dp4a(c.w, x1.w, is);
-                            } else {
-                                const int4 w = w0[rr][u];
-                                is = __dp4a(w.x & 0x0F0F0F0F, x0.x, is);
-                                is = __dp4a(w.y & 0x0F0F0F0F, x0.y, is);
-                                is = __dp4a(w.z & 0x0F0F0F0F, x0.z, is);
-                                is = __dp4a(w.w & 0x0F0F0F0F, x0.w, is);
-                                is = __dp4a((w.x >> 4) & 0x0F0F0F0F, x1.x, is);
-                                is = __dp4a((w.y >> 4) & 0x0F0F0F0F, x1.y, is);
-                                is = __dp4a((w.z >> 4) & 0x0F0F0F0F, x1.z, is);
-                                is = __dp4a((w.w >> 4) & 0x0F0F0F0F, x1.w, is);
-                                is = is - 8 * xsum;
-                            }
-                            float p = (float)is * (wd[rr][u] * xs);
-                            acc[rr][mm] = acc[rr][mm] + p;
-                        }
-                    }
-                }
-            }
-        }
-    } else {
-        if (!waited) {
-            KC_PDL_WAIT();
-            waited = true;
-        }
-        const int type = J.type;
-        for (int i = lane; i < k; i += 32) {
-            float wv[RPW];
-#pragma unroll
-            for (int rr = 0; rr < RPW; rr++) {
-                int r = r0 + rr < J.n ? r0 + rr : r0;
-                size_t idx = (size_t)r * k + i;
-                if (type == KCUDA_T_F32)
-                    wv[rr] = __ldg((const float *)J.q + idx);
-                else if (type == KCUDA_T_F16)
-                    wv[rr] = half_bits_to_f32(__ldg((const uint16_t *)J.q + idx));
-                else
-                    wv[rr] = kite_bf16_to_f32(__ldg((const uint16_t *)J.q + idx));
-            }
+        for (int rr = 0; rr < RPW; rr++) {
 #pragma unroll
             for (int mm = 0; mm < MT; mm++) {
-                if (mm < m) {
-                    float xv = xf[(size_t)mm * ldx + i];
-#pragma unroll
-                    for (int rr = 0; rr < RPW; rr++) acc[rr][mm] = acc[rr][mm] + wv[rr] * xv;
+                float v = warp_sum32(acc[rr][mm]);
+                if (lane == 0 && mm < m && r0 + rr < J.n) {
+                    float *y = J.y + (size_t)mm * J.ldy + r0 + rr;
+                    *y = J.add ? *y + v : v;
                 }
             }
         }
     }
-#pragma unroll
-    for (int rr = 0; rr < RPW; rr++) {
-#pragma unroll
-        for (int mm = 0; mm < MT; mm++) {
-            float v = warp_sum32(acc[rr][mm]);
-            if (lane == 0 && mm < m && r0 + rr < J.n) {
-                float *y = J.y + (size_t)mm * J.ldy + r0 + rr;
-                *y = J.add ? *y + v : v;
-            }
-        }
-    }
-    } // grid-stride over warps
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -583,15 +640,7 @@ k_act(int mode, const float *a, const float *b, int lda, const float *w, int hs,
         const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
         const int nb = n >> 5;
         for (int bb = warp; bb < nb; bb += blockDim.x >> 5) {
-            float v = xr[bb * 32 + lane];
-            float amax = warp_max(fabsf(v));
-            float d = amax / 127.0f;
-            float id = d != 0.0f ? 1.0f / d : 0.0f;
-            float qf = rintf(v * id);
-            qf = qf > 127.0f ? 127.0f : (qf < -127.0f ? -127.0f : qf);
-            if (qf != qf) qf = 0.0f;
-            xq[(size_t)row * ldx + bb * 32 + lane] = (int8_t)(int)qf;
-            if (lane == 0) xd[(size_t)row * (ldx >> 5) + bb] = d;
+            quant_block32(xr[bb * 32 + lane], lane, xq + (size_t)row * ldx + bb * 32, xd + (size_t)row * (ldx >> 5) + bb);
         }
     }
 }
@@ -601,48 +650,46 @@ k_act(int mode, const float *a, const float *b, int lda, const float *w, int hs,
 // per-block prologue. Same float operations as the gemv prologue and k_act (docs/NUMERICS.md):
 // the row scale (mode 1) and the head scale (mode 3, hs % 32 == 0) come from the same warp_dot.
 __global__ void __launch_bounds__(KC_THREADS)
-k_actq(int mode, const float *__restrict__ a, const float *__restrict__ b, int lda, const float *__restrict__ w,
+k_actq(int mode, const float *a, const float *b, int lda, const float *__restrict__ w,
        int hs, int n, float eps, int8_t *xq, float *xd, int ldx, float *out2, int ld2) {
     KC_PDL_TRIGGER();
-    KC_PDL_WAIT();
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int row = blockIdx.y;
     const int nb = n >> 5;
     const int bb = blockIdx.x * KC_WARPS + warp;
+    const int j = bb * 32 + lane;
+    const bool mine = bb < nb; // this warp has a 32-block
+    // the norm weight is immutable: loaded before the wait; this warp's inputs right after it,
+    // so that their round trip overlaps the row norm of warp 0
+    const float wv = mine && mode == 1 ? w[j] : mine && mode == 3 ? w[j % hs] : 0.0f;
+    KC_PDL_WAIT();
     const float *ar = a + (size_t)row * lda;
+    const float av = mine ? ar[j] : 0.0f;
+    const float bv = mine && mode >= 2 ? b[(size_t)row * lda + j] : 0.0f;
     __shared__ float s_scale;
     if (mode == 1) {
         if (warp == 0) {
-            float ss = warp_dot(ar, ar, n, lane);
+            float ss = warp_sum32(lane_sumsq(ar, n, lane));
             if (lane == 0) s_scale = kite_rsqrtf(ss / (float)n + eps);
         }
         __syncthreads();
     }
-    if (bb >= nb) return;
-    const int j = bb * 32 + lane;
+    if (!mine) return;
     float v;
     if (mode == 1) {
-        v = (ar[j] * s_scale) * w[j];
+        v = (av * s_scale) * wv;
     } else if (mode == 3) {
-        const int h = j / hs;
-        const float *ah = ar + (size_t)h * hs;
+        const float *ah = ar + (size_t)(j / hs) * hs;
         float ss = warp_dot(ah, ah, hs, lane);
         float sc = kite_rsqrtf(ss / (float)hs + eps);
-        v = ((ar[j] * sc) * w[j % hs]) * kite_siluf(b[(size_t)row * lda + j]);
+        v = ((av * sc) * wv) * kite_siluf(bv);
     } else if (mode == 2) {
-        v = kite_siluf(ar[j]) * b[(size_t)row * lda + j];
+        v = kite_siluf(av) * bv;
     } else {
-        v = ar[j];
+        v = av;
     }
     if (out2) out2[(size_t)row * ld2 + j] = v;
-    const float amax = warp_max(fabsf(v));
-    const float d = amax / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    float qf = rintf(v * id);
-    qf = qf > 127.0f ? 127.0f : (qf < -127.0f ? -127.0f : qf);
-    if (qf != qf) qf = 0.0f;
-    xq[(size_t)row * ldx + j] = (int8_t)(int)qf;
-    if (lane == 0) xd[(size_t)row * (ldx >> 5) + bb] = d;
+    quant_block32(v, lane, xq + (size_t)row * ldx + bb * 32, xd + (size_t)row * (ldx >> 5) + bb);
 }
 
 // Embedding: x[m][i] = dequantized row tokens[m] (tokens from device memory).
@@ -672,22 +719,29 @@ __global__ void k_embed(DW w, const int *__restrict__ in, int E, float *x) {
 }
 
 // ------------------------------------------------------------------------------------------------
-// Gated DeltaNet, one launch per layer: grid (value head h, slice of KC_WARPS rows of S).
-// Each block computes the causal conv + SiLU of the channels it needs (q and k of key head
-// h % Hk, v of its rows) for every row of the pass, L2-normalises q and k, then each warp
+// Gated DeltaNet, one launch per layer: grid (value head h, slice of nw rows of S), nw warps
+// (dn_warps: enough threads for one channel each, at least KC_WARPS). Each block computes the
+// causal conv + SiLU of the channels it needs (q and k of key head h % Hk, v of its rows) for
+// every row of the pass, L2-normalises q and k, then each warp
 // carries one row j of the state S[dv][dk] through the m rows (o[j] raw into y; the gated
 // RMSNorm is the prologue of the ssm_out gemv). Conv inputs live in a ring of R >= K-1+m
 // rows indexed by position: this pass reads positions < pos and writes pos..pos+m-1.
 #define KC_DK_MAX 256
+// warps of a k_deltanet block: its 2 * dk + nw channels on one thread each (with 8 warps and
+// dk = 128, eight threads computed a second channel after the first: one more round trip)
+static int dn_warps(int dk) {
+    const int nw = (2 * dk + 30) / 31; // 32 * nw >= 2 * dk + nw
+    return nw > KC_WARPS ? nw : KC_WARPS;
+}
 __device__ __forceinline__ int dn_channel(int t, int kh, int h, int j0, int Hk, int dk, int dv) {
     if (t < dk) return kh * dk + t;
     if (t < 2 * dk) return Hk * dk + kh * dk + (t - dk);
     return 2 * Hk * dk + h * dv + j0 + (t - 2 * dk);
 }
 
-__global__ void __launch_bounds__(KC_THREADS)
-k_deltanet(const float *__restrict__ qkv, int C, const float *__restrict__ cw, int K, float *ring, int R,
-           const int *__restrict__ in, const float *__restrict__ betab, const float *__restrict__ alphab,
+__global__ void __launch_bounds__(1024) // dn_warps(KC_DK_MAX) = 17 warps at most
+k_deltanet(const float *qkv, int C, const float *__restrict__ cw, int K, float *ring, int R,
+           const int *__restrict__ in, const float *betab, const float *alphab,
            int ldba, const float *__restrict__ ssm_a, const float *__restrict__ dt_bias, float *S_all, int Hk,
            int Hv, int dk, int dv, float eps, float *y, int ldy, int m) {
     KC_PDL_TRIGGER();
@@ -719,6 +773,13 @@ k_deltanet(const float *__restrict__ qkv, int C, const float *__restrict__ cw, i
         }
     }
     KC_PDL_WAIT();
+    // the gate inputs of this warp's first row, loaded now so that phase 1 does not wait for them
+    float bt_in = 0.0f, al_in = 0.0f;
+    if (lane == 0 && warp < m) {
+        bt_in = betab[(size_t)warp * ldba + h];
+        al_in = alphab[(size_t)warp * ldba + h];
+    }
+    const float a_h = ssm_a[h], dt_h = dt_bias[h];
     const int per = 2 * dk + nw + 2;
     // phase 0: conv + SiLU
     for (int t = threadIdx.x; t < 2 * dk + nw; t += blockDim.x) {
@@ -727,13 +788,24 @@ k_deltanet(const float *__restrict__ qkv, int C, const float *__restrict__ cw, i
         const float *wc = cw + (size_t)c * K;
         for (int mi = 0; mi < m; mi++) {
             const int p = pos + mi;
-            float acc = 0.0f;
-            for (int jj = 0; jj < K - 1; jj++) {
-                int pp = p - (K - 1) + jj;
-                float xv = pp < 0 ? 0.0f : (pp >= pos ? qkv[(size_t)(pp - pos) * C + c] : ring[(size_t)(pp % R) * C + c]);
-                acc = acc + wc[jj] * xv;
+            // all taps loaded first (K <= 9: at most 8 history taps), then the sum in tap order
+            float xv[8], wv[8];
+#pragma unroll
+            for (int jj = 0; jj < 8; jj++) {
+                xv[jj] = 0.0f;
+                wv[jj] = 0.0f;
+                if (jj < K - 1) {
+                    const int pp = p - (K - 1) + jj;
+                    wv[jj] = wc[jj];
+                    if (pp >= 0) xv[jj] = pp >= pos ? qkv[(size_t)(pp - pos) * C + c] : ring[(size_t)(pp % R) * C + c];
+                }
             }
-            acc = acc + wc[K - 1] * qkv[(size_t)mi * C + c];
+            const float wl = wc[K - 1], xl = qkv[(size_t)mi * C + c];
+            float acc = 0.0f;
+#pragma unroll
+            for (int jj = 0; jj < 8; jj++)
+                if (jj < K - 1) acc = acc + wv[jj] * xv[jj];
+            acc = acc + wl * xl;
             sm[(size_t)mi * per + t] = kite_siluf(acc);
         }
     }
@@ -760,8 +832,12 @@ k_deltanet(const float *__restrict__ qkv, int C, const float *__restrict__ cw, i
             kk[i] = kk[i] * ik;
         }
         if (lane == 0) {
-            float bt = kite_sigmoidf(betab[(size_t)mi * ldba + h]);
-            float g = ssm_a[h] * kite_softplusf(alphab[(size_t)mi * ldba + h] + dt_bias[h]);
+            if (mi != warp) {
+                bt_in = betab[(size_t)mi * ldba + h];
+                al_in = alphab[(size_t)mi * ldba + h];
+            }
+            float bt = kite_sigmoidf(bt_in);
+            float g = a_h * kite_softplusf(al_in + dt_h);
             bd[0] = bt;
             bd[1] = kite_expf(g);
         }
@@ -808,8 +884,7 @@ k_deltanet(const float *__restrict__ qkv, int C, const float *__restrict__ cw, i
 // Full attention. Prep: per head block, RMSNorm with q_norm/k_norm, NeoX RoPE on n_rot dims,
 // k and v stored in the cache at pos + mi. Blocks [0,H): query; [H,H+Hkv): key; then value.
 
-__global__ void k_qkprep(const float *__restrict__ qg, int ldqg, const float *__restrict__ kb,
-                         const float *__restrict__ vb, int ldkv, const float *__restrict__ qn,
+__global__ void k_qkprep(const float *qg, int ldqg, const float *kb, const float *vb, int ldkv, const float *__restrict__ qn,
                          const float *__restrict__ kn, const float *__restrict__ cos_tab,
                          const float *__restrict__ sin_tab, int half_tab, int half,
                          const int *__restrict__ in, int H, int Hkv, int D, float eps, float *qout,
@@ -869,8 +944,7 @@ __global__ void k_qkprep(const float *__restrict__ qg, int ldqg, const float *__
 
 // One block per (query head, row). scores / probabilities in global scratch [m][H][max_pos].
 __global__ void __launch_bounds__(KC_THREADS)
-k_attn(const float *__restrict__ q, const float *__restrict__ kc, const float *__restrict__ vc,
-       const float *__restrict__ qg, int ldqg, const int *__restrict__ in, int H, int Hkv, int D,
+k_attn(const float *q, const float *kc, const float *vc, const float *qg, int ldqg, const int *__restrict__ in, int H, int Hkv, int D,
        float *scr, int max_pos, float *out, int ldo) {
     KC_PDL_TRIGGER();
     KC_PDL_WAIT();
@@ -1207,6 +1281,14 @@ static Pro pro(int mode, const float *a, const float *b, int lda, const float *w
     return P;
 }
 
+// k_actq: the activations of m rows of width k, prepared by P, quantized into xq / xd.
+static int32_t actq(kcuda_model *md, int k, int m, const Pro &P) {
+    dim3 g((unsigned)((k / 32 + KC_WARPS - 1) / KC_WARPS), (unsigned)m);
+    CK(klaunch(k_actq, g, dim3(KC_THREADS), 0, P.mode, P.a, P.b, P.lda, P.w, P.hs, k, P.eps, md->xq, md->xd,
+               md->ldx, P.out2, P.ld2));
+    return 0;
+}
+
 // One matrix product with its activation preparation. All matrices quantized: k_actq (once per
 // pass, parallel over rows and 32-blocks) then the gemv on the quantized activations; the
 // in-gemv prologue remains for m < KC_ACTQ_MIN_M and gated norms with hs % 32 != 0. Float
@@ -1221,11 +1303,8 @@ static int32_t gemv_in(kcuda_model *md, const GJobs &js, int m, const Pro &P) {
     // everything else equal, 2.00 -> 1.38 ms per M=1 decode step (qwen35-0.8b Q8_0); measured
     // again with the row tiles of gemv_rpw (one wave of blocks): 0.89 -> 1.50 ms with prologues.
     if (allq && m >= KC_ACTQ_MIN_M && (P.mode != 3 || P.hs % 32 == 0)) {
-        dim3 g((unsigned)((k / 32 + KC_WARPS - 1) / KC_WARPS), (unsigned)m);
-        CK(klaunch(k_actq, g, dim3(KC_THREADS), 0, P.mode, P.a, P.b, P.lda, P.w, P.hs, k, P.eps, md->xq, md->xd,
-                   md->ldx, P.out2, P.ld2));
-        Pro P2 = pro(-1, nullptr, nullptr, 0, nullptr, 1, 0.0f);
-        return launch_gemv(js, m, P2, md->xq, md->xd, nullptr, md->ldx);
+        CKS(actq(md, k, m, P));
+        return launch_gemv(js, m, pro(-1, nullptr, nullptr, 0, nullptr, 1, 0.0f), md->xq, md->xd, nullptr, md->ldx);
     }
     if (allq) return launch_gemv(js, m, P, nullptr, nullptr, nullptr, 0);
     CK(klaunch(k_act, dim3(m), dim3(KC_THREADS), 0, P.mode, P.a, P.b, P.lda, P.w, P.hs, k, P.eps, md->xf, md->xq,
@@ -1269,9 +1348,10 @@ static int32_t forward_impl(kcuda_model *md, int m) {
             CKS(gemv_in(md, js, m, pn));
             float *ring = md->ring + (size_t)l.idx * md->ring_rows * C;
             float *S = md->ssm + (size_t)l.idx * Hv * dv * dk;
-            size_t smem = (size_t)m * (2 * dk + KC_WARPS + 2) * sizeof(float);
-            dim3 g(Hv, (dv + KC_WARPS - 1) / KC_WARPS);
-            CK(klaunch(k_deltanet, g, dim3(KC_THREADS), smem, (const float *)md->qkv, C,
+            const int nw = dn_warps(dk);
+            size_t smem = (size_t)m * (2 * dk + nw + 2) * sizeof(float);
+            dim3 g(Hv, (dv + nw - 1) / nw);
+            CK(klaunch(k_deltanet, g, dim3(32 * nw), smem, (const float *)md->qkv, C,
                        (const float *)l.v[KCUDA_W_SSM_CONV1D], K, ring, md->ring_rows, (const int *)md->d_in,
                        (const float *)md->beta, (const float *)md->alpha, Hv, (const float *)l.v[KCUDA_W_SSM_A],
                        (const float *)l.v[KCUDA_W_SSM_DT_BIAS], S, Hk, Hv, dk, dv, eps, md->ybuf, Hv * dv, m));
@@ -1629,7 +1709,7 @@ KCUDA_API int32_t kcuda_model_prepare(kcuda_model *md, int32_t max_m) {
         md->ring_rows = K - 1 + max_m;
         AL(ring, (size_t)md->nrec * md->ring_rows * C * 4);
         AL(ssm, (size_t)md->nrec * Hv * dv * dk * 4);
-        md->dn_smem = M * (2 * dk + KC_WARPS + 2) * sizeof(float);
+        md->dn_smem = M * (2 * dk + dn_warps(dk) + 2) * sizeof(float);
         if (md->dn_smem > 48 * 1024) {
             CK(cudaFuncSetAttribute(k_deltanet, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)md->dn_smem));
         }

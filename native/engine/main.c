@@ -4,9 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#if defined(__SSE2__) || defined(_M_X64)
-#  include <emmintrin.h>
-#endif
 
 #include "cuda_host.h"
 #include "json.h"
@@ -220,49 +217,6 @@ static int write_file_atomic(const char *dir, const char *name, const void *data
     return 0;
 }
 
-/* Greedy pick: the first index of the maximum, NaNs never win, and a NaN at index 0 gives 0
- * (the result of the plain loop `if (v[i] > v[best]) best = i`). Done in two passes without a
- * loop-carried load: the maximum over independent lanes (x > m ? x : m is exact in any order,
- * NaN skipped; SSE2 maxps(x, m) is that very operation), then the first index that compares
- * equal to it. */
-static int argmax(const float *v, int n) {
-    if (n <= 0 || v[0] != v[0])
-        return 0;
-    float m = v[0];
-    int i = 0;
-#if defined(__SSE2__) || defined(_M_X64)
-    if (n >= 16) {
-        __m128 a = _mm_set1_ps(m), b = a, c = a, d = a;
-        for (; i + 16 <= n; i += 16) {
-            a = _mm_max_ps(_mm_loadu_ps(v + i), a);
-            b = _mm_max_ps(_mm_loadu_ps(v + i + 4), b);
-            c = _mm_max_ps(_mm_loadu_ps(v + i + 8), c);
-            d = _mm_max_ps(_mm_loadu_ps(v + i + 12), d);
-        }
-        float t[16];
-        _mm_storeu_ps(t, a);
-        _mm_storeu_ps(t + 4, b);
-        _mm_storeu_ps(t + 8, c);
-        _mm_storeu_ps(t + 12, d);
-        for (int l = 0; l < 16; l++)
-            m = t[l] > m ? t[l] : m;
-    }
-#endif
-    for (; i < n; i++)
-        m = v[i] > m ? v[i] : m;
-    i = 0;
-#if defined(__SSE2__) || defined(_M_X64)
-    const __m128 mm = _mm_set1_ps(m);
-    for (; i + 4 <= n; i += 4)
-        if (_mm_movemask_ps(_mm_cmpeq_ps(_mm_loadu_ps(v + i), mm)))
-            break;
-#endif
-    for (; i < n; i++)
-        if (v[i] == m)
-            return i;
-    return 0;
-}
-
 static int cmd_run(int argc, char **argv) {
     run_opts o = {0};
     o.mt = 1;
@@ -396,7 +350,7 @@ static int cmd_run(int argc, char **argv) {
         }
         double w1 = kt_now_ms();
         for (int s = 0; s < N; s++) {
-            int32_t tok = (int32_t)argmax(last_logits, V);
+            int32_t tok = (int32_t)vec_argmax(last_logits, V);
             gen[s] = tok;
             size_t slot = o.dump ? (size_t)row : 0;
             double s0 = kt_now_ms();

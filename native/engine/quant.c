@@ -7,6 +7,10 @@
 #include "gguf.h"
 #include "kite_math.h"
 
+#if defined(__SSE2__) || defined(_M_X64)
+#  include <emmintrin.h> /* the portable greedy pick */
+#endif
+
 #if (defined(__x86_64__) || defined(_M_X64)) && (defined(__GNUC__) || defined(__clang__))
 #  define KITE_HAVE_AVX2_CODE 1
 #  include <cpuid.h>
@@ -484,6 +488,42 @@ KT_AVX2 static float dot_update_avx2(float *s, const float *x, float a, const fl
     return kite_sum32_finish(l);
 }
 
+KT_AVX2 static int vec_argmax_avx2(const float *v, int n) {
+    if (n <= 0 || v[0] != v[0])
+        return 0;
+    float m = v[0];
+    int i = 0;
+    if (n >= 64) {
+        __m256 a[8];
+        for (int u = 0; u < 8; u++)
+            a[u] = _mm256_set1_ps(m);
+        for (; i + 64 <= n; i += 64)
+            for (int u = 0; u < 8; u++)
+                a[u] = _mm256_max_ps(_mm256_loadu_ps(v + i + 8 * u), a[u]);
+        float t[64];
+        for (int u = 0; u < 8; u++)
+            _mm256_storeu_ps(t + 8 * u, a[u]);
+        for (int l = 0; l < 64; l++)
+            m = t[l] > m ? t[l] : m;
+    }
+    for (; i < n; i++)
+        m = v[i] > m ? v[i] : m;
+    const __m256 mm = _mm256_set1_ps(m);
+    i = 0;
+    for (; i + 32 <= n; i += 32) {
+        const __m256 e0 = _mm256_cmp_ps(_mm256_loadu_ps(v + i), mm, _CMP_EQ_OQ);
+        const __m256 e1 = _mm256_cmp_ps(_mm256_loadu_ps(v + i + 8), mm, _CMP_EQ_OQ);
+        const __m256 e2 = _mm256_cmp_ps(_mm256_loadu_ps(v + i + 16), mm, _CMP_EQ_OQ);
+        const __m256 e3 = _mm256_cmp_ps(_mm256_loadu_ps(v + i + 24), mm, _CMP_EQ_OQ);
+        if (_mm256_movemask_ps(_mm256_or_ps(_mm256_or_ps(e0, e1), _mm256_or_ps(e2, e3))))
+            break;
+    }
+    for (; i < n; i++)
+        if (v[i] == m)
+            return i;
+    return 0;
+}
+
 KT_AVX2 static void vec_mul_add_avx2(float *y, const float *a, const float *b, int n) {
     int i = 0;
     for (; i + 8 <= n; i += 8)
@@ -814,6 +854,44 @@ void dot_q8_0_rows(const void *w, size_t row_bytes, int n, const int8_t *xq, con
         y[r] = dot_q8_0(p + (size_t)r * row_bytes, xq, xd, nb);
 }
 
+static int vec_argmax_portable(const float *v, int n) {
+    if (n <= 0 || v[0] != v[0])
+        return 0;
+    float m = v[0];
+    int i = 0;
+#if defined(__SSE2__) || defined(_M_X64)
+    if (n >= 16) {
+        __m128 a = _mm_set1_ps(m), b = a, c = a, d = a;
+        for (; i + 16 <= n; i += 16) {
+            a = _mm_max_ps(_mm_loadu_ps(v + i), a);
+            b = _mm_max_ps(_mm_loadu_ps(v + i + 4), b);
+            c = _mm_max_ps(_mm_loadu_ps(v + i + 8), c);
+            d = _mm_max_ps(_mm_loadu_ps(v + i + 12), d);
+        }
+        float t[16];
+        _mm_storeu_ps(t, a);
+        _mm_storeu_ps(t + 4, b);
+        _mm_storeu_ps(t + 8, c);
+        _mm_storeu_ps(t + 12, d);
+        for (int l = 0; l < 16; l++)
+            m = t[l] > m ? t[l] : m;
+    }
+#endif
+    for (; i < n; i++)
+        m = v[i] > m ? v[i] : m;
+    i = 0;
+#if defined(__SSE2__) || defined(_M_X64)
+    const __m128 mm = _mm_set1_ps(m);
+    for (; i + 4 <= n; i += 4)
+        if (_mm_movemask_ps(_mm_cmpeq_ps(_mm_loadu_ps(v + i), mm)))
+            break;
+#endif
+    for (; i < n; i++)
+        if (v[i] == m)
+            return i;
+    return 0;
+}
+
 /* The AVX2 kernel when it is compiled in and enabled, else the portable one: the same bytes. */
 #if KITE_HAVE_AVX2_CODE
 #define AVX2_OR(avx2_call, portable_call) (simd_on ? (avx2_call) : (portable_call))
@@ -878,4 +956,13 @@ void vec_silu(float *y, const float *x, int n) {
 
 void vec_mul_add(float *y, const float *a, const float *b, int n) {
     AVX2_OR(vec_mul_add_avx2(y, a, b, n), vec_mul_add_scalar(y, a, b, n));
+}
+
+/* Greedy pick: the first index of the maximum, NaNs never win, and a NaN at index 0 gives 0
+ * (the result of the plain loop `if (v[i] > v[best]) best = i`). Done in two passes without a
+ * loop-carried load: the maximum over independent lanes (x > m ? x : m is exact in any order,
+ * NaN skipped; maxps(x, m) is that very operation), then the first index that compares equal
+ * to it. Every level gives the same index. */
+int vec_argmax(const float *v, int n) {
+    return AVX2_OR(vec_argmax_avx2(v, n), vec_argmax_portable(v, n));
 }

@@ -599,6 +599,47 @@ static void test_elementwise(const float *x, int n) {
     check(ok, "silu_vs_scalar", "bytes differ");
 }
 
+/* The greedy pick at every SIMD level against the plain loop `if (v[i] > v[best]) best = i`:
+ * ties, NaN (also at index 0), infinities and signed zeros, lengths around the vector widths. */
+static void test_argmax(void) {
+    enum { N = 4099 };
+    float *v = malloc(sizeof(float) * N);
+    const int lens[] = {1, 2, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 1000, N};
+    const float nan = kite_bits_f32(0x7fc00000u), inf = kite_bits_f32(0x7f800000u);
+    int ok = 1;
+    for (int trial = 0; trial < 40 && ok; trial++) {
+        for (int i = 0; i < N; i++)
+            v[i] = trial % 4 == 3 ? -0.0f : rng_uniform(-4.0f, 4.0f);
+        if (trial % 4 == 3)
+            v[(trial * 131) % N] = 0.0f;
+        if (trial % 5 == 1)
+            v[(trial * 977) % N] = nan;
+        if (trial % 5 == 2)
+            v[0] = nan;
+        if (trial % 7 == 3)
+            v[(trial * 613) % N] = inf, v[(trial * 389) % N] = inf;
+        if (trial % 7 == 4)
+            for (int i = 0; i < N; i++)
+                v[i] = -inf;
+        if (trial % 3 == 0) /* ties at the maximum */
+            v[(trial * 37) % N] = v[(trial * 53) % N] = 4.5f;
+        for (int li = 0; li < (int)(sizeof lens / sizeof lens[0]); li++) {
+            const int n = lens[li];
+            int best = 0;
+            for (int i = 1; i < n; i++)
+                if (v[i] > v[best])
+                    best = i;
+            for (int level = 0; level <= quant_simd_max(); level++) {
+                quant_use_simd(level);
+                ok &= vec_argmax(v, n) == best;
+            }
+        }
+    }
+    quant_use_simd(QUANT_SIMD_BEST);
+    check(ok, "argmax_vs_loop", "a level picks another index");
+    free(v);
+}
+
 static void test_kernels(void) {
     const int n = 32 * 72; /* 72 blocks: 2 x 32 + 8, no tail; shorter lengths below have tails */
     float *x = malloc(sizeof(float) * n), *wf = malloc(sizeof(float) * n);
@@ -609,6 +650,7 @@ static void test_kernels(void) {
     for (int level = quant_simd_max() ? QUANT_SIMD_AVX2 : 0; level <= quant_simd_max(); level++)
         test_kernels_quant(level, x, wf, n);
     test_elementwise(x, n);
+    test_argmax();
     int have = quant_have_avx2();
     const char *types[3] = {"f32", "f16", "bf16"};
     int tids[3] = {GGUF_T_F32, GGUF_T_F16, GGUF_T_BF16};

@@ -105,61 +105,34 @@ __device__ __forceinline__ float warp_max(float v) {
     return v;
 }
 
-// canonical sum32 of f(i) = a[i] * b[i] over n (one warp; result broadcast to all lanes)
-// lane l's partial of the canonical dot: i = l, l+32, ... in order
+// Lane l's partial of the canonical dot a . b over n: i = l, l+32, ... added in order. The loads
+// of W iterations are issued together, then their adds (W = 16; 32 for the 1024-wide row norms
+// of k_actq: one round trip), then the rest 4 and 1 at a time.
+template <int W>
+__device__ __forceinline__ void lane_dot_run(const float *a, const float *b, int n, int &i, float &s) {
+    for (; i + 32 * (W - 1) < n; i += 32 * W) {
+        float pa[W], pb[W];
+#pragma unroll
+        for (int u = 0; u < W; u++) {
+            pa[u] = a[i + 32 * u];
+            pb[u] = b[i + 32 * u];
+        }
+#pragma unroll
+        for (int u = 0; u < W; u++) s = s + pa[u] * pb[u];
+    }
+}
+
+template <int W = 16>
 __device__ __forceinline__ float lane_dot(const float *a, const float *b, int n, int lane) {
     float s = 0.0f;
     int i = lane;
-    // loads of 16 iterations issued together, then the adds in order (lane l: i = l, l+32, ...)
-    for (; i + 32 * 15 < n; i += 32 * 16) {
-        float pa[16], pb[16];
-#pragma unroll
-        for (int u = 0; u < 16; u++) {
-            pa[u] = a[i + 32 * u];
-            pb[u] = b[i + 32 * u];
-        }
-#pragma unroll
-        for (int u = 0; u < 16; u++) s = s + pa[u] * pb[u];
-    }
-    for (; i + 32 * 3 < n; i += 32 * 4) {
-        float pa[4], pb[4];
-#pragma unroll
-        for (int u = 0; u < 4; u++) {
-            pa[u] = a[i + 32 * u];
-            pb[u] = b[i + 32 * u];
-        }
-#pragma unroll
-        for (int u = 0; u < 4; u++) s = s + pa[u] * pb[u];
-    }
-    for (; i < n; i += 32)
-        s = s + a[i] * b[i];
+    lane_dot_run<W>(a, b, n, i, s);
+    lane_dot_run<4>(a, b, n, i, s);
+    lane_dot_run<1>(a, b, n, i, s);
     return s;
 }
 
-// lane_dot(a, a, n, lane) with the loads of 32 iterations issued together (a 1024-wide row in
-// one round trip): the row norms of k_actq
-__device__ __forceinline__ float lane_sumsq(const float *a, int n, int lane) {
-    float s = 0.0f;
-    int i = lane;
-    for (; i + 32 * 31 < n; i += 32 * 32) {
-        float pa[32];
-#pragma unroll
-        for (int u = 0; u < 32; u++) pa[u] = a[i + 32 * u];
-#pragma unroll
-        for (int u = 0; u < 32; u++) s = s + pa[u] * pa[u];
-    }
-    for (; i + 32 * 3 < n; i += 32 * 4) {
-        float pa[4];
-#pragma unroll
-        for (int u = 0; u < 4; u++) pa[u] = a[i + 32 * u];
-#pragma unroll
-        for (int u = 0; u < 4; u++) s = s + pa[u] * pa[u];
-    }
-    for (; i < n; i += 32)
-        s = s + a[i] * a[i];
-    return s;
-}
-
+// canonical sum32 of a[i] * b[i] over n (one warp; result broadcast to all lanes)
 __device__ __forceinline__ float warp_dot(const float *a, const float *b, int n, int lane) {
     float s = lane_dot(a, b, n, lane);
     s = warp_sum32(s);
@@ -669,7 +642,7 @@ k_actq(int mode, const float *a, const float *b, int lda, const float *__restric
     __shared__ float s_scale;
     if (mode == 1) {
         if (warp == 0) {
-            float ss = warp_sum32(lane_sumsq(ar, n, lane));
+            float ss = warp_sum32(lane_dot<32>(ar, ar, n, lane));
             if (lane == 0) s_scale = kite_rsqrtf(ss / (float)n + eps);
         }
         __syncthreads();

@@ -10,7 +10,8 @@ reports cudart error 35). What they check:
   * the environment gates are read as documented;
   * the output is byte-identical for: stub build, module absent, module without device,
     refused modules, and KITE_CUDA_FORCE_CPU;
-  * the engine exits clean under valgrind with the module loaded and with a refused one.
+  * the engine exits clean under valgrind with the module loaded and with a refused one;
+  * no kernel takes an activation or state pointer as `const __restrict__` (PDL ordering).
 """
 
 from __future__ import annotations
@@ -102,6 +103,28 @@ def _dynsyms(path: Path) -> set[str]:
 def _needed(path: Path) -> list[str]:
     out = subprocess.run(["readelf", "-d", str(path)], capture_output=True, text=True, check=True)
     return re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out.stdout)
+
+
+# Arguments that a kernel may take as `const T *__restrict__`: immutable during a forward pass
+# (weights, norm and conv weights, RoPE tables, the pass's position/tokens). Anything else is
+# written by an earlier kernel of the pass, and a restrict-const load of it may be issued before
+# griddepcontrol.wait (an invariant load in the compiler's eyes): wrong rows at --mt >= 2 were
+# seen on the H200 with such an argument (docs/results/2026-11-30-h200-latency.md).
+IMMUTABLE_ARGS = {"w", "cw", "ssm_a", "dt_bias", "qn", "kn", "cos_tab", "sin_tab", "in"}
+
+
+def test_kernels_read_activations_through_plain_pointers():
+    text = (REPO / "native" / "cuda" / "kite_cuda.cu").read_text()
+    kernels = re.findall(r"__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s*(?://[^\n]*)?\s*)?(\w+)\(([^{]*)\)\s*\{", text)
+    assert len(kernels) >= 8, "kernel signatures not found"
+    restricted = {
+        (name, arg)
+        for name, params in kernels
+        for arg in re.findall(r"const\s+\w+\s*\*\s*__restrict__\s+(\w+)", params)
+    }
+    assert {arg for _, arg in restricted} <= IMMUTABLE_ARGS, sorted(
+        (k, a) for k, a in restricted if a not in IMMUTABLE_ARGS
+    )
 
 
 @pytest.mark.skipif(shutil.which("nm") is None or shutil.which("readelf") is None, reason="binutils missing")

@@ -443,6 +443,15 @@ __device__ __forceinline__ void warp_rows(const GJob &J, int r0, int k, int m, c
     }
 }
 
+// The job that global row `grow` of a launch belongs to (jobs are laid out by row0).
+__device__ __forceinline__ int job_of(const GJobs &js, int grow) {
+    int ji = 0;
+#pragma unroll
+    for (int t = 1; t < 4; t++)
+        if (t < js.nj && grow >= js.j[t].row0) ji = t;
+    return ji;
+}
+
 template <int MT, int RPW>
 __global__ void __launch_bounds__(KC_THREADS)
 k_gemv(GJobs js, int m, Pro P, const int8_t *gxq, const float *gxd, const float *xf, int ldx) {
@@ -461,11 +470,7 @@ k_gemv(GJobs js, int m, Pro P, const int8_t *gxq, const float *gxd, const float 
         const int gw0 = blockIdx.x * nw + warp;
         if (gw0 < js.nwarps) {
             const int grow = gw0 * RPW;
-            int ji = 0;
-#pragma unroll
-            for (int t = 1; t < 4; t++)
-                if (t < js.nj && grow >= js.j[t].row0) ji = t;
-            const GJob &J = js.j[ji];
+            const GJob &J = js.j[job_of(js, grow)];
             const int r0 = grow - J.row0;
             if (r0 < J.n && (J.type == KCUDA_T_Q8_0 || J.type == KCUDA_T_Q4_0)) {
                 const size_t rb = J.type == KCUDA_T_Q8_0 ? (size_t)k : (size_t)(k >> 1);
@@ -543,11 +548,7 @@ k_gemv(GJobs js, int m, Pro P, const int8_t *gxq, const float *gxd, const float 
     }
     for (int gw = blockIdx.x * nw + warp; gw < js.nwarps; gw += gridDim.x * nw) {
         const int grow = gw * RPW;
-        int ji = 0;
-#pragma unroll
-        for (int t = 1; t < 4; t++)
-            if (t < js.nj && grow >= js.j[t].row0) ji = t;
-        const GJob &J = js.j[ji];
+        const GJob &J = js.j[job_of(js, grow)];
         const int r0 = grow - J.row0;
         if (r0 >= J.n) continue;
         float acc[RPW][MT];
@@ -705,6 +706,11 @@ __global__ void k_embed(DW w, const int *__restrict__ in, int E, float *x) {
 static int dn_warps(int dk) {
     const int nw = (2 * dk + 30) / 31; // 32 * nw >= 2 * dk + nw
     return nw > KC_WARPS ? nw : KC_WARPS;
+}
+
+// its shared memory for m rows: per row q, k (dk each), v of its nw rows, beta and the decay
+static size_t dn_smem(int m, int dk) {
+    return (size_t)m * (2 * dk + dn_warps(dk) + 2) * sizeof(float);
 }
 __device__ __forceinline__ int dn_channel(int t, int kh, int h, int j0, int Hk, int dk, int dv) {
     if (t < dk) return kh * dk + t;
@@ -1026,7 +1032,6 @@ struct kcuda_model {
     int32_t cp_err = 0;
     float *cp_dst = nullptr;
     size_t cp_nch = 0, cp_csz = 0, cp_nl = 0;
-    size_t dn_smem = 0;
     // graphs
     cudaGraphExec_t g1 = nullptr;
     std::map<int, cudaGraphExec_t> gm;
@@ -1254,14 +1259,6 @@ static Pro pro(int mode, const float *a, const float *b, int lda, const float *w
     return P;
 }
 
-// k_actq: the activations of m rows of width k, prepared by P, quantized into xq / xd.
-static int32_t actq(kcuda_model *md, int k, int m, const Pro &P) {
-    dim3 g((unsigned)((k / 32 + KC_WARPS - 1) / KC_WARPS), (unsigned)m);
-    CK(klaunch(k_actq, g, dim3(KC_THREADS), 0, P.mode, P.a, P.b, P.lda, P.w, P.hs, k, P.eps, md->xq, md->xd,
-               md->ldx, P.out2, P.ld2));
-    return 0;
-}
-
 // One matrix product with its activation preparation. All matrices quantized: k_actq (once per
 // pass, parallel over rows and 32-blocks) then the gemv on the quantized activations; the
 // in-gemv prologue remains for m < KC_ACTQ_MIN_M and gated norms with hs % 32 != 0. Float
@@ -1276,8 +1273,11 @@ static int32_t gemv_in(kcuda_model *md, const GJobs &js, int m, const Pro &P) {
     // everything else equal, 2.00 -> 1.38 ms per M=1 decode step (qwen35-0.8b Q8_0); measured
     // again with the row tiles of gemv_rpw (one wave of blocks): 0.89 -> 1.50 ms with prologues.
     if (allq && m >= KC_ACTQ_MIN_M && (P.mode != 3 || P.hs % 32 == 0)) {
-        CKS(actq(md, k, m, P));
-        return launch_gemv(js, m, pro(-1, nullptr, nullptr, 0, nullptr, 1, 0.0f), md->xq, md->xd, nullptr, md->ldx);
+        dim3 g((unsigned)((k / 32 + KC_WARPS - 1) / KC_WARPS), (unsigned)m);
+        CK(klaunch(k_actq, g, dim3(KC_THREADS), 0, P.mode, P.a, P.b, P.lda, P.w, P.hs, k, P.eps, md->xq, md->xd,
+                   md->ldx, P.out2, P.ld2));
+        Pro P2 = pro(-1, nullptr, nullptr, 0, nullptr, 1, 0.0f);
+        return launch_gemv(js, m, P2, md->xq, md->xd, nullptr, md->ldx);
     }
     if (allq) return launch_gemv(js, m, P, nullptr, nullptr, nullptr, 0);
     CK(klaunch(k_act, dim3(m), dim3(KC_THREADS), 0, P.mode, P.a, P.b, P.lda, P.w, P.hs, k, P.eps, md->xf, md->xq,
@@ -1322,9 +1322,8 @@ static int32_t forward_impl(kcuda_model *md, int m) {
             float *ring = md->ring + (size_t)l.idx * md->ring_rows * C;
             float *S = md->ssm + (size_t)l.idx * Hv * dv * dk;
             const int nw = dn_warps(dk);
-            size_t smem = (size_t)m * (2 * dk + nw + 2) * sizeof(float);
             dim3 g(Hv, (dv + nw - 1) / nw);
-            CK(klaunch(k_deltanet, g, dim3(32 * nw), smem, (const float *)md->qkv, C,
+            CK(klaunch(k_deltanet, g, dim3(32 * nw), dn_smem(m, dk), (const float *)md->qkv, C,
                        (const float *)l.v[KCUDA_W_SSM_CONV1D], K, ring, md->ring_rows, (const int *)md->d_in,
                        (const float *)md->beta, (const float *)md->alpha, Hv, (const float *)l.v[KCUDA_W_SSM_A],
                        (const float *)l.v[KCUDA_W_SSM_DT_BIAS], S, Hk, Hv, dk, dv, eps, md->ybuf, Hv * dv, m));
@@ -1682,9 +1681,8 @@ KCUDA_API int32_t kcuda_model_prepare(kcuda_model *md, int32_t max_m) {
         md->ring_rows = K - 1 + max_m;
         AL(ring, (size_t)md->nrec * md->ring_rows * C * 4);
         AL(ssm, (size_t)md->nrec * Hv * dv * dk * 4);
-        md->dn_smem = M * (2 * dk + dn_warps(dk) + 2) * sizeof(float);
-        if (md->dn_smem > 48 * 1024) {
-            CK(cudaFuncSetAttribute(k_deltanet, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)md->dn_smem));
+        if (dn_smem(max_m, dk) > 48 * 1024) {
+            CK(cudaFuncSetAttribute(k_deltanet, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dn_smem(max_m, dk)));
         }
     }
     if (md->nfull) {

@@ -99,6 +99,28 @@ __device__ __forceinline__ float warp_sum32(float v) {
     return v;
 }
 
+// N canonical sums at once (N a power of two <= 32; lane l holds the partials l of v[0..N-1]).
+// Each butterfly step halves the values a lane keeps: it adds its partner's copy of the half
+// it keeps (x + y == y + x: the same pairs as warp_sum32, whichever lane adds them) and sends
+// the other half. Returns v[lane / (32 / N)]'s sum: N * 2 - 2 shuffles instead of N * 5.
+template <int N>
+__device__ __forceinline__ float warp_sum32_scatter(float *v, int lane) {
+    static_assert(N >= 1 && N <= 32 && (N & (N - 1)) == 0, "N: a power of two <= 32");
+#pragma unroll
+    for (int n = N, off = 16; n > 1; n >>= 1, off >>= 1) {
+        const bool hi = (lane & off) != 0;
+#pragma unroll
+        for (int j = 0; j < n / 2; j++) {
+            const float keep = hi ? v[j + n / 2] : v[j], send = hi ? v[j] : v[j + n / 2];
+            v[j] = keep + __shfl_xor_sync(0xffffffffu, send, off);
+        }
+    }
+    float s = v[0];
+#pragma unroll
+    for (int off = 16 / N; off > 0; off >>= 1) s = s + __shfl_xor_sync(0xffffffffu, s, off);
+    return s;
+}
+
 __device__ __forceinline__ float warp_max(float v) {
     for (int off = 16; off > 0; off >>= 1)
         v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
@@ -553,16 +575,13 @@ k_gemv(GJobs js, int m, Pro P, const int8_t *gxq, const float *gxd, const float 
         if (r0 >= J.n) continue;
         float acc[RPW][MT];
         warp_rows<MT, RPW>(J, r0, k, m, XQ, XD, ldq, ldd, xf, ldx, lane, waited, acc);
-#pragma unroll
-        for (int rr = 0; rr < RPW; rr++) {
-#pragma unroll
-            for (int mm = 0; mm < MT; mm++) {
-                float v = warp_sum32(acc[rr][mm]);
-                if (lane == 0 && mm < m && r0 + rr < J.n) {
-                    float *y = J.y + (size_t)mm * J.ldy + r0 + rr;
-                    *y = J.add ? *y + v : v;
-                }
-            }
+        // the RPW * MT sums end in lanes lane / (32 / N) (one lane per value stores)
+        constexpr int N = RPW * MT;
+        const float v = warp_sum32_scatter<N>(&acc[0][0], lane);
+        const int i = lane / (32 / N), rr = i / MT, mm = i % MT;
+        if (lane % (32 / N) == 0 && mm < m && r0 + rr < J.n) {
+            float *y = J.y + (size_t)mm * J.ldy + r0 + rr;
+            *y = J.add ? *y + v : v;
         }
     }
 }

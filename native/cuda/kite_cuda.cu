@@ -1,6 +1,6 @@
 // kite_cuda.cu - the kite CUDA module: device init, per-op gemm, the resident model (M=1 and
 // M-row steps), CUDA graphs. Every kernel follows docs/NUMERICS.md: a warp is the 32 lanes of
-// sum32 (lane l owns partial l, then __shfl_down_sync by 16, 8, 4, 2, 1), blocks split output
+// sum32 (lane l owns partial l, then __shfl_xor_sync by 16, 8, 4, 2, 1), blocks split output
 // rows, quantized block dots are exact int32, element-wise math comes from kite_math.h.
 // Built with -fmad=false (no FMA contraction), IEEE division and square root.
 #include <cuda_fp16.h>
@@ -92,17 +92,21 @@ static cudaError_t klaunch(void (*kern)(KArgs...), dim3 grid, dim3 block, size_t
 // ------------------------------------------------------------------------------------------------
 // Device utilities
 
-__device__ __forceinline__ float warp_sum32(float v) {
-    // lane l holds partial l; the result (in lane 0) is the canonical butterfly.
-    for (int off = 16; off > 0; off >>= 1)
-        v = v + __shfl_down_sync(0xffffffffu, v, off);
+// The butterfly steps off0, off0 / 2, ..., 1: each lane adds its partner's value (lane l ^ off).
+// Lanes l and l + off add the same pair, as x + y and y + x: the same float, so every lane ends
+// with the value the canonical order gives lane 0.
+__device__ __forceinline__ float warp_sum_from(float v, int off0) {
+    for (int off = off0; off > 0; off >>= 1) v = v + __shfl_xor_sync(0xffffffffu, v, off);
     return v;
 }
 
+// canonical sum32 of the lane partials (lane l holds partial l), in every lane
+__device__ __forceinline__ float warp_sum32(float v) { return warp_sum_from(v, 16); }
+
 // N canonical sums at once (N a power of two <= 32; lane l holds the partials l of v[0..N-1]).
 // Each butterfly step halves the values a lane keeps: it adds its partner's copy of the half
-// it keeps (x + y == y + x: the same pairs as warp_sum32, whichever lane adds them) and sends
-// the other half. Returns v[lane / (32 / N)]'s sum: N * 2 - 2 shuffles instead of N * 5.
+// it keeps (the same pairs as warp_sum32, whichever lane adds them) and sends the other half.
+// Returns v[lane / (32 / N)]'s sum: N * 2 - 2 shuffles instead of N * 5.
 template <int N>
 __device__ __forceinline__ float warp_sum32_scatter(float *v, int lane) {
     static_assert(N >= 1 && N <= 32 && (N & (N - 1)) == 0, "N: a power of two <= 32");
@@ -115,10 +119,7 @@ __device__ __forceinline__ float warp_sum32_scatter(float *v, int lane) {
             v[j] = keep + __shfl_xor_sync(0xffffffffu, send, off);
         }
     }
-    float s = v[0];
-#pragma unroll
-    for (int off = 16 / N; off > 0; off >>= 1) s = s + __shfl_xor_sync(0xffffffffu, s, off);
-    return s;
+    return warp_sum_from(v[0], 16 / N);
 }
 
 __device__ __forceinline__ float warp_max(float v) {
@@ -154,11 +155,9 @@ __device__ __forceinline__ float lane_dot(const float *a, const float *b, int n,
     return s;
 }
 
-// canonical sum32 of a[i] * b[i] over n (one warp; result broadcast to all lanes)
+// canonical sum32 of a[i] * b[i] over n (one warp; the result in every lane)
 __device__ __forceinline__ float warp_dot(const float *a, const float *b, int n, int lane) {
-    float s = lane_dot(a, b, n, lane);
-    s = warp_sum32(s);
-    return __shfl_sync(0xffffffffu, s, 0);
+    return warp_sum32(lane_dot(a, b, n, lane));
 }
 
 __device__ __forceinline__ float half_bits_to_f32(uint16_t h) {
@@ -856,8 +855,7 @@ k_deltanet(const float *qkv, int C, const float *__restrict__ cw, int K, float *
                 p = p + st[c] * kk[i];
             }
         }
-        p = warp_sum32(p);
-        float kv = __shfl_sync(0xffffffffu, p, 0);
+        const float kv = warp_sum32(p);
         float delta = (vj - kv) * beta;
         float p2 = 0.0f;
 #pragma unroll

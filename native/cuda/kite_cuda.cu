@@ -103,6 +103,22 @@ __device__ __forceinline__ float warp_sum_from(float v, int off0) {
 // canonical sum32 of the lane partials (lane l holds partial l), in every lane
 __device__ __forceinline__ float warp_sum32(float v) { return warp_sum_from(v, 16); }
 
+// One step of warp_sum32_scatter: n values per lane, partner lane ^ off. The steps are a
+// template recursion so that every index into v is a constant (a loop over n was left rolled
+// for 16 values, which put the sums in local memory).
+template <int n, int off>
+__device__ __forceinline__ void scatter_steps(float *v, int lane) {
+    if constexpr (n > 1) {
+        const bool hi = (lane & off) != 0;
+#pragma unroll
+        for (int j = 0; j < n / 2; j++) {
+            const float keep = hi ? v[j + n / 2] : v[j], send = hi ? v[j] : v[j + n / 2];
+            v[j] = keep + __shfl_xor_sync(0xffffffffu, send, off);
+        }
+        scatter_steps<n / 2, off / 2>(v, lane);
+    }
+}
+
 // N canonical sums at once (N a power of two <= 32; lane l holds the partials l of v[0..N-1]).
 // Each butterfly step halves the values a lane keeps: it adds its partner's copy of the half
 // it keeps (the same pairs as warp_sum32, whichever lane adds them) and sends the other half.
@@ -110,15 +126,7 @@ __device__ __forceinline__ float warp_sum32(float v) { return warp_sum_from(v, 1
 template <int N>
 __device__ __forceinline__ float warp_sum32_scatter(float *v, int lane) {
     static_assert(N >= 1 && N <= 32 && (N & (N - 1)) == 0, "N: a power of two <= 32");
-#pragma unroll
-    for (int n = N, off = 16; n > 1; n >>= 1, off >>= 1) {
-        const bool hi = (lane & off) != 0;
-#pragma unroll
-        for (int j = 0; j < n / 2; j++) {
-            const float keep = hi ? v[j + n / 2] : v[j], send = hi ? v[j] : v[j + n / 2];
-            v[j] = keep + __shfl_xor_sync(0xffffffffu, send, off);
-        }
-    }
+    scatter_steps<N, 16>(v, lane);
     return warp_sum_from(v[0], 16 / N);
 }
 

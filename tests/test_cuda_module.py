@@ -11,7 +11,8 @@ reports cudart error 35). What they check:
   * the output is byte-identical for: stub build, module absent, module without device,
     refused modules, and KITE_CUDA_FORCE_CPU;
   * the engine exits clean under valgrind with the module loaded and with a refused one;
-  * no kernel takes an activation or state pointer as `const __restrict__` (PDL ordering).
+  * no kernel takes an activation or state pointer as `const __restrict__` (PDL ordering);
+  * no kernel keeps an array in local memory (ptxas -v, sm_90), beyond a listed exception.
 """
 
 from __future__ import annotations
@@ -125,6 +126,64 @@ def test_kernels_read_activations_through_plain_pointers():
     assert {arg for _, arg in restricted} <= IMMUTABLE_ARGS, sorted(
         (k, a) for k, a in restricted if a not in IMMUTABLE_ARGS
     )
+
+
+# Kernels that may keep something in local memory, with why. Everything else must not: an array
+# the compiler could not keep in registers (a loop over `off >>= 1` it left rolled) put the M=4
+# gemv's 16 sums and k_attn's 32 partials in local memory, and cost 10% of the M=4 prefill
+# (docs/results/2026-11-30-h200-latency.md, section 6).
+LOCAL_MEMORY_ALLOWED = {
+    # MT=2 (--mt 2 only): ptxas spills 8 bytes at 80 registers; asking it for fewer blocks per SM
+    # removes the spill but raises the registers of the M=1 gemvs (80 -> 88: 3 -> 2 blocks per SM)
+    "k_gemv<2, 4>": 8,
+}
+
+
+def _ptxas_frames(cu: Path, flags: list[str]) -> dict[str, int]:
+    """{kernel: stack frame bytes} from ptxas -v for sm_90, with the module's numeric flags."""
+    with_out = subprocess.run(
+        ["nvcc", "-O3", "-std=c++17", "-cubin", "-arch=sm_90", "-DKCUDA_BUILD", *flags,
+         f"-I{REPO / 'native' / 'include'}", "-Xptxas", "-v", str(cu), "-o", os.devnull],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert with_out.returncode == 0, with_out.stderr[-2000:]
+    frames: dict[str, int] = {}
+    name = None
+    for line in with_out.stderr.splitlines():
+        m = re.search(r"Function properties for (\w+)", line)
+        if m:
+            name = m.group(1)
+            continue
+        m = re.search(r"(\d+) bytes stack frame", line)
+        if m and name:
+            frames[name] = int(m.group(1))
+            name = None
+    return frames
+
+
+def _demangle_kernel(sym: str) -> str:
+    # _Z6k_gemvILi4ELi4EEv... -> k_gemv<4, 4>; _Z6k_attnPKf... -> k_attn
+    m = re.match(r"_Z(\d+)(\w+)", sym)
+    if not m:
+        return sym
+    n = int(m.group(1))
+    base, rest = m.group(2)[:n], m.group(2)[n:]
+    args = re.match(r"I((?:Li-?\d+E)+)E", rest)
+    if not args:
+        return base
+    return base + "<" + ", ".join(re.findall(r"Li(-?\d+)E", args.group(1))) + ">"
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+def test_kernels_keep_no_local_memory():
+    cmake = (REPO / "native" / "cuda" / "CMakeLists.txt").read_text()
+    flags = re.search(r"set\(KITE_CUDA_FLAGS ([^)]*)\)", cmake).group(1).split()
+    assert "-fmad=false" in flags
+    frames = {_demangle_kernel(k): v for k, v in _ptxas_frames(REPO / "native" / "cuda" / "kite_cuda.cu", flags).items()}
+    kernels = [k for k in frames if k.startswith("k_")]
+    assert "k_gemv<4, 4>" in kernels and "k_attn" in kernels and len(kernels) >= 12, sorted(frames)
+    used = {k: v for k, v in frames.items() if v and LOCAL_MEMORY_ALLOWED.get(k) != v}
+    assert not used, f"kernels with a local-memory stack frame (bytes): {used}"
 
 
 @pytest.mark.skipif(shutil.which("nm") is None or shutil.which("readelf") is None, reason="binutils missing")

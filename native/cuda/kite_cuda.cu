@@ -1000,10 +1000,17 @@ k_attn(const float *q, const float *kc, const float *vc, const float *qg, int ld
                 if (t < n) s[l] = s[l] + sc[t] * vp[(size_t)t * Hkv * D];
             }
         }
+        // the tree over the 32 partials, one loop per level: written as a loop over off, the
+        // compiler kept it rolled and s[] in local memory
 #pragma unroll
-        for (int off = 16; off > 0; off >>= 1)
+        for (int l = 0; l < 16; l++) s[l] = s[l] + s[l + 16];
 #pragma unroll
-            for (int l = 0; l < off; l++) s[l] = s[l] + s[l + off];
+        for (int l = 0; l < 8; l++) s[l] = s[l] + s[l + 8];
+#pragma unroll
+        for (int l = 0; l < 4; l++) s[l] = s[l] + s[l + 4];
+        s[0] = s[0] + s[2];
+        s[1] = s[1] + s[3];
+        s[0] = s[0] + s[1];
         float gate = qg[(size_t)mi * ldqg + (size_t)2 * h * D + D + d];
         out[(size_t)mi * ldo + h * D + d] = s[0] * kite_sigmoidf(gate);
     }

@@ -41,6 +41,10 @@
 #endif
 #define KC_NCHUNK 16              // chunks of the logits copy back to the host
 #define KC_CHUNK_MIN (64 * 1024)  // floats per chunk at least
+// pieces of the LM head: the logits of piece p are copied back while piece p + 1 is computed
+#ifndef KC_LM_PIECES
+#define KC_LM_PIECES 4
+#endif
 // host threads (besides the caller's) that copy logits chunks of an M-row pass out of the
 // pinned staging
 #ifndef KC_COPY_THREADS
@@ -1054,7 +1058,9 @@ struct kcuda_model {
     // pinned staging for the copies back to the host (up to max_m rows), in chunks that the
     // host copies out while the next chunk is still in flight
     float *pin_hout = nullptr, *pin_logits = nullptr;
-    cudaEvent_t ev[KC_NCHUNK] = {};
+    cudaEvent_t ev[KC_NCHUNK] = {};      // chunk c is on the host (recorded on cps)
+    cudaStream_t cps = nullptr;          // the copies back
+    cudaEvent_t lmev[KC_LM_PIECES] = {}; // piece p of the LM head is done (recorded by the pass)
     // copy helpers: thread i (1..n) takes chunks c with c % (n + 1) == i; the caller takes the rest
     std::vector<std::thread> cp_th;
     std::mutex cp_mu;
@@ -1063,7 +1069,7 @@ struct kcuda_model {
     int cp_busy = 0, cp_stop = 0;
     int32_t cp_err = 0;
     float *cp_dst = nullptr;
-    size_t cp_nch = 0, cp_csz = 0, cp_nl = 0;
+    int cp_nch = 0, cp_m = 0, cp_v = 0;
     // graphs
     cudaGraphExec_t g1 = nullptr;
     std::map<int, cudaGraphExec_t> gm;
@@ -1098,18 +1104,39 @@ static void copy_threads_stop(kcuda_model *md) {
     md->cp_th.clear();
 }
 
+// The logits go back in nch chunks of vocabulary columns (all m rows each): at least
+// KC_CHUNK_MIN floats a chunk, KC_NCHUNK at most. The LM head runs in np pieces of nch / np
+// whole chunks; the pass and the copies back use the same split.
+static void lm_split(int m, int V, int *nch, int *np) {
+    int n = (int)(((size_t)m * V + KC_CHUNK_MIN - 1) / KC_CHUNK_MIN);
+    if (n > KC_NCHUNK) n = KC_NCHUNK;
+    if (n < 1) n = 1;
+    const int p = n < KC_LM_PIECES ? n : KC_LM_PIECES;
+    *nch = n / p * p;
+    *np = p;
+}
+
+// first vocabulary column of chunk c (c = nch: V)
+static int lm_col(int c, int nch, int V) {
+    const int64_t cw = ((int64_t)V + nch - 1) / nch, v = cw * c;
+    return v < V ? (int)v : V;
+}
+
 // chunks of this thread's share: wait for each, copy it out of the staging
 static int32_t copy_share(kcuda_model *md, int who, int nthr) {
     int32_t err = 0;
-    for (size_t c = (size_t)who; c < md->cp_nch; c += (size_t)nthr) {
+    for (int c = who; c < md->cp_nch; c += nthr) {
         cudaError_t e = cudaEventSynchronize(md->ev[c]);
         if (e != cudaSuccess) {
             err = (int32_t)e;
             break;
         }
-        const size_t o = c * md->cp_csz;
-        const size_t n = o < md->cp_nl ? (md->cp_nl - o < md->cp_csz ? md->cp_nl - o : md->cp_csz) : 0;
-        if (n) memcpy(md->cp_dst + o, md->pin_logits + o, n * 4);
+        const int v0 = lm_col(c, md->cp_nch, md->cp_v), v1 = lm_col(c + 1, md->cp_nch, md->cp_v);
+        if (!md->cp_dst || v1 <= v0) continue;
+        for (int mi = 0; mi < md->cp_m; mi++) {
+            const size_t o = (size_t)mi * md->cp_v + v0;
+            memcpy(md->cp_dst + o, md->pin_logits + o, (size_t)(v1 - v0) * 4);
+        }
     }
     return err;
 }
@@ -1153,8 +1180,11 @@ static void model_free(kcuda_model *md) {
     if (md->h_in) cudaFreeHost(md->h_in);
     if (md->pin_hout) cudaFreeHost(md->pin_hout);
     if (md->pin_logits) cudaFreeHost(md->pin_logits);
+    if (md->cps) cudaStreamDestroy(md->cps);
     for (int i = 0; i < KC_NCHUNK; i++)
         if (md->ev[i]) cudaEventDestroy(md->ev[i]);
+    for (int i = 0; i < KC_LM_PIECES; i++)
+        if (md->lmev[i]) cudaEventDestroy(md->lmev[i]);
     delete md;
 }
 
@@ -1277,6 +1307,18 @@ static GJob job(const DW &w, float *y, int ldy, int add) {
     return j;
 }
 
+// rows r0 .. r0 + n - 1 of w as a job of their own (its output y is row r0's)
+static GJob job_rows(const DW &w, int r0, int n, float *y, int ldy) {
+    GJob j = job(w, y, ldy, 0);
+    const int64_t rb = w.type == KCUDA_T_Q8_0 ? w.ne0 : w.type == KCUDA_T_Q4_0 ? w.ne0 / 2
+                       : w.type == KCUDA_T_F32   ? w.ne0 * 4
+                                                 : w.ne0 * 2; // bytes of a row of q
+    j.q = (const char *)w.q + (size_t)r0 * rb;
+    if (w.s) j.s = w.s + (size_t)r0 * (w.ne0 / 32);
+    j.n = n;
+    return j;
+}
+
 static Pro pro(int mode, const float *a, const float *b, int lda, const float *w, int hs, float eps) {
     Pro P;
     P.mode = mode;
@@ -1291,15 +1333,26 @@ static Pro pro(int mode, const float *a, const float *b, int lda, const float *w
     return P;
 }
 
-// One matrix product with its activation preparation. All matrices quantized: k_actq (once per
-// pass, parallel over rows and 32-blocks) then the gemv on the quantized activations; the
-// in-gemv prologue remains for m < KC_ACTQ_MIN_M and gated norms with hs % 32 != 0. Float
-// weights: k_act into global memory first.
-static int32_t gemv_in(kcuda_model *md, const GJobs &js, int m, const Pro &P) {
+// The activations of a matrix product. All matrices quantized: k_actq (once per pass, parallel
+// over rows and 32-blocks) into xq / xd, which the gemv reads; the gemv's own prologue remains
+// for m < KC_ACTQ_MIN_M and gated norms with hs % 32 != 0. Float weights: k_act into xf first.
+struct ActIn {
+    Pro P; // the gemv's prologue (mode -1: activations in q / d / f)
+    const int8_t *q;
+    const float *d, *f;
+    int ldx;
+};
+
+static int32_t act_prepare(kcuda_model *md, const GJobs &js, int m, const Pro &P, ActIn *a) {
     int allq = 1;
     for (int t = 0; t < js.nj; t++)
         if (js.j[t].type != KCUDA_T_Q8_0 && js.j[t].type != KCUDA_T_Q4_0) allq = 0;
     const int k = js.j[0].k;
+    a->P = pro(-1, nullptr, nullptr, 0, nullptr, 1, 0.0f);
+    a->q = md->xq;
+    a->d = md->xd;
+    a->f = nullptr;
+    a->ldx = md->ldx;
     // Quantize the activations once instead of in the prologue of every gemv block (whose
     // latency sat in front of every weight load, and whose cost grew with m): on the H200,
     // everything else equal, 2.00 -> 1.38 ms per M=1 decode step (qwen35-0.8b Q8_0); measured
@@ -1308,14 +1361,23 @@ static int32_t gemv_in(kcuda_model *md, const GJobs &js, int m, const Pro &P) {
         dim3 g((unsigned)((k / 32 + KC_WARPS - 1) / KC_WARPS), (unsigned)m);
         CK(klaunch(k_actq, g, dim3(KC_THREADS), 0, P.mode, P.a, P.b, P.lda, P.w, P.hs, k, P.eps, md->xq, md->xd,
                    md->ldx, P.out2, P.ld2));
-        Pro P2 = pro(-1, nullptr, nullptr, 0, nullptr, 1, 0.0f);
-        return launch_gemv(js, m, P2, md->xq, md->xd, nullptr, md->ldx);
+        return 0;
     }
-    if (allq) return launch_gemv(js, m, P, nullptr, nullptr, nullptr, 0);
+    if (allq) {
+        *a = ActIn{P, nullptr, nullptr, nullptr, 0};
+        return 0;
+    }
     CK(klaunch(k_act, dim3(m), dim3(KC_THREADS), 0, P.mode, P.a, P.b, P.lda, P.w, P.hs, k, P.eps, md->xf, md->xq,
                md->xd, md->ldx, P.out2, P.ld2));
-    Pro P2 = pro(-1, nullptr, nullptr, 0, nullptr, 1, 0.0f);
-    return launch_gemv(js, m, P2, md->xq, md->xd, md->xf, md->ldx);
+    a->f = md->xf;
+    return 0;
+}
+
+// One matrix product with its activation preparation.
+static int32_t gemv_in(kcuda_model *md, const GJobs &js, int m, const Pro &P) {
+    ActIn a;
+    CKS(act_prepare(md, js, m, P, &a));
+    return launch_gemv(js, m, a.P, a.q, a.d, a.f, a.ldx);
 }
 
 // The forward pass for m rows at positions in[0] .. in[0]+m-1 (tokens in[1..m]), device-side
@@ -1395,13 +1457,31 @@ static int32_t forward_impl(kcuda_model *md, int m) {
         js.j[0] = job(l.w[KCUDA_W_FFN_DOWN], md->x, E, 1);
         CKS(gemv_in(md, js, m, pro(2, md->gate, md->up, F, nullptr, 1, eps)));
     }
+    // The LM head in pieces of vocabulary rows, each followed by an event that the copy back
+    // waits for (run_rows): the logits of piece p travel to the host while p + 1 is computed.
+    const DW &W = md->out.type >= 0 ? md->out : md->tok;
     GJobs js = {};
     js.nj = 1;
-    js.j[0] = job(md->out.type >= 0 ? md->out : md->tok, md->logits, V, 0);
+    js.j[0] = job(W, md->logits, V, 0);
     Pro pf = pro(1, md->x, nullptr, E, md->out_norm, 1, eps);
     pf.out2 = md->hout;
     pf.ld2 = E;
-    CKS(gemv_in(md, js, m, pf));
+    ActIn a;
+    CKS(act_prepare(md, js, m, pf, &a));
+    int nch = 1, np = 1;
+    lm_split(m, V, &nch, &np);
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    CK(cudaStreamIsCapturing(g_stream, &cs));
+    for (int p = 0; p < np; p++) {
+        const int r0 = lm_col(p * (nch / np), nch, V), r1 = lm_col((p + 1) * (nch / np), nch, V);
+        if (r1 > r0) {
+            js.j[0] = job_rows(W, r0, r1 - r0, md->logits + r0, V);
+            CKS(launch_gemv(js, m, a.P, a.q, a.d, a.f, a.ldx));
+        }
+        // in a graph: an event record node that work outside the graph can wait for
+        CK(cudaEventRecordWithFlags(md->lmev[p], g_stream,
+                                    cs == cudaStreamCaptureStatusActive ? cudaEventRecordExternal : cudaEventRecordDefault));
+    }
     return 0;
 }
 
@@ -1732,6 +1812,8 @@ KCUDA_API int32_t kcuda_model_prepare(kcuda_model *md, int32_t max_m) {
     CK(cudaMallocHost((void **)&md->pin_hout, M * E * 4));
     CK(cudaMallocHost((void **)&md->pin_logits, M * (size_t)V * 4));
     for (int i = 0; i < KC_NCHUNK; i++) CK(cudaEventCreateWithFlags(&md->ev[i], cudaEventDisableTiming));
+    for (int i = 0; i < KC_LM_PIECES; i++) CK(cudaEventCreateWithFlags(&md->lmev[i], cudaEventDisableTiming));
+    if (!md->cps) CK(cudaStreamCreateWithFlags(&md->cps, cudaStreamNonBlocking));
     if (KC_COPY_THREADS > 0 && md->cp_th.empty()) {
         try {
             for (int i = 1; i <= KC_COPY_THREADS; i++) md->cp_th.emplace_back(copy_worker, md, i);
@@ -1816,23 +1898,26 @@ static int32_t run_rows(kcuda_model *md, const int32_t *tokens, int32_t m, int32
             CKS(forward(md, m));
         }
     }
-    // back to the host through pinned staging: h_out first, then the logits in chunks; the host
-    // copies chunk c out while chunks after it are still in flight
-    const size_t nh = (size_t)m * E, nl = logits ? (size_t)m * V : 0;
-    if (h_out) CK(cudaMemcpyAsync(md->pin_hout, md->hout, nh * 4, cudaMemcpyDeviceToHost, g_stream));
-    size_t nch = (nl + KC_CHUNK_MIN - 1) / KC_CHUNK_MIN;
-    if (nch > KC_NCHUNK) nch = KC_NCHUNK;
-    if (nch < 1) nch = 1;
-    const size_t csz = (nl + nch - 1) / nch;
-    for (size_t c = 0; c < nch; c++) {
-        const size_t o = c * csz, n = o < nl ? (nl - o < csz ? nl - o : csz) : 0;
-        if (n) CK(cudaMemcpyAsync(md->pin_logits + o, md->logits + o, n * 4, cudaMemcpyDeviceToHost, g_stream));
-        CK(cudaEventRecord(md->ev[c], g_stream));
+    // back to the host through pinned staging on the copy stream: h_out once the LM head's first
+    // piece is done (the final norm ran before it), then each chunk of logits once its piece is;
+    // the host copies chunk c out while chunks after it are still in flight
+    const size_t nh = (size_t)m * E;
+    int nch = 1, np = 1;
+    lm_split(m, V, &nch, &np);
+    const int per = nch / np;
+    for (int c = 0; c < nch; c++) {
+        if (c % per == 0) CK(cudaStreamWaitEvent(md->cps, md->lmev[c / per], 0));
+        if (c == 0 && h_out) CK(cudaMemcpyAsync(md->pin_hout, md->hout, nh * 4, cudaMemcpyDeviceToHost, md->cps));
+        const int v0 = lm_col(c, nch, V), v1 = lm_col(c + 1, nch, V);
+        if (logits && v1 > v0)
+            CK(cudaMemcpy2DAsync(md->pin_logits + v0, (size_t)V * 4, md->logits + v0, (size_t)V * 4,
+                                 (size_t)(v1 - v0) * 4, (size_t)m, cudaMemcpyDeviceToHost, md->cps));
+        CK(cudaEventRecord(md->ev[c], md->cps));
     }
     md->cp_dst = logits;
     md->cp_nch = nch;
-    md->cp_csz = csz;
-    md->cp_nl = nl;
+    md->cp_m = m;
+    md->cp_v = V;
     // helpers for M rows only: at M=1 the caller reads the logits next (greedy pick), and a
     // copy by this thread leaves them in its own cache (measured faster on the H200)
     const int nthr = (nch > 1 && m > 1) ? (int)md->cp_th.size() + 1 : 1;
@@ -1874,7 +1959,10 @@ KCUDA_API int32_t kcuda_model_counters(kcuda_model *md, int64_t *out, int32_t n)
 
 KCUDA_API void kcuda_model_free(kcuda_model *md) {
     if (!md) return;
-    if (g_ready) cudaStreamSynchronize(g_stream);
+    if (g_ready) {
+        cudaStreamSynchronize(g_stream);
+        if (md->cps) cudaStreamSynchronize(md->cps);
+    }
     model_free(md);
 }
 

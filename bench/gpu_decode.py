@@ -5,7 +5,8 @@ For each model it measures, through the engine's command line only:
   * the M=1 decode step time with the CUDA graph on (default) and off (KITE_CUDA_GRAPH=0),
   * the achieved weight bandwidth (weight bytes read per token / step time),
   * prefill throughput with --mt 4 against --mt 1 (default gates, and with KITE_CUDA_GRAPH_M=1),
-and, in the same run, a device-to-device copy bandwidth (torch if importable, else skipped),
+in --rounds rounds that alternate the configurations (a ratio is taken within each round, then
+the median and range over the rounds are reported), and, in the same run, a device-to-device copy bandwidth (torch if importable, else skipped),
 then prints a Markdown table and optionally writes it (and the raw numbers as JSON).
 
 Models are GGUF files (e.g. from `python3 -m harness models gen qwen35-0.8b --type q8_0`);
@@ -86,39 +87,71 @@ def median(xs: list[float]) -> float:
     return statistics.median(xs) if xs else float("nan")
 
 
-def bench_model(kite: str, model: Path, prompt_len: int, steps: int, iters: int, check: bool = True) -> dict:
+def round_ratios(num_ms: list[float], den_ms: list[float]) -> dict:
+    """Per-round ratios num / den (times of the same round), their median and range."""
+    rs = [a / b for a, b in zip(num_ms, den_ms, strict=True)]
+    return {"rounds": rs, "median": median(rs), "min": min(rs, default=float("nan")),
+            "max": max(rs, default=float("nan"))}
+
+
+# configurations of a round: label, prompt tokens (decode) / --mt, environment
+DECODE = (("graph", 8, 1, {}), ("stream", 8, 1, {"KITE_CUDA_GRAPH": "0"}))
+PREFILL = (("prefill_mt1", 1, {}), ("prefill_mt4", 4, {}), ("prefill_mt4_graph_m", 4, {"KITE_CUDA_GRAPH_M": "1"}))
+
+
+def _checked(label: str, mt: int, env: dict[str, str], c: dict) -> None:
+    if label == "graph" and c.get("graph_replays", 0) <= 0:
+        raise RuntimeError(f"graph run did not replay a graph: {c}")
+    if label == "stream" and c.get("stream_steps", 0) <= 0:
+        raise RuntimeError(f"stream run did not use the device: {c}")
+    if mt > 1 and c.get("mrow_calls", 0) <= 0:
+        raise RuntimeError(f"--mt {mt} did not run M-row passes on the device: {c}")
+    if env.get("KITE_CUDA_GRAPH_M") == "1" and c.get("mrow_graph_replays", 0) <= 0:
+        raise RuntimeError(f"KITE_CUDA_GRAPH_M=1 did not replay an M-row graph: {c}")
+
+
+def bench_model(
+    kite: str, model: Path, prompt_len: int, steps: int, iters: int, check: bool = True, rounds: int = 1
+) -> dict:
     prompt = [(i * 7919 + 13) % 500 + 1 for i in range(prompt_len)]
-    res: dict = {"model": model.name}
-    for label, env in (("graph", {}), ("stream", {"KITE_CUDA_GRAPH": "0"})):
-        meta = run_engine(kite, model, prompt[:8], steps, 1, iters, env)
-        c = meta["counters"]
-        if check and label == "graph" and c.get("graph_replays", 0) <= 0:
-            raise RuntimeError(f"graph run did not replay a graph: {c}")
-        if check and label == "stream" and c.get("stream_steps", 0) <= 0:
-            raise RuntimeError(f"stream run did not use the device: {c}")
-        dec = [d / steps for d in meta["timings"]["decode_ms"]]
-        res[label] = {"step_ms": median(dec), "step_ms_all": dec, "counters": c}
-        res["weight_bytes"] = meta["model"]["weight_bytes"]
-        res["backend"] = meta["backend"]
-    # default gates, then --mt 4 with the per-M graphs (KITE_CUDA_GRAPH_M=1, default off)
-    runs = (("prefill_mt1", 1, {}), ("prefill_mt4", 4, {}), ("prefill_mt4_graph_m", 4, {"KITE_CUDA_GRAPH_M": "1"}))
-    for key, mt, env in runs:
-        meta = run_engine(kite, model, prompt, 0, mt, iters, env)
-        c = meta["counters"]
-        if check and mt > 1 and c.get("mrow_calls", 0) <= 0:
-            raise RuntimeError(f"--mt {mt} did not run M-row passes on the device: {c}")
-        if check and env and c.get("mrow_graph_replays", 0) <= 0:
-            raise RuntimeError(f"KITE_CUDA_GRAPH_M=1 did not replay an M-row graph: {c}")
-        pre = median(meta["timings"]["prefill_ms"])
-        res[key] = {"ms": pre, "rows_per_s": prompt_len / (pre / 1e3), "counters": c}
+    res: dict = {"model": model.name, "rounds": rounds}
+    per: dict[str, list[float]] = {}  # label -> the round medians (ms)
+    for _ in range(rounds):
+        for label, plen, mt, env in DECODE:
+            meta = run_engine(kite, model, prompt[:plen], steps, mt, iters, env)
+            if check:
+                _checked(label, mt, env, meta["counters"])
+            dec = [d / steps for d in meta["timings"]["decode_ms"]]
+            r = res.setdefault(label, {"step_ms_all": []})
+            r["step_ms_all"] += dec
+            r["counters"] = meta["counters"]
+            per.setdefault(label, []).append(median(dec))
+            res["weight_bytes"] = meta["model"]["weight_bytes"]
+            res["backend"] = meta["backend"]
+        for key, mt, env in PREFILL:
+            meta = run_engine(kite, model, prompt, 0, mt, iters, env)
+            if check:
+                _checked(key, mt, env, meta["counters"])
+            res[key] = {"counters": meta["counters"]}
+            per.setdefault(key, []).append(median(meta["timings"]["prefill_ms"]))
     wb = res["weight_bytes"]
-    for label in ("graph", "stream"):
-        ms = res[label]["step_ms"]
-        res[label]["tokens_per_s"] = 1e3 / ms
-        res[label]["weight_gbps"] = wb / (ms / 1e3) / 1e9
-    res["prefill_speedup_mt4"] = res["prefill_mt4"]["rows_per_s"] / res["prefill_mt1"]["rows_per_s"]
-    res["prefill_speedup_mt4_graph_m"] = res["prefill_mt4_graph_m"]["rows_per_s"] / res["prefill_mt1"]["rows_per_s"]
+    for label, *_ in DECODE:
+        ms = median(per[label])
+        res[label].update({"step_ms": ms, "step_ms_rounds": per[label], "tokens_per_s": 1e3 / ms,
+                           "weight_gbps": wb / (ms / 1e3) / 1e9})
+    for key, *_ in PREFILL:
+        ms = median(per[key])
+        res[key].update({"ms": ms, "ms_rounds": per[key], "rows_per_s": prompt_len / (ms / 1e3)})
+    res["graph_speedup"] = round_ratios(per["stream"], per["graph"])
+    res["prefill_speedup_mt4"] = round_ratios(per["prefill_mt1"], per["prefill_mt4"])
+    res["prefill_speedup_mt4_graph_m"] = round_ratios(per["prefill_mt1"], per["prefill_mt4_graph_m"])
     return res
+
+
+def _ratio_cell(r: dict) -> str:
+    if len(r["rounds"]) > 1:
+        return f"{r['median']:.2f}x ({r['min']:.2f}-{r['max']:.2f})"
+    return f"{r['median']:.2f}x"
 
 
 def markdown(results: list[dict], copy: dict | None, args: argparse.Namespace) -> str:
@@ -138,8 +171,10 @@ def markdown(results: list[dict], copy: dict | None, args: argparse.Namespace) -
         lines.append("Device-to-device copy bandwidth: not measured (torch with CUDA not importable).")
     lines += [
         "",
-        f"Decode: prompt 8 tokens, {args.steps} greedy steps, median of {args.iters} requests; "
-        f"prefill: {args.prompt_len} prompt tokens.",
+        f"Decode: prompt 8 tokens, {args.steps} greedy steps; prefill: {args.prompt_len} prompt tokens. "
+        f"Each figure: the median over {args.rounds} round(s) that alternate the configurations, of the "
+        f"median of {args.iters} requests; a ratio is taken within each round (median, and range in "
+        "parentheses).",
         "",
         "| model | weight MB | graph ms/tok | graph tok/s | GB/s | % of copy | stream ms/tok | stream tok/s "
         "| graph speed-up | prefill M=1 rows/s | prefill M=4 rows/s | M=4 / M=1 | M=4 / M=1, per-M graphs |",
@@ -151,9 +186,9 @@ def markdown(results: list[dict], copy: dict | None, args: argparse.Namespace) -
         lines.append(
             f"| {r['model']} | {r['weight_bytes'] / 1e6:.1f} | {g['step_ms']:.3f} | {g['tokens_per_s']:.0f} "
             f"| {g['weight_gbps']:.0f} | {pct} | {s['step_ms']:.3f} | {s['tokens_per_s']:.0f} "
-            f"| {s['step_ms'] / g['step_ms']:.2f}x | {r['prefill_mt1']['rows_per_s']:.0f} "
-            f"| {r['prefill_mt4']['rows_per_s']:.0f} | {r['prefill_speedup_mt4']:.2f}x "
-            f"| {r['prefill_speedup_mt4_graph_m']:.2f}x |"
+            f"| {_ratio_cell(r['graph_speedup'])} | {r['prefill_mt1']['rows_per_s']:.0f} "
+            f"| {r['prefill_mt4']['rows_per_s']:.0f} | {_ratio_cell(r['prefill_speedup_mt4'])} "
+            f"| {_ratio_cell(r['prefill_speedup_mt4_graph_m'])} |"
         )
     lines += [
         "",
@@ -179,7 +214,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models-dir", type=Path, default=Path("models"))
     ap.add_argument("--steps", type=int, default=64)
     ap.add_argument("--prompt-len", type=int, default=64)
-    ap.add_argument("--iters", type=int, default=5)
+    ap.add_argument("--iters", type=int, default=5, help="requests per engine run (the run's median is used)")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds that alternate the configurations")
     ap.add_argument("--threads", type=int, help="pass --threads to the engine")
     ap.add_argument(
         "--no-check", action="store_true", help="do not require the device counters (a CPU-only dry run of the script)"
@@ -206,7 +242,12 @@ def main(argv: list[str] | None = None) -> int:
     if not models:
         ap.error("no models (--models or --gen)")
     copy = None if args.no_copy else copy_bandwidth()
-    results = [bench_model(args.kite, m, args.prompt_len, args.steps, args.iters, not args.no_check) for m in models]
+    if args.rounds < 1 or args.iters < 1:
+        ap.error("--rounds and --iters must be at least 1")
+    results = [
+        bench_model(args.kite, m, args.prompt_len, args.steps, args.iters, not args.no_check, args.rounds)
+        for m in models
+    ]
     md = markdown(results, copy, args)
     print(md)
     if args.md:

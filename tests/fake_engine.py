@@ -169,7 +169,8 @@ def cmd_run(argv):
         key = "mrow_calls" if gpu else "cpu_mrow_calls"
         counters[key] = -(-len(prompt) // mt) * iters
     meta = {"kite_version": "0.1.0",
-            "model": {"path": model, "bytes": os.path.getsize(model), "sha256": None, "arch": "qwen35"},
+            "model": {"path": model, "bytes": os.path.getsize(model), "weight_bytes": os.path.getsize(model),
+                      "sha256": None, "arch": "qwen35"},
             "request": {"prompt": prompt, "prompt_len": len(prompt), "steps": steps, "mt": mt, "threads": 2,
                         "iters": iters},
             "tokens": toks[len(prompt):], "shapes": {"h_out": [rows, E], "logits": [rows, V]},

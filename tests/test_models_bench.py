@@ -1,11 +1,15 @@
-"""bench/cpu_decode.py end to end against the fake engine (the real one may not be built), with a
-small bandwidth probe; and its clear refusal when the engine is missing."""
+"""The benchmark scripts against the fake engine (the real one may not be built): bench/cpu_decode.py
+end to end with a small bandwidth probe, and its clear refusal when the engine is missing;
+bench/gpu_decode.py's ratio arithmetic and a whole run (--no-check: the fake engine has no device)
+that alternates the configurations round by round."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import shutil
+import statistics
 from pathlib import Path
 
 import pytest
@@ -14,8 +18,8 @@ REPO = Path(__file__).resolve().parents[1]
 FAKE = REPO / "tests" / "fake_engine.py"
 
 
-def _bench():
-    spec = importlib.util.spec_from_file_location("cpu_decode", REPO / "bench" / "cpu_decode.py")
+def _bench(name: str = "cpu_decode"):
+    spec = importlib.util.spec_from_file_location(name, REPO / "bench" / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -41,3 +45,40 @@ def test_bench_table_with_fake_engine(tmp_path, capsys):
         assert r["tok_s"] > 0 and r["membw_gbps"] > 0 and r["bytes_per_token"] > 200_000
         assert r["tokens_same_across_threads"] is True
     assert "tok/s" in capsys.readouterr().out
+
+
+def test_round_ratios_are_taken_within_rounds():
+    r = _bench("gpu_decode").round_ratios([50.0, 48.0, 52.0], [20.0, 24.0, 20.0])
+    assert r["rounds"] == [2.5, 2.0, 2.6]
+    assert (r["median"], r["min"], r["max"]) == (2.5, 2.0, 2.6)
+    with pytest.raises(ValueError):
+        _bench("gpu_decode").round_ratios([1.0, 2.0], [1.0])  # rounds must pair up
+    assert math.isnan(_bench("gpu_decode").round_ratios([], [])["median"])
+
+
+@pytest.mark.skipif(not FAKE.is_file(), reason="fake engine not present")
+def test_rounds_alternate_and_table_shows_ranges(tmp_path, monkeypatch):
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"\0" * 4096)
+    log = tmp_path / "argv.log"
+    monkeypatch.setenv("FAKE_LOG", str(log))
+    monkeypatch.setenv("FAKE_NOISE", "0.05")
+    out, md = tmp_path / "b.json", tmp_path / "b.md"
+    rc = _bench("gpu_decode").main(["--kite", str(FAKE), "--models", str(model), "--no-check", "--no-copy", "--rounds", "3",
+                        "--iters", "2", "--steps", "4", "--prompt-len", "8", "--json", str(out), "--md", str(md)])
+    assert rc == 0
+    res = json.loads(out.read_text())["results"][0]
+    assert res["rounds"] == 3
+    for key in ("prefill_speedup_mt4", "prefill_speedup_mt4_graph_m", "graph_speedup"):
+        r = res[key]
+        assert len(r["rounds"]) == 3 and r["min"] <= r["median"] <= r["max"]
+    assert len(res["prefill_mt4"]["ms_rounds"]) == 3 and len(res["graph"]["step_ms_all"]) == 3 * 2
+    per_round = zip(res["prefill_mt1"]["ms_rounds"], res["prefill_mt4"]["ms_rounds"], strict=True)
+    assert res["prefill_speedup_mt4"]["median"] == pytest.approx(statistics.median(a / b for a, b in per_round))
+    # each round runs graph, stream, then the three prefills: (steps, --mt) in that order
+    runs = [ln.split() for ln in log.read_text().splitlines() if " run " in f" {ln} "]
+    seq = [(a[a.index("--steps") + 1], a[a.index("--mt") + 1]) for a in runs]
+    assert seq == [("4", "1"), ("4", "1"), ("0", "1"), ("0", "4"), ("0", "4")] * 3
+    table = md.read_text()
+    assert "3 round(s)" in table and "x (" in table
+

@@ -6,8 +6,9 @@ For each model it measures, through the engine's command line only:
   * the achieved weight bandwidth (weight bytes read per token / step time),
   * prefill throughput with --mt 4 against --mt 1 (default gates, and with KITE_CUDA_GRAPH_M=1),
 in --rounds rounds that alternate the configurations (a ratio is taken within each round, then
-the median and range over the rounds are reported), and, in the same run, a device-to-device copy bandwidth (torch if importable, else skipped),
-then prints a Markdown table and optionally writes it (and the raw numbers as JSON).
+the median and range over the rounds are reported), and, in the same run, a device-to-device
+copy bandwidth (torch if importable, else skipped); then prints a Markdown table and optionally
+writes it (and the raw numbers as JSON).
 
 Models are GGUF files (e.g. from `python3 -m harness models gen qwen35-0.8b --type q8_0`);
 --gen TYPE... generates them into --models-dir first.

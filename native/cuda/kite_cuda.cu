@@ -337,6 +337,122 @@ static size_t pro_smem(int MT, int k, int nh) {
     return (size_t)MT * k + (size_t)MT * (k / 32) * 4 + (size_t)MT * (nh > 0 ? nh : 1) * 4 + 16;
 }
 
+// Lane partials of quantized weights. QT 1: Q8_0, 2: Q4_0, known at compile time, so that the
+// block dots of all pairs form one stream of instructions; 0: either, chosen per row at run time
+// (both kinds of block dot are issued, one predicated off). The M-row passes use QT 1 / 2: at
+// M = 4 a kernel issues half the instructions. The M=1 step keeps QT 0: with the kind known,
+// ptxas moved the weight loads after the PDL wait (the step 14% slower), and with it
+// predicated it keeps them ahead of the wait, where their round trip overlaps the previous kernel.
+// With QT 1 / 2, loads are clamped in bounds and blocks u that no lane has are skipped (a
+// warp-uniform branch); a lane past the end of the row in the last chunk keeps its sum by a
+// select, and pairs of rows mm >= m are computed and never stored. Either way every counted pair
+// adds what it added before, in the same order.
+template <int MT, int RPW, int QT>
+__device__ __forceinline__ void warp_rows_q(const GJob &J, int r0, int k, const int8_t *XQ, const float *XD,
+                                            int ldq, int ldd, int m, int lane, bool &waited, float (&acc)[RPW][MT]) {
+    const int nb = k >> 5;
+    const bool q8 = QT == 0 ? J.type == KCUDA_T_Q8_0 : QT == 1;
+    constexpr int U = 4 / RPW; // blocks per lane loaded ahead
+    for (int b0 = lane; b0 < nb; b0 += 32 * U) {
+        int4 w0[RPW][U], w1[RPW][U];
+        float wd[RPW][U];
+        const int nu = (nb - (b0 - lane) + 31) / 32; // b0 - lane is the same in every lane
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const bool have = QT == 0 ? b0 + 32 * u < nb : u == 0 || u < nu;
+            const int b = QT == 0 || b0 + 32 * u < nb ? b0 + 32 * u : b0;
+#pragma unroll
+            for (int rr = 0; rr < RPW; rr++) {
+                const int r = r0 + rr < J.n ? r0 + rr : r0;
+                if (QT != 0) { // never read (its pairs are skipped below), but set: fewer registers
+                    w0[rr][u] = w1[rr][u] = make_int4(0, 0, 0, 0);
+                    wd[rr][u] = 0.0f;
+                }
+                if (!have) continue;
+                if (q8) {
+                    const int4 *wp = (const int4 *)((const int8_t *)J.q + (size_t)r * k + (size_t)b * 32);
+                    w0[rr][u] = __ldg(wp);
+                    w1[rr][u] = __ldg(wp + 1);
+                } else {
+                    w0[rr][u] = __ldg((const int4 *)((const uint8_t *)J.q + (size_t)r * (k >> 1) + (size_t)b * 16));
+                }
+                wd[rr][u] = half_bits_to_f32(__ldg(J.s + (size_t)r * nb + b));
+            }
+        }
+        if (!waited) {
+            KC_PDL_WAIT();
+            waited = true;
+        }
+        // Activations of G (block, row) pairs are loaded together, then used: one round trip
+        // to L2 per G pairs instead of one per pair (a load under `if (mm < m)` or after a
+        // `break` is not hoisted by the compiler). Pairs run block-major, so every acc[rr][mm]
+        // still adds its blocks in increasing order.
+        constexpr int NP = U * MT, G = NP < 4 ? NP : 4;
+#pragma unroll
+        for (int p0 = 0; p0 < NP; p0 += G) {
+            int4 xa[G], xb[G];
+            float xs[G];
+#pragma unroll
+            for (int g = 0; g < G; g++) {
+                const int u = (p0 + g) / MT, mm = (p0 + g) % MT;
+                const int b = b0 + 32 * u < nb ? b0 + 32 * u : b0;
+                const int mr = mm < m ? mm : 0;
+                const int4 *xp = (const int4 *)(XQ + (size_t)mr * ldq + (size_t)b * 32);
+                xa[g] = xp[0];
+                xb[g] = xp[1];
+                xs[g] = XD[(size_t)mr * ldd + b];
+            }
+#pragma unroll
+            for (int g = 0; g < G; g++) {
+                const int u = (p0 + g) / MT, mm = (p0 + g) % MT;
+                if (QT == 0 ? b0 + 32 * u >= nb || mm >= m : u > 0 && u >= nu) continue;
+                const bool ok = QT == 0 || u == 0 || b0 + 32 * u < nb;
+                const int4 x0 = xa[g], x1 = xb[g];
+                int xsum = 0;
+                if (!q8) {
+                    xsum = __dp4a(0x01010101, x0.x, xsum);
+                    xsum = __dp4a(0x01010101, x0.y, xsum);
+                    xsum = __dp4a(0x01010101, x0.z, xsum);
+                    xsum = __dp4a(0x01010101, x0.w, xsum);
+                    xsum = __dp4a(0x01010101, x1.x, xsum);
+                    xsum = __dp4a(0x01010101, x1.y, xsum);
+                    xsum = __dp4a(0x01010101, x1.z, xsum);
+                    xsum = __dp4a(0x01010101, x1.w, xsum);
+                }
+#pragma unroll
+                for (int rr = 0; rr < RPW; rr++) {
+                    int is = 0;
+                    if (q8) {
+                        const int4 a = w0[rr][u], c = w1[rr][u];
+                        is = __dp4a(a.x, x0.x, is);
+                        is = __dp4a(a.y, x0.y, is);
+                        is = __dp4a(a.z, x0.z, is);
+                        is = __dp4a(a.w, x0.w, is);
+                        is = __dp4a(c.x, x1.x, is);
+                        is = __dp4a(c.y, x1.y, is);
+                        is = __dp4a(c.z, x1.z, is);
+                        is = __dp4a(c.w, x1.w, is);
+                    } else {
+                        const int4 w = w0[rr][u];
+                        is = __dp4a(w.x & 0x0F0F0F0F, x0.x, is);
+                        is = __dp4a(w.y & 0x0F0F0F0F, x0.y, is);
+                        is = __dp4a(w.z & 0x0F0F0F0F, x0.z, is);
+                        is = __dp4a(w.w & 0x0F0F0F0F, x0.w, is);
+                        is = __dp4a((w.x >> 4) & 0x0F0F0F0F, x1.x, is);
+                        is = __dp4a((w.y >> 4) & 0x0F0F0F0F, x1.y, is);
+                        is = __dp4a((w.z >> 4) & 0x0F0F0F0F, x1.z, is);
+                        is = __dp4a((w.w >> 4) & 0x0F0F0F0F, x1.w, is);
+                        is = is - 8 * xsum;
+                    }
+                    const float p = (float)is * (wd[rr][u] * xs[g]);
+                    const float sum = acc[rr][mm] + p;
+                    acc[rr][mm] = ok ? sum : acc[rr][mm];
+                }
+            }
+        }
+    }
+}
+
 // Lane partials acc[rr][mm] of rows r0 .. r0+RPW-1 of J (rows past J.n repeat row r0) times
 // m rows of activations: quantized (XQ / XD, row strides ldq / ldd) or float (xf, stride ldx).
 // Lane l adds its blocks (elements) l, l+32, ... in order: the canonical sum32 partials. The
@@ -345,106 +461,17 @@ template <int MT, int RPW>
 __device__ __forceinline__ void warp_rows(const GJob &J, int r0, int k, int m, const int8_t *XQ, const float *XD,
                                           int ldq, int ldd, const float *xf, int ldx, int lane, bool &waited,
                                           float (&acc)[RPW][MT]) {
-    const int nb = k >> 5;
 #pragma unroll
     for (int rr = 0; rr < RPW; rr++)
 #pragma unroll
         for (int mm = 0; mm < MT; mm++) acc[rr][mm] = 0.0f;
-    constexpr int U = 4 / RPW; // blocks per lane loaded ahead
-
     if (J.type == KCUDA_T_Q8_0 || J.type == KCUDA_T_Q4_0) {
-        const bool q8 = J.type == KCUDA_T_Q8_0;
-        for (int b0 = lane; b0 < nb; b0 += 32 * U) {
-            int4 w0[RPW][U], w1[RPW][U];
-            float wd[RPW][U];
-#pragma unroll
-            for (int u = 0; u < U; u++) {
-                int b = b0 + 32 * u;
-                if (b < nb) {
-#pragma unroll
-                    for (int rr = 0; rr < RPW; rr++) {
-                        int r = r0 + rr < J.n ? r0 + rr : r0;
-                        if (q8) {
-                            const int4 *wp = (const int4 *)((const int8_t *)J.q + (size_t)r * k + (size_t)b * 32);
-                            w0[rr][u] = __ldg(wp);
-                            w1[rr][u] = __ldg(wp + 1);
-                        } else {
-                            w0[rr][u] = __ldg((const int4 *)((const uint8_t *)J.q + (size_t)r * (k >> 1) + (size_t)b * 16));
-                        }
-                        wd[rr][u] = half_bits_to_f32(__ldg(J.s + (size_t)r * nb + b));
-                    }
-                }
-            }
-            if (!waited) {
-                KC_PDL_WAIT();
-                waited = true;
-            }
-            // Activations of G (block, row) pairs are loaded together, then used: one round trip
-            // to L2 per G pairs instead of one per pair (a load under `if (mm < m)` or after a
-            // `break` is not hoisted by the compiler). Pairs run block-major, so every acc[rr][mm]
-            // still adds its blocks in increasing order.
-            constexpr int NP = U * MT, G = NP < 4 ? NP : 4;
-#pragma unroll
-            for (int p0 = 0; p0 < NP; p0 += G) {
-                int4 xa[G], xb[G];
-                float xs[G];
-#pragma unroll
-                for (int g = 0; g < G; g++) {
-                    const int u = (p0 + g) / MT, mm = (p0 + g) % MT;
-                    const int b = b0 + 32 * u < nb ? b0 + 32 * u : b0; // in bounds; unused if clamped
-                    const int mr = mm < m ? mm : 0;
-                    const int4 *xp = (const int4 *)(XQ + (size_t)mr * ldq + (size_t)b * 32);
-                    xa[g] = xp[0];
-                    xb[g] = xp[1];
-                    xs[g] = XD[(size_t)mr * ldd + b];
-                }
-#pragma unroll
-                for (int g = 0; g < G; g++) {
-                    const int u = (p0 + g) / MT, mm = (p0 + g) % MT;
-                    if (b0 + 32 * u >= nb || mm >= m) continue;
-                    const int4 x0 = xa[g], x1 = xb[g];
-                    int xsum = 0;
-                    if (!q8) {
-                        xsum = __dp4a(0x01010101, x0.x, xsum);
-                        xsum = __dp4a(0x01010101, x0.y, xsum);
-                        xsum = __dp4a(0x01010101, x0.z, xsum);
-                        xsum = __dp4a(0x01010101, x0.w, xsum);
-                        xsum = __dp4a(0x01010101, x1.x, xsum);
-                        xsum = __dp4a(0x01010101, x1.y, xsum);
-                        xsum = __dp4a(0x01010101, x1.z, xsum);
-                        xsum = __dp4a(0x01010101, x1.w, xsum);
-                    }
-#pragma unroll
-                    for (int rr = 0; rr < RPW; rr++) {
-                        int is = 0;
-                        if (q8) {
-                            const int4 a = w0[rr][u], c = w1[rr][u];
-                            is = __dp4a(a.x, x0.x, is);
-                            is = __dp4a(a.y, x0.y, is);
-                            is = __dp4a(a.z, x0.z, is);
-                            is = __dp4a(a.w, x0.w, is);
-                            is = __dp4a(c.x, x1.x, is);
-                            is = __dp4a(c.y, x1.y, is);
-                            is = __dp4a(c.z, x1.z, is);
-                            is = __dp4a(c.w, x1.w, is);
-                        } else {
-                            const int4 w = w0[rr][u];
-                            is = __dp4a(w.x & 0x0F0F0F0F, x0.x, is);
-                            is = __dp4a(w.y & 0x0F0F0F0F, x0.y, is);
-                            is = __dp4a(w.z & 0x0F0F0F0F, x0.z, is);
-                            is = __dp4a(w.w & 0x0F0F0F0F, x0.w, is);
-                            is = __dp4a((w.x >> 4) & 0x0F0F0F0F, x1.x, is);
-                            is = __dp4a((w.y >> 4) & 0x0F0F0F0F, x1.y, is);
-                            is = __dp4a((w.z >> 4) & 0x0F0F0F0F, x1.z, is);
-                            is = __dp4a((w.w >> 4) & 0x0F0F0F0F, x1.w, is);
-                            is = is - 8 * xsum;
-                        }
-                        float p = (float)is * (wd[rr][u] * xs[g]);
-                        acc[rr][mm] = acc[rr][mm] + p;
-                    }
-                }
-            }
-        }
+        if constexpr (MT == 1)
+            warp_rows_q<MT, RPW, 0>(J, r0, k, XQ, XD, ldq, ldd, m, lane, waited, acc);
+        else if (J.type == KCUDA_T_Q8_0)
+            warp_rows_q<MT, RPW, 1>(J, r0, k, XQ, XD, ldq, ldd, m, lane, waited, acc);
+        else
+            warp_rows_q<MT, RPW, 2>(J, r0, k, XQ, XD, ldq, ldd, m, lane, waited, acc);
     } else {
         if (!waited) {
             KC_PDL_WAIT();

@@ -216,6 +216,15 @@ static int64_t type_row_bytes(int type, int64_t ne0) {
     }
 }
 
+// Bytes of a row of w.q in the device layout (quantized: the quants alone, scales apart in w.s).
+static int64_t dw_q_row_bytes(int type, int64_t ne0) {
+    switch (type) {
+    case KCUDA_T_Q8_0: return ne0;
+    case KCUDA_T_Q4_0: return ne0 / 2;
+    default: return type_row_bytes(type, ne0);
+    }
+}
+
 // Split ggml blocks into quants and scales (one thread per block).
 __global__ void k_repack_q8(const uint8_t *raw, int64_t nblk, int8_t *q, uint16_t *s) {
     int64_t b = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -260,8 +269,7 @@ static int32_t dw_upload(DW &w, int type, const void *data, int64_t ne0, int64_t
         int64_t nblk = ne0 / 32 * ne1;
         CKS(stage_reserve((size_t)nbytes));
         CK(cudaMemcpy(g_stage, data, (size_t)nbytes, cudaMemcpyHostToDevice));
-        size_t qbytes = (size_t)(type == KCUDA_T_Q8_0 ? nblk * 32 : nblk * 16);
-        CK(cudaMalloc(&w.q, qbytes));
+        CK(cudaMalloc(&w.q, (size_t)(dw_q_row_bytes(type, ne0) * ne1)));
         CK(cudaMalloc((void **)&w.s, (size_t)nblk * 2));
         int th = 256;
         unsigned gr = (unsigned)((nblk + th - 1) / th);
@@ -1337,10 +1345,7 @@ static GJob job(const DW &w, float *y, int ldy, int add) {
 // rows r0 .. r0 + n - 1 of w as a job of their own (its output y is row r0's)
 static GJob job_rows(const DW &w, int r0, int n, float *y, int ldy) {
     GJob j = job(w, y, ldy, 0);
-    const int64_t rb = w.type == KCUDA_T_Q8_0 ? w.ne0 : w.type == KCUDA_T_Q4_0 ? w.ne0 / 2
-                       : w.type == KCUDA_T_F32   ? w.ne0 * 4
-                                                 : w.ne0 * 2; // bytes of a row of q
-    j.q = (const char *)w.q + (size_t)r0 * rb;
+    j.q = (const char *)w.q + (size_t)r0 * dw_q_row_bytes(w.type, w.ne0);
     if (w.s) j.s = w.s + (size_t)r0 * (w.ne0 / 32);
     j.n = n;
     return j;
@@ -1375,11 +1380,7 @@ static int32_t act_prepare(kcuda_model *md, const GJobs &js, int m, const Pro &P
     for (int t = 0; t < js.nj; t++)
         if (js.j[t].type != KCUDA_T_Q8_0 && js.j[t].type != KCUDA_T_Q4_0) allq = 0;
     const int k = js.j[0].k;
-    a->P = pro(-1, nullptr, nullptr, 0, nullptr, 1, 0.0f);
-    a->q = md->xq;
-    a->d = md->xd;
-    a->f = nullptr;
-    a->ldx = md->ldx;
+    const Pro none = pro(-1, nullptr, nullptr, 0, nullptr, 1, 0.0f);
     // Quantize the activations once instead of in the prologue of every gemv block (whose
     // latency sat in front of every weight load, and whose cost grew with m): on the H200,
     // everything else equal, 2.00 -> 1.38 ms per M=1 decode step (qwen35-0.8b Q8_0); measured
@@ -1388,6 +1389,7 @@ static int32_t act_prepare(kcuda_model *md, const GJobs &js, int m, const Pro &P
         dim3 g((unsigned)((k / 32 + KC_WARPS - 1) / KC_WARPS), (unsigned)m);
         CK(klaunch(k_actq, g, dim3(KC_THREADS), 0, P.mode, P.a, P.b, P.lda, P.w, P.hs, k, P.eps, md->xq, md->xd,
                    md->ldx, P.out2, P.ld2));
+        *a = ActIn{none, md->xq, md->xd, nullptr, md->ldx};
         return 0;
     }
     if (allq) {
@@ -1396,7 +1398,7 @@ static int32_t act_prepare(kcuda_model *md, const GJobs &js, int m, const Pro &P
     }
     CK(klaunch(k_act, dim3(m), dim3(KC_THREADS), 0, P.mode, P.a, P.b, P.lda, P.w, P.hs, k, P.eps, md->xf, md->xq,
                md->xd, md->ldx, P.out2, P.ld2));
-    a->f = md->xf;
+    *a = ActIn{none, md->xq, md->xd, md->xf, md->ldx};
     return 0;
 }
 
@@ -1504,6 +1506,7 @@ static int32_t forward_impl(kcuda_model *md, int m) {
         if (r1 > r0) {
             js.j[0] = job_rows(W, r0, r1 - r0, md->logits + r0, V);
             CKS(launch_gemv(js, m, a.P, a.q, a.d, a.f, a.ldx));
+            a.P.out2 = nullptr; // h_out: written once (by a prologue of the first piece, if any)
         }
         // in a graph: an event record node that work outside the graph can wait for
         CK(cudaEventRecordWithFlags(md->lmev[p], g_stream,

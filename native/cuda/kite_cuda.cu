@@ -345,19 +345,19 @@ static size_t pro_smem(int MT, int k, int nh) {
     return (size_t)MT * k + (size_t)MT * (k / 32) * 4 + (size_t)MT * (nh > 0 ? nh : 1) * 4 + 16;
 }
 
-// Lane partials of quantized weights. QT 1: Q8_0, 2: Q4_0, known at compile time, so that the
-// block dots of all pairs form one stream of instructions; 0: either, chosen per row at run time
-// (both kinds of block dot are issued, one predicated off). The M-row passes use QT 1 / 2: at
-// M = 4 a kernel issues half the instructions. The M=1 step keeps QT 0: with the kind known,
-// ptxas moved the weight loads after the PDL wait (the step 14% slower), and with it
-// predicated it keeps them ahead of the wait, where their round trip overlaps the previous kernel.
-// With QT 1 / 2, loads are clamped in bounds and blocks u that no lane has are skipped (a
-// warp-uniform branch); a lane past the end of the row in the last chunk keeps its sum by a
-// select, and pairs of rows mm >= m are computed and never stored. Either way every counted pair
-// adds what it added before, in the same order.
+// Lane partials of quantized weights. QT is the weight kind: 1 Q8_0, 2 Q4_0 (the M-row passes:
+// one kernel body per kind, so a pair issues only its own block dot, half the instructions at
+// M = 4), or 0: chosen per row at run time (the M=1 step: both block dots issued, one predicated
+// off). M=1 keeps QT 0 because with the kind known, ptxas moved its weight loads after the PDL
+// wait (the step 14% slower); predicated, they stay ahead of it, overlapping the previous kernel.
+// With QT 1 / 2 the loads are clamped in bounds, blocks u that no lane has are skipped (a
+// warp-uniform branch), a lane whose block lies past the end of the row keeps its sum (a select),
+// and the pairs of rows mm >= m are computed but never stored. Either way every pair that counts
+// adds the same values in the same order as the plain loop over blocks b = lane, lane + 32, ...
+// (lane l's canonical sum32 partial).
 template <int MT, int RPW, int QT>
-__device__ __forceinline__ void warp_rows_q(const GJob &J, int r0, int k, const int8_t *XQ, const float *XD,
-                                            int ldq, int ldd, int m, int lane, bool &waited, float (&acc)[RPW][MT]) {
+__device__ __forceinline__ void warp_rows_q(const GJob &J, int r0, int k, int m, const int8_t *XQ, const float *XD,
+                                            int ldq, int ldd, int lane, bool &waited, float (&acc)[RPW][MT]) {
     const int nb = k >> 5;
     const bool q8 = QT == 0 ? J.type == KCUDA_T_Q8_0 : QT == 1;
     constexpr int U = 4 / RPW; // blocks per lane loaded ahead
@@ -475,11 +475,11 @@ __device__ __forceinline__ void warp_rows(const GJob &J, int r0, int k, int m, c
         for (int mm = 0; mm < MT; mm++) acc[rr][mm] = 0.0f;
     if (J.type == KCUDA_T_Q8_0 || J.type == KCUDA_T_Q4_0) {
         if constexpr (MT == 1)
-            warp_rows_q<MT, RPW, 0>(J, r0, k, XQ, XD, ldq, ldd, m, lane, waited, acc);
+            warp_rows_q<MT, RPW, 0>(J, r0, k, m, XQ, XD, ldq, ldd, lane, waited, acc);
         else if (J.type == KCUDA_T_Q8_0)
-            warp_rows_q<MT, RPW, 1>(J, r0, k, XQ, XD, ldq, ldd, m, lane, waited, acc);
+            warp_rows_q<MT, RPW, 1>(J, r0, k, m, XQ, XD, ldq, ldd, lane, waited, acc);
         else
-            warp_rows_q<MT, RPW, 2>(J, r0, k, XQ, XD, ldq, ldd, m, lane, waited, acc);
+            warp_rows_q<MT, RPW, 2>(J, r0, k, m, XQ, XD, ldq, ldd, lane, waited, acc);
     } else {
         if (!waited) {
             KC_PDL_WAIT();

@@ -51,6 +51,7 @@
 #define KC_COPY_THREADS 3
 #endif
 #define KC_THREADS (KC_WARPS * 32)
+#define KC_ATT_D 256 // head sizes up to this (multiples of 32) take k_attn's register path
 
 #define CK(x)                                                                                  \
     do {                                                                                       \
@@ -1001,11 +1002,42 @@ k_attn(const float *q, const float *kc, const float *vc, const float *qg, int ld
     const float scale = kite_rsqrtf((float)D);
     __shared__ float s_red[KC_WARPS];
     __shared__ float s_sum;
-    for (int t = warp; t < n; t += KC_WARPS) {
-        const float *kr = kc + (size_t)t * Hkv * D + kvh * D;
-        float p = lane_dot(qr, kr, D, lane);
-        p = warp_sum32(p);
-        if (lane == 0) sc[t] = p * scale;
+    if ((D & 31) == 0 && D <= KC_ATT_D) {
+        // Four positions per warp at a time: q's elements of this lane held in registers, the
+        // four rows of k loaded together (one round trip where one position took two), then
+        // the four canonical sums in one reduce-scatter, position t0 + u in lanes 8u .. 8u + 7.
+        constexpr int NC = KC_ATT_D / 32;
+        const int nc = D >> 5;
+        float qv[NC];
+#pragma unroll
+        for (int c = 0; c < NC; c++) qv[c] = c < nc ? qr[lane + 32 * c] : 0.0f;
+        for (int t0 = 4 * warp; t0 < n; t0 += 4 * KC_WARPS) {
+            float kv[4][NC], p[4];
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                const int t = t0 + u < n ? t0 + u : t0;
+                const float *kr = kc + (size_t)t * Hkv * D + kvh * D + lane;
+#pragma unroll
+                for (int c = 0; c < NC; c++) kv[u][c] = c < nc ? kr[32 * c] : 0.0f;
+            }
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                p[u] = 0.0f;
+#pragma unroll
+                for (int c = 0; c < NC; c++)
+                    if (c < nc) p[u] = p[u] + qv[c] * kv[u][c];
+            }
+            const float v = warp_sum32_scatter<4>(p, lane);
+            const int t = t0 + lane / 8;
+            if ((lane & 7) == 0 && t < n) sc[t] = v * scale;
+        }
+    } else {
+        for (int t = warp; t < n; t += KC_WARPS) {
+            const float *kr = kc + (size_t)t * Hkv * D + kvh * D;
+            float p = lane_dot(qr, kr, D, lane);
+            p = warp_sum32(p);
+            if (lane == 0) sc[t] = p * scale;
+        }
     }
     __syncthreads();
     float mx = -INFINITY;

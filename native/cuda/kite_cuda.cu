@@ -784,6 +784,48 @@ __device__ __forceinline__ int dn_channel(int t, int kh, int h, int j0, int Hk, 
     return 2 * Hk * dk + h * dv + j0 + (t - 2 * dk);
 }
 
+// Phase 0 of k_deltanet for the usual kernel size K = KC_CONV_K: each thread's channel for the m
+// rows of the pass, 8 rows at a time: the K - 1 history taps and the chunk's inputs loaded
+// together (one round trip per chunk where each row took one), then each row's sum in tap order
+// from the register window. The inputs of this pass go to the ring here, one writer per channel
+// (q and k: block y 0 of value head h < Hk; v: the block of that row of S), instead of in a loop
+// after phase 0 whose loads waited for its stores, row after row. Positions read (< pos) and
+// written (pos .. pos + m - 1) are distinct ring rows: R >= K - 1 + m.
+#define KC_CONV_K 4
+__device__ __forceinline__ void dn_conv_window(const float *qkv, int C, const float *__restrict__ cw, float *ring,
+                                               int R, int h, int kh, int j0, int Hk, int dk, int dv, int nw,
+                                               int pos, int m, int per, float *sm) {
+    constexpr int KK = KC_CONV_K, CH = 8, NW = KK - 1 + CH;
+    for (int t = threadIdx.x; t < 2 * dk + nw; t += blockDim.x) {
+        if (t >= 2 * dk && j0 + (t - 2 * dk) >= dv) continue;
+        const int c = dn_channel(t, kh, h, j0, Hk, dk, dv);
+        const bool writer = t >= 2 * dk || (blockIdx.y == 0 && h < Hk);
+        float wv[KK];
+#pragma unroll
+        for (int jj = 0; jj < KK; jj++) wv[jj] = cw[(size_t)c * KK + jj];
+        for (int m0 = 0; m0 < m; m0 += CH) {
+            float xw[NW]; // xw[i]: position pos + m0 - (KK - 1) + i (0 before position 0)
+#pragma unroll
+            for (int i = 0; i < NW; i++) {
+                const int pp = pos + m0 - (KK - 1) + i;
+                xw[i] = 0.0f;
+                if (pp >= 0 && pp < pos + m)
+                    xw[i] = pp >= pos ? qkv[(size_t)(pp - pos) * C + c] : ring[(size_t)(pp % R) * C + c];
+            }
+#pragma unroll
+            for (int r = 0; r < CH; r++) {
+                const int mi = m0 + r;
+                if (mi >= m) break;
+                float acc = 0.0f;
+#pragma unroll
+                for (int jj = 0; jj < KK; jj++) acc = acc + wv[jj] * xw[r + jj];
+                sm[(size_t)mi * per + t] = kite_siluf(acc);
+                if (writer) ring[(size_t)((pos + mi) % R) * C + c] = xw[r + KK - 1];
+            }
+        }
+    }
+}
+
 __global__ void __launch_bounds__(1024) // dn_warps(KC_DK_MAX) = 17 warps at most
 k_deltanet(const float *qkv, int C, const float *__restrict__ cw, int K, float *ring, int R,
            const int *__restrict__ in, const float *betab, const float *alphab,
@@ -827,40 +869,44 @@ k_deltanet(const float *qkv, int C, const float *__restrict__ cw, int K, float *
     const float a_h = ssm_a[h], dt_h = dt_bias[h];
     const int per = 2 * dk + nw + 2;
     // phase 0: conv + SiLU
-    for (int t = threadIdx.x; t < 2 * dk + nw; t += blockDim.x) {
-        if (t >= 2 * dk && j0 + (t - 2 * dk) >= dv) continue;
-        const int c = dn_channel(t, kh, h, j0, Hk, dk, dv);
-        const float *wc = cw + (size_t)c * K;
-        for (int mi = 0; mi < m; mi++) {
-            const int p = pos + mi;
-            // all taps loaded first (K <= 9: at most 8 history taps), then the sum in tap order
-            float xv[8], wv[8];
+    if (K == KC_CONV_K) {
+        dn_conv_window(qkv, C, cw, ring, R, h, kh, j0, Hk, dk, dv, nw, pos, m, per, sm);
+    } else {
+        for (int t = threadIdx.x; t < 2 * dk + nw; t += blockDim.x) {
+            if (t >= 2 * dk && j0 + (t - 2 * dk) >= dv) continue;
+            const int c = dn_channel(t, kh, h, j0, Hk, dk, dv);
+            const float *wc = cw + (size_t)c * K;
+            for (int mi = 0; mi < m; mi++) {
+                const int p = pos + mi;
+                // all taps loaded first (K <= 9: at most 8 history taps), then the sum in tap order
+                float xv[8], wv[8];
 #pragma unroll
-            for (int jj = 0; jj < 8; jj++) {
-                xv[jj] = 0.0f;
-                wv[jj] = 0.0f;
-                if (jj < K - 1) {
-                    const int pp = p - (K - 1) + jj;
-                    wv[jj] = wc[jj];
-                    if (pp >= 0) xv[jj] = pp >= pos ? qkv[(size_t)(pp - pos) * C + c] : ring[(size_t)(pp % R) * C + c];
+                for (int jj = 0; jj < 8; jj++) {
+                    xv[jj] = 0.0f;
+                    wv[jj] = 0.0f;
+                    if (jj < K - 1) {
+                        const int pp = p - (K - 1) + jj;
+                        wv[jj] = wc[jj];
+                        if (pp >= 0) xv[jj] = pp >= pos ? qkv[(size_t)(pp - pos) * C + c] : ring[(size_t)(pp % R) * C + c];
+                    }
                 }
-            }
-            const float wl = wc[K - 1], xl = qkv[(size_t)mi * C + c];
-            float acc = 0.0f;
+                const float wl = wc[K - 1], xl = qkv[(size_t)mi * C + c];
+                float acc = 0.0f;
 #pragma unroll
-            for (int jj = 0; jj < 8; jj++)
-                if (jj < K - 1) acc = acc + wv[jj] * xv[jj];
-            acc = acc + wl * xl;
-            sm[(size_t)mi * per + t] = kite_siluf(acc);
+                for (int jj = 0; jj < 8; jj++)
+                    if (jj < K - 1) acc = acc + wv[jj] * xv[jj];
+                acc = acc + wl * xl;
+                sm[(size_t)mi * per + t] = kite_siluf(acc);
+            }
         }
-    }
-    // ring writes (positions of this pass, read by later passes only)
-    if (blockIdx.y == 0) {
-        const int nqk = h < Hk ? 2 * dk : 0;
-        for (int t = threadIdx.x; t < nqk + dv; t += blockDim.x) {
-            int c = t < nqk ? (t < dk ? h * dk + t : Hk * dk + h * dk + (t - dk)) : 2 * Hk * dk + h * dv + (t - nqk);
-            for (int mi = 0; mi < m; mi++)
-                ring[(size_t)((pos + mi) % R) * C + c] = qkv[(size_t)mi * C + c];
+        // ring writes (positions of this pass, read by later passes only)
+        if (blockIdx.y == 0) {
+            const int nqk = h < Hk ? 2 * dk : 0;
+            for (int t = threadIdx.x; t < nqk + dv; t += blockDim.x) {
+                int c = t < nqk ? (t < dk ? h * dk + t : Hk * dk + h * dk + (t - dk)) : 2 * Hk * dk + h * dv + (t - nqk);
+                for (int mi = 0; mi < m; mi++)
+                    ring[(size_t)((pos + mi) % R) * C + c] = qkv[(size_t)mi * C + c];
+            }
         }
     }
     __syncthreads();

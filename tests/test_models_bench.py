@@ -48,12 +48,13 @@ def test_bench_table_with_fake_engine(tmp_path, capsys):
 
 
 def test_round_ratios_are_taken_within_rounds():
-    r = _bench("gpu_decode").round_ratios([50.0, 48.0, 52.0], [20.0, 24.0, 20.0])
+    round_ratios = _bench("gpu_decode").round_ratios
+    r = round_ratios([50.0, 48.0, 52.0], [20.0, 24.0, 20.0])
     assert r["rounds"] == [2.5, 2.0, 2.6]
     assert (r["median"], r["min"], r["max"]) == (2.5, 2.0, 2.6)
     with pytest.raises(ValueError):
-        _bench("gpu_decode").round_ratios([1.0, 2.0], [1.0])  # rounds must pair up
-    assert math.isnan(_bench("gpu_decode").round_ratios([], [])["median"])
+        round_ratios([1.0, 2.0], [1.0])  # rounds must pair up
+    assert math.isnan(round_ratios([], [])["median"])
 
 
 @pytest.mark.skipif(not FAKE.is_file(), reason="fake engine not present")

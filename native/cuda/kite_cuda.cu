@@ -346,6 +346,15 @@ static size_t pro_smem(int MT, int k, int nh) {
     return (size_t)MT * k + (size_t)MT * (k / 32) * 4 + (size_t)MT * (nh > 0 ? nh : 1) * 4 + 16;
 }
 
+// ptxas moves a load whose value is first used after the PDL wait to below the wait (a shorter
+// live range), where its round trip no longer overlaps the previous kernel: every weight load of
+// the M-row gemvs (latency note, sections 7 and 12). An instruction ahead of the wait that reads a
+// word of each load keeps them all ahead of it: a compare of their XOR and a fence under it
+// (harmless the rare time it runs).
+__device__ __forceinline__ void use_before_wait(int f) {
+    asm volatile("{\n\t.reg .pred p;\n\tsetp.eq.s32 p, %0, 0x7fc00001;\n\t@p membar.cta;\n\t}" ::"r"(f) : "memory");
+}
+
 // Lane partials of quantized weights. QT is the weight kind: 1 Q8_0, 2 Q4_0 (the M-row passes:
 // one kernel body per kind, so a pair issues only its own block dot, half the instructions at
 // M = 4), or 0: chosen per row at run time (the M=1 step: both block dots issued, one predicated
@@ -389,6 +398,15 @@ __device__ __forceinline__ void warp_rows_q(const GJob &J, int r0, int k, int m,
             }
         }
         if (!waited) {
+            if constexpr (QT != 0) { // (the M=1 instances keep their loads ahead without it)
+                int f = 0;
+#pragma unroll
+                for (int u = 0; u < U; u++)
+#pragma unroll
+                    for (int rr = 0; rr < RPW; rr++)
+                        f ^= w0[rr][u].x ^ (q8 ? w1[rr][u].x : 0) ^ __float_as_int(wd[rr][u]);
+                use_before_wait(f);
+            }
             KC_PDL_WAIT();
             waited = true;
         }
@@ -521,8 +539,10 @@ __device__ __forceinline__ int job_of(const GJobs &js, int grow) {
     return ji;
 }
 
+// k_gemv<2, 1> asks for two blocks per SM: with its weight loads kept ahead of the wait, ptxas chose
+// 80 registers and an 8-byte stack frame for it; 0 (the others) sets no minimum
 template <int MT, int RPW>
-__global__ void __launch_bounds__(KC_THREADS)
+__global__ void __launch_bounds__(KC_THREADS, MT == 2 && RPW == 1 ? 2 : 0)
 k_gemv(GJobs js, int m, Pro P, const int8_t *gxq, const float *gxd, const float *xf, int ldx) {
     extern __shared__ __align__(16) unsigned char smraw[];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;

@@ -360,6 +360,8 @@ __device__ __forceinline__ void use_before_wait(int f) {
 // M = 4), or 0: chosen per row at run time (the M=1 step: both block dots issued, one predicated
 // off). M=1 keeps QT 0 because with the kind known, ptxas moved its weight loads after the PDL
 // wait (the step 14% slower); predicated, they stay ahead of it, overlapping the previous kernel.
+// QT 1 / 2 keep them ahead through use_before_wait (M=1 with the kind known and use_before_wait
+// has not been measured).
 // With QT 1 / 2 the loads are clamped in bounds, blocks u that no lane has are skipped (a
 // warp-uniform branch), a lane whose block lies past the end of the row keeps its sum (a select),
 // and the pairs of rows mm >= m are computed but never stored. Either way every pair that counts

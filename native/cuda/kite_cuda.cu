@@ -415,8 +415,12 @@ __device__ __forceinline__ void warp_rows_q(const GJob &J, int r0, int k, int m,
         // Activations of G (block, row) pairs are loaded together, then used: one round trip
         // to L2 per G pairs instead of one per pair (a load under `if (mm < m)` or after a
         // `break` is not hoisted by the compiler). Pairs run block-major, so every acc[rr][mm]
-        // still adds its blocks in increasing order.
-        constexpr int NP = U * MT, G = NP < 4 ? NP : 4;
+        // still adds its blocks in increasing order. G is 4, but all U * MT pairs of a one-row-
+        // per-warp M-row gemv at MT 2 and 4: their activations came in four round trips where
+        // an M=1 gemv's come in one (183 registers for k_gemv<4, 1>; it runs one block per SM
+        // at 1024 rows anyway).
+        constexpr int GMAX = RPW == 1 && MT >= 2 && MT <= 4 ? 16 : 4;
+        constexpr int NP = U * MT, G = NP < GMAX ? NP : GMAX;
 #pragma unroll
         for (int p0 = 0; p0 < NP; p0 += G) {
             int4 xa[G], xb[G];

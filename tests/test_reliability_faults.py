@@ -97,7 +97,10 @@ def test_engine_killed_mid_run(fake_repo):
         deadline = time.time() + 30
         while time.time() < deadline and not killed:
             for pid in _pids_running(marker):
-                cmd = Path(f"/proc/{pid}/environ").read_bytes()
+                try:  # a process listed a moment ago may have exited since (the passing runs)
+                    cmd = Path(f"/proc/{pid}/environ").read_bytes()
+                except OSError:
+                    continue
                 if b"FAKE_HANG=1" in cmd:
                     os.kill(pid, signal.SIGKILL)
                     killed.append(pid)

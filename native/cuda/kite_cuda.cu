@@ -360,11 +360,10 @@ __device__ __forceinline__ void use_before_wait(int f) {
 // M = 4), or 0: chosen per row at run time (the M=1 step: both block dots issued, one predicated
 // off). M=1 keeps QT 0 because with the kind known, ptxas moved its weight loads after the PDL
 // wait (the step 14% slower); predicated, they stay ahead of it, overlapping the previous kernel.
-// QT 1 / 2 keep them ahead through use_before_wait (M=1 with the kind known and use_before_wait
-// has not been measured).
-// With QT 1 / 2 the loads are clamped in bounds, blocks u that no lane has are skipped (a
-// warp-uniform branch), a lane whose block lies past the end of the row keeps its sum (a select),
-// and the pairs of rows mm >= m are computed but never stored. Either way every pair that counts
+// QT 1 / 2 keep them ahead through use_before_wait (not measured at M=1). With QT 1 / 2 the
+// loads are clamped in bounds, blocks u that no lane has are skipped (a warp-uniform branch), a
+// lane whose block lies past the end of the row keeps its sum (a select), and the pairs of rows
+// mm >= m are computed but never stored. Either way every pair that counts
 // adds the same values in the same order as the plain loop over blocks b = lane, lane + 32, ...
 // (lane l's canonical sum32 partial).
 template <int MT, int RPW, int QT>
@@ -400,7 +399,7 @@ __device__ __forceinline__ void warp_rows_q(const GJob &J, int r0, int k, int m,
             }
         }
         if (!waited) {
-            if constexpr (QT != 0) { // (the M=1 instances keep their loads ahead without it)
+            if constexpr (QT != 0) {
                 int f = 0;
 #pragma unroll
                 for (int u = 0; u < U; u++)

@@ -1242,9 +1242,10 @@ static void copy_threads_stop(kcuda_model *md) {
     md->cp_th.clear();
 }
 
-// The logits go back in nch chunks of vocabulary columns (all m rows each): at least
-// KC_CHUNK_MIN floats a chunk, KC_NCHUNK at most. The LM head runs in np pieces of nch / np
-// whole chunks; the pass and the copies back use the same split.
+// The logits are copied out of the pinned staging in nch chunks of vocabulary columns (all m
+// rows each): at least KC_CHUNK_MIN floats a chunk, KC_NCHUNK at most, shared among the copy
+// threads. The LM head runs in np pieces of nch / np whole chunks, each brought back to the
+// staging in one copy; the pass and the copies back use the same split.
 static void lm_split(int m, int V, int *nch, int *np) {
     int n = (int)(((size_t)m * V + KC_CHUNK_MIN - 1) / KC_CHUNK_MIN);
     if (n > KC_NCHUNK) n = KC_NCHUNK;
@@ -2033,20 +2034,22 @@ static int32_t run_rows(kcuda_model *md, const int32_t *tokens, int32_t m, int32
         }
     }
     // back to the host through pinned staging on the copy stream: h_out once the LM head's first
-    // piece is done (the final norm ran before it), then each chunk of logits once its piece is;
-    // the host copies chunk c out while chunks after it are still in flight
+    // piece is done (the final norm ran before it), then the logits of each piece in one copy once
+    // the piece is (one copy per chunk made the copies of an M-row pass trail its last kernel by
+    // 54 us instead of 38: latency note, section 13); the host copies chunk c out while the
+    // pieces after it are still in flight
     const size_t nh = (size_t)m * E;
     int nch = 1, np = 1;
     lm_split(m, V, &nch, &np);
     const int per = nch / np;
-    for (int c = 0; c < nch; c++) {
-        if (c % per == 0) CK(cudaStreamWaitEvent(md->cps, md->lmev[c / per], 0));
-        if (c == 0 && h_out) CK(cudaMemcpyAsync(md->pin_hout, md->hout, nh * 4, cudaMemcpyDeviceToHost, md->cps));
-        const int v0 = lm_col(c, nch, V), v1 = lm_col(c + 1, nch, V);
+    for (int p = 0; p < np; p++) {
+        CK(cudaStreamWaitEvent(md->cps, md->lmev[p], 0));
+        if (p == 0 && h_out) CK(cudaMemcpyAsync(md->pin_hout, md->hout, nh * 4, cudaMemcpyDeviceToHost, md->cps));
+        const int v0 = lm_col(p * per, nch, V), v1 = lm_col((p + 1) * per, nch, V);
         if (logits && v1 > v0)
             CK(cudaMemcpy2DAsync(md->pin_logits + v0, (size_t)V * 4, md->logits + v0, (size_t)V * 4,
                                  (size_t)(v1 - v0) * 4, (size_t)m, cudaMemcpyDeviceToHost, md->cps));
-        CK(cudaEventRecord(md->ev[c], md->cps));
+        for (int c = p * per; c < (p + 1) * per; c++) CK(cudaEventRecord(md->ev[c], md->cps));
     }
     md->cp_dst = logits;
     md->cp_nch = nch;

@@ -360,7 +360,8 @@ __device__ __forceinline__ void use_before_wait(int f) {
 // M = 4), or 0: chosen per row at run time (the M=1 step: both block dots issued, one predicated
 // off). M=1 keeps QT 0 because with the kind known, ptxas moved its weight loads after the PDL
 // wait (the step 14% slower); predicated, they stay ahead of it, overlapping the previous kernel.
-// QT 1 / 2 keep them ahead through use_before_wait (not measured at M=1). With QT 1 / 2 the
+// QT 1 / 2 keep them ahead through use_before_wait; at M=1 that was still about 1% slower than
+// QT 0 (latency note, section 13). With QT 1 / 2 the
 // loads are clamped in bounds, blocks u that no lane has are skipped (a warp-uniform branch), a
 // lane whose block lies past the end of the row keeps its sum (a select), and the pairs of rows
 // mm >= m are computed but never stored. Either way every pair that counts
@@ -1261,6 +1262,10 @@ static int lm_col(int c, int nch, int V) {
     return v < V ? (int)v : V;
 }
 
+// first vocabulary column of LM head piece p (p = np: V): whole chunks, the same split in the pass
+// and in the copies back
+static int lm_piece_col(int p, int nch, int np, int V) { return lm_col(p * (nch / np), nch, V); }
+
 // chunks of this thread's share: wait for each, copy it out of the staging
 static int32_t copy_share(kcuda_model *md, int who, int nthr) {
     int32_t err = 0;
@@ -1606,7 +1611,7 @@ static int32_t forward_impl(kcuda_model *md, int m) {
     cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
     CK(cudaStreamIsCapturing(g_stream, &cs));
     for (int p = 0; p < np; p++) {
-        const int r0 = lm_col(p * (nch / np), nch, V), r1 = lm_col((p + 1) * (nch / np), nch, V);
+        const int r0 = lm_piece_col(p, nch, np, V), r1 = lm_piece_col(p + 1, nch, np, V);
         if (r1 > r0) {
             js.j[0] = job_rows(W, r0, r1 - r0, md->logits + r0, V);
             CKS(launch_gemv(js, m, a.P, a.q, a.d, a.f, a.ldx));
@@ -2045,7 +2050,7 @@ static int32_t run_rows(kcuda_model *md, const int32_t *tokens, int32_t m, int32
     for (int p = 0; p < np; p++) {
         CK(cudaStreamWaitEvent(md->cps, md->lmev[p], 0));
         if (p == 0 && h_out) CK(cudaMemcpyAsync(md->pin_hout, md->hout, nh * 4, cudaMemcpyDeviceToHost, md->cps));
-        const int v0 = lm_col(p * per, nch, V), v1 = lm_col((p + 1) * per, nch, V);
+        const int v0 = lm_piece_col(p, nch, np, V), v1 = lm_piece_col(p + 1, nch, np, V);
         if (logits && v1 > v0)
             CK(cudaMemcpy2DAsync(md->pin_logits + v0, (size_t)V * 4, md->logits + v0, (size_t)V * 4,
                                  (size_t)(v1 - v0) * 4, (size_t)m, cudaMemcpyDeviceToHost, md->cps));

@@ -1,6 +1,9 @@
 // launch_cost.cu: host time per kernel launch, 228 launches of an empty 16-block kernel per round:
 // <<<>>>, cudaLaunchKernelEx without and with the programmatic-serialization (PDL) attribute, with
-// no parameters and with a 292-byte parameter block. Build: nvcc -O2 -arch=sm_90 launch_cost.cu
+// no parameters and with a 292-byte parameter block; and the driver's cuLaunchKernelEx (entry point
+// from the runtime, no link to libcuda) with the 292-byte block, with and without PDL.
+// Build: nvcc -O2 -arch=sm_90 -cudart static launch_cost.cu
+#include <cuda.h>
 #include <cuda_runtime.h>
 #include <chrono>
 #include <cstdio>
@@ -13,11 +16,25 @@ static cudaError_t L(cudaStream_t s, bool pdl, void (*k)(K...), int grid, A... a
   cudaLaunchAttribute at[1]; at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization; at[0].val.programmaticStreamSerializationAllowed = 1;
   c.attrs = at; c.numAttrs = pdl ? 1 : 0; return cudaLaunchKernelEx(&c, k, a...);
 }
+typedef CUresult (*LaunchEx)(const CUlaunchConfig *, CUfunction, void **, void **);
+static CUresult D(LaunchEx lex, CUfunction f, cudaStream_t s, bool pdl, Big &b, int &i) {
+  CUlaunchConfig c = {}; c.gridDimX = 16; c.gridDimY = c.gridDimZ = 1; c.blockDimX = 256; c.blockDimY = c.blockDimZ = 1; c.hStream = (CUstream)s;
+  CUlaunchAttribute at[1]; at[0].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION; at[0].value.programmaticStreamSerializationAllowed = 1;
+  c.attrs = at; c.numAttrs = pdl ? 1 : 0;
+  void *args[2] = {&b, &i};
+  return lex(&c, f, args, nullptr);
+}
 int main() {
   cudaStream_t s; cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
   Big b = {};
+  void *fp = nullptr; cudaDriverEntryPointQueryResult q;
+  cudaGetDriverEntryPointByVersion("cuLaunchKernelEx", &fp, 12000, cudaEnableDefault, &q);
+  cudaFunction_t f; cudaGetFuncBySymbol(&f, (const void *)kb);
+  if (!fp) { printf("no cuLaunchKernelEx entry point\n"); return 1; }
+  const char *nm[] = {"<<<>>> no params", "Ex no params", "Ex PDL no params", "Ex 292B params", "Ex PDL 292B params",
+                      "driver Ex 292B", "driver Ex PDL 292B"};
   for (int rep = 0; rep < 3; rep++)
-  for (int v = 0; v < 5; v++) {
+  for (int v = 0; v < 7; v++) {
     const int N = 228;
     cudaStreamSynchronize(s);
     auto t0 = std::chrono::steady_clock::now();
@@ -26,14 +43,15 @@ int main() {
       else if (v == 1) L(s, false, k0, 16);
       else if (v == 2) L(s, true, k0, 16);
       else if (v == 3) L(s, false, kb, 16, b, i);
-      else L(s, true, kb, 16, b, i);
+      else if (v == 4) L(s, true, kb, 16, b, i);
+      else D((LaunchEx)fp, (CUfunction)f, s, v == 6, b, i);
     }
     auto t1 = std::chrono::steady_clock::now();
     cudaStreamSynchronize(s);
     auto t2 = std::chrono::steady_clock::now();
-    const char *nm[] = {"<<<>>> no params", "Ex no params", "Ex PDL no params", "Ex 292B params", "Ex PDL 292B params"};
-    printf("rep%d %-22s host %.2f us/launch, total %.2f us/launch\n", rep, nm[v],
-           std::chrono::duration<double, std::micro>(t1 - t0).count() / N, std::chrono::duration<double, std::micro>(t2 - t0).count() / N);
+    printf("rep%d %-22s host %.2f us/launch, total %.2f us/launch  err=%d\n", rep, nm[v],
+           std::chrono::duration<double, std::micro>(t1 - t0).count() / N, std::chrono::duration<double, std::micro>(t2 - t0).count() / N,
+           (int)cudaGetLastError());
   }
   return 0;
 }

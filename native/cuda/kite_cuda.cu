@@ -361,10 +361,10 @@ __device__ __forceinline__ void use_before_wait(int f) {
 // off). M=1 keeps QT 0 because with the kind known, ptxas moved its weight loads after the PDL
 // wait (the step 14% slower); predicated, they stay ahead of it, overlapping the previous kernel.
 // QT 1 / 2 keep them ahead through use_before_wait; at M=1 that was still about 1% slower than
-// QT 0 (latency note, section 13). With QT 1 / 2 the
-// loads are clamped in bounds, blocks u that no lane has are skipped (a warp-uniform branch), a
-// lane whose block lies past the end of the row keeps its sum (a select), and the pairs of rows
-// mm >= m are computed but never stored. Either way every pair that counts
+// QT 0 (latency note, section 13). With QT 1 / 2 the loads are clamped in bounds, blocks u that
+// no lane has are skipped (a warp-uniform branch), a lane whose block lies past the end of the row
+// keeps its sum (a select), and the pairs of rows mm >= m are computed but never stored. Either
+// way every pair that counts
 // adds the same values in the same order as the plain loop over blocks b = lane, lane + 32, ...
 // (lane l's canonical sum32 partial).
 template <int MT, int RPW, int QT>
@@ -1197,7 +1197,7 @@ struct kcuda_model {
     // pinned staging for the copies back to the host (up to max_m rows), in chunks that the
     // host copies out while the next chunk is still in flight
     float *pin_hout = nullptr, *pin_logits = nullptr;
-    cudaEvent_t ev[KC_NCHUNK] = {};      // chunk c is on the host (recorded on cps)
+    cudaEvent_t ev[KC_LM_PIECES] = {};   // the logits of piece p are in the staging (recorded on cps)
     cudaStream_t cps = nullptr;          // the copies back
     cudaEvent_t lmev[KC_LM_PIECES] = {}; // piece p of the LM head is done (recorded by the pass)
     // copy helpers: thread i (1..n) takes chunks c with c % (n + 1) == i; the caller takes the rest
@@ -1208,7 +1208,7 @@ struct kcuda_model {
     int cp_busy = 0, cp_stop = 0;
     int32_t cp_err = 0;
     float *cp_dst = nullptr;
-    int cp_nch = 0, cp_m = 0, cp_v = 0;
+    int cp_nch = 0, cp_per = 1, cp_m = 0, cp_v = 0; // cp_per: chunks per LM head piece
     // graphs
     cudaGraphExec_t g1 = nullptr;
     std::map<int, cudaGraphExec_t> gm;
@@ -1270,7 +1270,7 @@ static int lm_piece_col(int p, int nch, int np, int V) { return lm_col(p * (nch 
 static int32_t copy_share(kcuda_model *md, int who, int nthr) {
     int32_t err = 0;
     for (int c = who; c < md->cp_nch; c += nthr) {
-        cudaError_t e = cudaEventSynchronize(md->ev[c]);
+        cudaError_t e = cudaEventSynchronize(md->ev[c / md->cp_per]);
         if (e != cudaSuccess) {
             err = (int32_t)e;
             break;
@@ -1325,7 +1325,7 @@ static void model_free(kcuda_model *md) {
     if (md->pin_hout) cudaFreeHost(md->pin_hout);
     if (md->pin_logits) cudaFreeHost(md->pin_logits);
     if (md->cps) cudaStreamDestroy(md->cps);
-    for (int i = 0; i < KC_NCHUNK; i++)
+    for (int i = 0; i < KC_LM_PIECES; i++)
         if (md->ev[i]) cudaEventDestroy(md->ev[i]);
     for (int i = 0; i < KC_LM_PIECES; i++)
         if (md->lmev[i]) cudaEventDestroy(md->lmev[i]);
@@ -1951,7 +1951,7 @@ KCUDA_API int32_t kcuda_model_prepare(kcuda_model *md, int32_t max_m) {
     CK(cudaMallocHost((void **)&md->h_in, (M + 1) * 4));
     CK(cudaMallocHost((void **)&md->pin_hout, M * E * 4));
     CK(cudaMallocHost((void **)&md->pin_logits, M * (size_t)V * 4));
-    for (int i = 0; i < KC_NCHUNK; i++) CK(cudaEventCreateWithFlags(&md->ev[i], cudaEventDisableTiming));
+    for (int i = 0; i < KC_LM_PIECES; i++) CK(cudaEventCreateWithFlags(&md->ev[i], cudaEventDisableTiming));
     for (int i = 0; i < KC_LM_PIECES; i++) CK(cudaEventCreateWithFlags(&md->lmev[i], cudaEventDisableTiming));
     if (!md->cps) CK(cudaStreamCreateWithFlags(&md->cps, cudaStreamNonBlocking));
     if (KC_COPY_THREADS > 0 && md->cp_th.empty()) {
@@ -2041,8 +2041,9 @@ static int32_t run_rows(kcuda_model *md, const int32_t *tokens, int32_t m, int32
     // back to the host through pinned staging on the copy stream: h_out once the LM head's first
     // piece is done (the final norm ran before it), then the logits of each piece in one copy once
     // the piece is (one copy per chunk made the copies of an M-row pass trail its last kernel by
-    // 54 us instead of 38: latency note, section 13); the host copies chunk c out while the
-    // pieces after it are still in flight
+    // 54 us instead of 38: latency note, section 13), and one event per piece, which the copy
+    // threads wait for: its chunks arrive together; the host copies the chunks of a piece out
+    // while the pieces after it are still in flight
     const size_t nh = (size_t)m * E;
     int nch = 1, np = 1;
     lm_split(m, V, &nch, &np);
@@ -2054,10 +2055,11 @@ static int32_t run_rows(kcuda_model *md, const int32_t *tokens, int32_t m, int32
         if (logits && v1 > v0)
             CK(cudaMemcpy2DAsync(md->pin_logits + v0, (size_t)V * 4, md->logits + v0, (size_t)V * 4,
                                  (size_t)(v1 - v0) * 4, (size_t)m, cudaMemcpyDeviceToHost, md->cps));
-        for (int c = p * per; c < (p + 1) * per; c++) CK(cudaEventRecord(md->ev[c], md->cps));
+        CK(cudaEventRecord(md->ev[p], md->cps));
     }
     md->cp_dst = logits;
     md->cp_nch = nch;
+    md->cp_per = per;
     md->cp_m = m;
     md->cp_v = V;
     // helpers for M rows only: at M=1 the caller reads the logits next (greedy pick), and a

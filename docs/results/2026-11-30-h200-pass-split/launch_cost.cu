@@ -21,19 +21,10 @@ static cudaError_t L(cudaStream_t s, bool pdl, void (*k)(K...), int grid, A... a
   c.attrs = at; c.numAttrs = pdl ? 1 : 0; return cudaLaunchKernelEx(&c, k, a...);
 }
 typedef CUresult (*LaunchEx)(const CUlaunchConfig *, CUfunction, void **, void **);
-static CUresult D(LaunchEx lex, CUfunction f, cudaStream_t s, bool pdl, Big &b, int &i) {
+static CUresult D(LaunchEx lex, CUfunction f, cudaStream_t s, bool pdl, void **args) {
   CUlaunchConfig c = {}; c.gridDimX = 16; c.gridDimY = c.gridDimZ = 1; c.blockDimX = 256; c.blockDimY = c.blockDimZ = 1; c.hStream = (CUstream)s;
   CUlaunchAttribute at[1]; at[0].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION; at[0].value.programmaticStreamSerializationAllowed = 1;
   c.attrs = at; c.numAttrs = pdl ? 1 : 0;
-  void *args[2] = {&b, &i};
-  return lex(&c, f, args, nullptr);
-}
-static CUresult D21(LaunchEx lex, CUfunction f, cudaStream_t s, int &i) {
-  CUlaunchConfig c = {}; c.gridDimX = 16; c.gridDimY = c.gridDimZ = 1; c.blockDimX = 256; c.blockDimY = c.blockDimZ = 1; c.hStream = (CUstream)s;
-  CUlaunchAttribute at[1]; at[0].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION; at[0].value.programmaticStreamSerializationAllowed = 1;
-  c.attrs = at; c.numAttrs = 1;
-  const float *p = nullptr; float *q = nullptr; const int *pi = nullptr; int z = 3; float e = 1.0f;
-  void *args[21] = {&p, &p, &z, &p, &z, &q, &z, &pi, &p, &p, &z, &p, &p, &q, &z, &z, &z, &z, &e, &q, &i};
   return lex(&c, f, args, nullptr);
 }
 int main() {
@@ -59,8 +50,10 @@ int main() {
       else if (v == 4) L(s, true, kb, 16, b, i);
       else if (v == 7) { const float *p = nullptr; float *q = nullptr; const int *pi = nullptr;
         L(s, true, k21, 16, p, p, 3, p, 3, q, 3, pi, p, p, 3, p, p, q, 3, 3, 3, 3, 1.0f, q, i); }
-      else if (v == 8) D21((LaunchEx)fp, (CUfunction)f21, s, i);
-      else D((LaunchEx)fp, (CUfunction)f, s, v == 6, b, i);
+      else if (v == 8) { const float *p = nullptr; float *q = nullptr; const int *pi = nullptr; int z = 3; float e = 1.0f;
+        void *args[21] = {&p, &p, &z, &p, &z, &q, &z, &pi, &p, &p, &z, &p, &p, &q, &z, &z, &z, &z, &e, &q, &i};
+        D((LaunchEx)fp, (CUfunction)f21, s, true, args); }
+      else { void *args[2] = {&b, &i}; D((LaunchEx)fp, (CUfunction)f, s, v == 6, args); }
     }
     auto t1 = std::chrono::steady_clock::now();
     cudaStreamSynchronize(s);

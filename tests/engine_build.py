@@ -10,6 +10,7 @@ Test modules import the fixtures from here::
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -87,6 +88,12 @@ def run_kite(exe: Path, *args: str, env: dict[str, str] | None = None, timeout: 
     full = {k: v for k, v in os.environ.items() if not k.startswith("KITE_")}
     full.update(env or {})
     return subprocess.run([str(exe), *map(str, args)], capture_output=True, text=True, timeout=timeout, env=full)
+
+
+def abi_version() -> int:
+    """KCUDA_ABI_VERSION as native/include/kite_cuda.h defines it."""
+    text = (REPO / "native" / "include" / "kite_cuda.h").read_text()
+    return int(re.search(r"#define KCUDA_ABI_VERSION (\d+)", text).group(1))
 
 
 def tokens_of(fixture: Path) -> str:

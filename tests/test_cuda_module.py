@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from engine_build import REPO, build_engine, kite_bin, qwen35_fixtures, run_kite, tokens_of  # noqa: F401
+from engine_build import REPO, abi_version, build_engine, kite_bin, qwen35_fixtures, run_kite, tokens_of  # noqa: F401
 
 MODULE = "libkite_cuda.so"
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the nvcc module tests run on Linux")
@@ -188,7 +188,7 @@ def test_kernels_keep_no_local_memory():
 @pytest.mark.skipif(shutil.which("nm") is None or shutil.which("readelf") is None, reason="binutils missing")
 def test_module_exports_exactly_the_abi(cuda_module_dir):
     names = set(_abi_names())
-    assert len(names) == 15
+    assert len(names) == 16 and "kcuda_prompt" in names
     assert _dynsyms(cuda_module_dir / MODULE) == names
     assert _dynsyms(cuda_module_dir / "testmods" / "libkite_cuda_noexport.so") == names - {"kcuda_step_m"}
     assert _dynsyms(cuda_module_dir / "testmods" / "libkite_cuda_badabi.so") == names
@@ -216,7 +216,7 @@ def test_found_in_exe_dir_bound_no_driver(layout):
     assert s["KITE_CUDA_LIB"]["result"] == "not set"
     assert s["exe_dir"]["result"] == "loaded"
     assert Path(cuda["loaded_path"]).resolve() == layout["module"].resolve()
-    assert cuda["bound"] is True and cuda["module_abi"] == cuda["engine_abi"] == 1
+    assert cuda["bound"] is True and cuda["module_abi"] == cuda["engine_abi"] == abi_version()
     _no_gpu(cuda)
     assert cuda["available"] is False
     assert cuda["init_status"] == 35
@@ -249,7 +249,11 @@ def test_module_absent_is_normal(layout):
 
 
 @pytest.mark.parametrize(
-    "which,needle", [("noexport", "missing symbol kcuda_step_m"), ("badabi", "ABI version 2, engine expects 1")]
+    "which,needle",
+    [
+        ("noexport", "missing symbol kcuda_step_m"),
+        ("badabi", f"ABI version {abi_version() + 1}, engine expects {abi_version()}"),
+    ],
 )
 def test_refused_whole_with_note(layout, which, needle):
     cuda = _info(layout["with"], env={"KITE_CUDA_LIB": str(layout[which])})
@@ -259,7 +263,7 @@ def test_refused_whole_with_note(layout, which, needle):
     assert str(layout[which]) in cuda["note"] and needle in cuda["note"]
     assert needle in cuda["reason"]
     if which == "badabi":
-        assert cuda["module_abi"] == 2
+        assert cuda["module_abi"] == abi_version() + 1
     else:
         assert cuda["module_abi"] == -1
 

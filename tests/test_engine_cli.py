@@ -7,7 +7,7 @@ import pytest
 import json
 import re
 
-from engine_build import kite_bin, qwen35_fixtures, run_kite, tokens_of  # noqa: F401
+from engine_build import abi_version, kite_bin, qwen35_fixtures, run_kite, tokens_of  # noqa: F401
 
 pytestmark = pytest.mark.native  # builds and runs the real engine
 
@@ -20,7 +20,7 @@ def test_info_text_and_json(kite_bin):
     assert res.returncode == 0, res.stderr
     info = json.loads(res.stdout)
     assert info["kite_version"] == "0.1.0"
-    assert info["abi_version"] == 1
+    assert info["abi_version"] == abi_version()
     assert set(info["build"]) >= {"compiler", "kite_cuda", "simd", "os", "arch"}
     assert info["build"]["kite_cuda"] is False
     assert info["threads_default"] >= 1

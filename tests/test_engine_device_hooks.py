@@ -1,7 +1,8 @@
 """The engine's device hooks, driven by an emulated module (no CUDA needed).
 
-The module below accepts every step before position REFUSE_AT (filling the outputs with
-placeholder values) and refuses from there on. The engine must then say so on stderr, rebuild
+The module below accepts every call whose rows all lie before position REFUSE_AT (filling
+the outputs with placeholder values) and refuses the others: a prompt call (kcuda_prompt, all the
+prompt's passes) that reaches REFUSE_AT is refused whole. The engine must then say so on stderr, rebuild
 its CPU state from position 0 and carry on: every row from REFUSE_AT on, and the generated
 tokens, must be byte-identical to a CPU-only run. REFUSE_AT = 0 means the device refuses the
 first row: the whole sequence runs on the CPU.
@@ -63,6 +64,11 @@ KCUDA_API int32_t kcuda_step_m(kcuda_model *m, const int32_t *t, int32_t mm, int
     (void)m; (void)t;
     if (pos + mm > REFUSE_AT) return KCUDA_E_UNSUPPORTED;
     fill(h, l, mm); return 0; }
+KCUDA_API int32_t kcuda_prompt(kcuda_model *m, const int32_t *t, int32_t n, int32_t mm, int32_t pos,
+                               float *h, float *l, int32_t ring) {
+    (void)m; (void)t; (void)mm;
+    if (pos + n > REFUSE_AT) return KCUDA_E_UNSUPPORTED;
+    fill(h, l, n < ring ? n : ring); return 0; }
 KCUDA_API int32_t kcuda_model_counters(kcuda_model *m, int64_t *out, int32_t n) {
     (void)m; for (int i = 0; i < n; i++) out[i] = 0; return 0; }
 KCUDA_API void kcuda_model_free(kcuda_model *m) { (void)m; }
@@ -114,7 +120,7 @@ def _run(exe, model, prompt, out, *extra, env=None):
     return h, lg, meta, res.stderr
 
 
-@pytest.mark.parametrize("refuse_at,mt", [(0, 1), (9, 1), (8, 4), (20, 5), (24, 5), (100, 1)])
+@pytest.mark.parametrize("refuse_at,mt", [(0, 1), (9, 1), (8, 4), (20, 5), (24, 5), (26, 4), (100, 1)])
 def test_device_refusal_falls_back_to_cpu(kite_bin, kite_loader_bin, qwen35_fixtures, tmp_path, refuse_at, mt):
     fx = qwen35_fixtures / "tiny-b"
     model = fx / "tiny-b-q8_0.gguf"
@@ -130,15 +136,15 @@ def test_device_refusal_falls_back_to_cpu(kite_bin, kite_loader_bin, qwen35_fixt
     assert backend["resident"] == (refuse_at >= 24 + 4), backend
     c = m1["counters"]
     rows = 24 + 4
-    # the passes the engine makes: prompt chunks of mt rows, then one row per step
-    passes = [min(mt, 24 - p) for p in range(0, 24, mt)] + [1] * 4
+    # the calls the engine makes: the prompt in one (its passes of mt rows), then one per step
+    calls = [[min(mt, 24 - p) for p in range(0, 24, mt)]] + [[1]] * 4
     done_on_device, gpu_steps, mrow_calls = 0, 0, 0
-    for m in passes:
-        if done_on_device + m > refuse_at:
+    for passes in calls:
+        if done_on_device + sum(passes) > refuse_at:
             break
-        done_on_device += m
-        gpu_steps += m == 1
-        mrow_calls += m > 1
+        done_on_device += sum(passes)
+        gpu_steps += sum(m == 1 for m in passes)
+        mrow_calls += sum(m > 1 for m in passes)
     if refuse_at >= rows:  # the device did everything: placeholder outputs, no CPU rows
         assert c["cpu_steps"] == 0 and "warning" not in err
         assert np.all(h1 == 0.5)

@@ -1169,6 +1169,20 @@ struct Layer {
     float *v[KCUDA_W_COUNT] = {};
 };
 
+// What one pass writes and the host reads back: the outputs on the device, the pinned staging
+// they are copied into, the pass's inputs, the events of its copies, and the graphs that write
+// this slot. A prompt call (kcuda_prompt) alternates two slots, so that the host copies one
+// pass out while the next runs; a single pass uses slot 0.
+#define KC_SLOTS 2
+struct Slot {
+    float *hout = nullptr, *logits = nullptr;         // device [max_m][E], [max_m][V]
+    float *pin_hout = nullptr, *pin_logits = nullptr; // pinned staging, the same shapes
+    int *h_in = nullptr;                              // pinned: [0] = pos, [1..m] tokens
+    cudaEvent_t ev[KC_LM_PIECES] = {};                // the logits of piece p are in the staging
+    cudaGraphExec_t g1 = nullptr;                     // the M=1 graph
+    std::map<int, cudaGraphExec_t> gm;                // per-M graphs
+};
+
 struct kcuda_model {
     int32_t hp[KCUDA_HP_COUNT];
     float eps;
@@ -1187,17 +1201,12 @@ struct kcuda_model {
     float *ssm = nullptr;                    // [nrec][Hv][dv][dk]
     // scratch
     int *d_in = nullptr;                     // [0] = pos, [1..m] tokens
-    int *h_in = nullptr;                     // pinned
     float *x = nullptr;                      // [max_m][E]
     float *xf = nullptr; int8_t *xq = nullptr; float *xd = nullptr; int ldx = 0;
     float *qkv = nullptr, *z = nullptr, *beta = nullptr, *alpha = nullptr, *ybuf = nullptr;
     float *qg = nullptr, *kb = nullptr, *vb = nullptr, *qr = nullptr, *att = nullptr, *scr = nullptr;
     float *gate = nullptr, *up = nullptr;
-    float *hout = nullptr, *logits = nullptr;
-    // pinned staging for the copies back to the host (up to max_m rows), in chunks that the
-    // host copies out while the next chunk is still in flight
-    float *pin_hout = nullptr, *pin_logits = nullptr;
-    cudaEvent_t ev[KC_LM_PIECES] = {};   // the logits of piece p are in the staging (recorded on cps)
+    Slot sl[KC_SLOTS];
     cudaStream_t cps = nullptr;          // the copies back
     cudaEvent_t lmev[KC_LM_PIECES] = {}; // piece p of the LM head is done (recorded by the pass)
     // copy helpers: thread i (1..n) takes chunks c with c % (n + 1) == i; the caller takes the rest
@@ -1209,9 +1218,7 @@ struct kcuda_model {
     int32_t cp_err = 0;
     float *cp_dst = nullptr;
     int cp_nch = 0, cp_per = 1, cp_m = 0, cp_v = 0; // cp_per: chunks per LM head piece
-    // graphs
-    cudaGraphExec_t g1 = nullptr;
-    std::map<int, cudaGraphExec_t> gm;
+    int cp_slot = 0;
     int64_t cnt[KCUDA_C_COUNT] = {};
     std::vector<void *> allocs;
 };
@@ -1226,10 +1233,12 @@ static int32_t dalloc(kcuda_model *md, void **p, size_t bytes) {
 }
 
 static void graphs_free(kcuda_model *md) {
-    if (md->g1) cudaGraphExecDestroy(md->g1);
-    md->g1 = nullptr;
-    for (auto &kv : md->gm) cudaGraphExecDestroy(kv.second);
-    md->gm.clear();
+    for (Slot &s : md->sl) {
+        if (s.g1) cudaGraphExecDestroy(s.g1);
+        s.g1 = nullptr;
+        for (auto &kv : s.gm) cudaGraphExecDestroy(kv.second);
+        s.gm.clear();
+    }
 }
 
 static void copy_threads_stop(kcuda_model *md) {
@@ -1270,7 +1279,8 @@ static int lm_piece_col(int p, int nch, int np, int V) { return lm_col(p * (nch 
 static int32_t copy_share(kcuda_model *md, int who, int nthr) {
     int32_t err = 0;
     for (int c = who; c < md->cp_nch; c += nthr) {
-        cudaError_t e = cudaEventSynchronize(md->ev[c / md->cp_per]);
+        const Slot &s = md->sl[md->cp_slot];
+        cudaError_t e = cudaEventSynchronize(s.ev[c / md->cp_per]);
         if (e != cudaSuccess) {
             err = (int32_t)e;
             break;
@@ -1279,7 +1289,7 @@ static int32_t copy_share(kcuda_model *md, int who, int nthr) {
         if (!md->cp_dst || v1 <= v0) continue;
         for (int mi = 0; mi < md->cp_m; mi++) {
             const size_t o = (size_t)mi * md->cp_v + v0;
-            memcpy(md->cp_dst + o, md->pin_logits + o, (size_t)(v1 - v0) * 4);
+            memcpy(md->cp_dst + o, s.pin_logits + o, (size_t)(v1 - v0) * 4);
         }
     }
     return err;
@@ -1321,12 +1331,14 @@ static void model_free(kcuda_model *md) {
     if (md->cos_tab) cudaFree(md->cos_tab);
     if (md->sin_tab) cudaFree(md->sin_tab);
     for (void *p : md->allocs) cudaFree(p);
-    if (md->h_in) cudaFreeHost(md->h_in);
-    if (md->pin_hout) cudaFreeHost(md->pin_hout);
-    if (md->pin_logits) cudaFreeHost(md->pin_logits);
+    for (Slot &s : md->sl) {
+        if (s.h_in) cudaFreeHost(s.h_in);
+        if (s.pin_hout) cudaFreeHost(s.pin_hout);
+        if (s.pin_logits) cudaFreeHost(s.pin_logits);
+        for (int i = 0; i < KC_LM_PIECES; i++)
+            if (s.ev[i]) cudaEventDestroy(s.ev[i]);
+    }
     if (md->cps) cudaStreamDestroy(md->cps);
-    for (int i = 0; i < KC_LM_PIECES; i++)
-        if (md->ev[i]) cudaEventDestroy(md->ev[i]);
     for (int i = 0; i < KC_LM_PIECES; i++)
         if (md->lmev[i]) cudaEventDestroy(md->lmev[i]);
     delete md;
@@ -1520,14 +1532,15 @@ static int32_t gemv_in(kcuda_model *md, const GJobs &js, int m, const Pro &P) {
 
 // The forward pass for m rows at positions in[0] .. in[0]+m-1 (tokens in[1..m]), device-side
 // inputs only: the same launches serve the graph and the stream mode.
-static int32_t forward_impl(kcuda_model *md, int m);
-static int32_t forward(kcuda_model *md, int m) {
-    int32_t st = forward_impl(md, m);
+static int32_t forward_impl(kcuda_model *md, int m, const Slot &out);
+// one pass of m rows whose h_out and logits land in slot s
+static int32_t forward(kcuda_model *md, int m, int s) {
+    int32_t st = forward_impl(md, m, md->sl[s]);
     g_pdl = 0;
     return st;
 }
 
-static int32_t forward_impl(kcuda_model *md, int m) {
+static int32_t forward_impl(kcuda_model *md, int m, const Slot &out) {
     const int32_t *hp = md->hp;
     const int E = hp[KCUDA_HP_N_EMBD], V = hp[KCUDA_HP_N_VOCAB], F = hp[KCUDA_HP_N_FF];
     const int H = hp[KCUDA_HP_N_HEAD], Hkv = hp[KCUDA_HP_N_HEAD_KV], D = hp[KCUDA_HP_HEAD_DIM];
@@ -1596,13 +1609,13 @@ static int32_t forward_impl(kcuda_model *md, int m) {
         CKS(gemv_in(md, js, m, pro(2, md->gate, md->up, F, nullptr, 1, eps)));
     }
     // The LM head in pieces of vocabulary rows, each followed by an event that the copy back
-    // waits for (run_rows): the logits of piece p travel to the host while p + 1 is computed.
+    // waits for (pass_queue): the logits of piece p travel to the host while p + 1 is computed.
     const DW &W = md->out.type >= 0 ? md->out : md->tok;
     GJobs js = {};
     js.nj = 1;
-    js.j[0] = job(W, md->logits, V, 0);
+    js.j[0] = job(W, out.logits, V, 0);
     Pro pf = pro(1, md->x, nullptr, E, md->out_norm, 1, eps);
-    pf.out2 = md->hout;
+    pf.out2 = out.hout;
     pf.ld2 = E;
     ActIn a;
     CKS(act_prepare(md, js, m, pf, &a));
@@ -1613,7 +1626,7 @@ static int32_t forward_impl(kcuda_model *md, int m) {
     for (int p = 0; p < np; p++) {
         const int r0 = lm_piece_col(p, nch, np, V), r1 = lm_piece_col(p + 1, nch, np, V);
         if (r1 > r0) {
-            js.j[0] = job_rows(W, r0, r1 - r0, md->logits + r0, V);
+            js.j[0] = job_rows(W, r0, r1 - r0, out.logits + r0, V);
             CKS(launch_gemv(js, m, a.P, a.q, a.d, a.f, a.ldx));
             a.P.out2 = nullptr; // h_out: written once (by a prologue of the first piece, if any)
         }
@@ -1624,10 +1637,10 @@ static int32_t forward_impl(kcuda_model *md, int m) {
     return 0;
 }
 
-static int32_t capture(kcuda_model *md, int m, cudaGraphExec_t *out) {
+static int32_t capture(kcuda_model *md, int m, int s, cudaGraphExec_t *out) {
     cudaGraph_t g = nullptr;
     CK(cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeThreadLocal));
-    int32_t st = forward(md, m);
+    int32_t st = forward(md, m, s);
     cudaError_t e = cudaStreamEndCapture(g_stream, &g);
     if (st) {
         if (g) cudaGraphDestroy(g);
@@ -1921,8 +1934,10 @@ KCUDA_API int32_t kcuda_model_prepare(kcuda_model *md, int32_t max_m) {
     AL(xd, M * (md->ldx / 32) * 4);
     AL(gate, M * F * 4);
     AL(up, M * F * 4);
-    AL(hout, M * E * 4);
-    AL(logits, M * (size_t)V * 4);
+    for (int s = 0; s < KC_SLOTS; s++) {
+        AL(sl[s].hout, M * E * 4);
+        AL(sl[s].logits, M * (size_t)V * 4);
+    }
     if (md->nrec) {
         AL(qkv, M * C * 4);
         AL(z, M * Hv * dv * 4);
@@ -1948,10 +1963,12 @@ KCUDA_API int32_t kcuda_model_prepare(kcuda_model *md, int32_t max_m) {
         AL(vc, (size_t)md->nfull * max_pos * Hkv * D * 4);
     }
 #undef AL
-    CK(cudaMallocHost((void **)&md->h_in, (M + 1) * 4));
-    CK(cudaMallocHost((void **)&md->pin_hout, M * E * 4));
-    CK(cudaMallocHost((void **)&md->pin_logits, M * (size_t)V * 4));
-    for (int i = 0; i < KC_LM_PIECES; i++) CK(cudaEventCreateWithFlags(&md->ev[i], cudaEventDisableTiming));
+    for (Slot &s : md->sl) {
+        CK(cudaMallocHost((void **)&s.h_in, (M + 1) * 4));
+        CK(cudaMallocHost((void **)&s.pin_hout, M * E * 4));
+        CK(cudaMallocHost((void **)&s.pin_logits, M * (size_t)V * 4));
+        for (int i = 0; i < KC_LM_PIECES; i++) CK(cudaEventCreateWithFlags(&s.ev[i], cudaEventDisableTiming));
+    }
     for (int i = 0; i < KC_LM_PIECES; i++) CK(cudaEventCreateWithFlags(&md->lmev[i], cudaEventDisableTiming));
     if (!md->cps) CK(cudaStreamCreateWithFlags(&md->cps, cudaStreamNonBlocking));
     if (KC_COPY_THREADS > 0 && md->cp_th.empty()) {
@@ -1967,12 +1984,12 @@ KCUDA_API int32_t kcuda_model_prepare(kcuda_model *md, int32_t max_m) {
     // Warm-up, outside any request window: one pass for each kernel instance the steps use
     // (gemv row tiles 1, 2, 4, 8), so that lazy module loading and first-launch costs do not
     // land in the first request. kcuda_seq_reset zeroes the state these passes leave behind.
-    memset(md->h_in, 0, (M + 1) * 4);
-    CK(cudaMemcpyAsync(md->d_in, md->h_in, (M + 1) * 4, cudaMemcpyHostToDevice, g_stream));
+    memset(md->sl[0].h_in, 0, (M + 1) * 4);
+    CK(cudaMemcpyAsync(md->d_in, md->sl[0].h_in, (M + 1) * 4, cudaMemcpyHostToDevice, g_stream));
     const int wm[4] = {1, 2, 4, 8};
     for (int i = 0; i < 4; i++) {
         int m = wm[i] <= max_m ? wm[i] : (i > 0 && wm[i - 1] < max_m ? max_m : 0);
-        if (m > 0) CKS(forward(md, m));
+        if (m > 0) CKS(forward(md, m, 0));
     }
     CK(cudaStreamSynchronize(g_stream));
     md->prepared = 1;
@@ -1998,70 +2015,89 @@ KCUDA_API int32_t kcuda_seq_reset(kcuda_model *md) {
     // graphs: captured here (never in a step), each behind its own gate
     md->opt_graph = g_opt_graph;
     md->opt_graph_m = g_opt_graph_m;
-    if (md->opt_graph && !md->g1) CKS(capture(md, 1, &md->g1));
-    if (md->opt_graph_m) {
-        for (int m = 2; m <= md->max_m; m++)
-            if (!md->gm.count(m)) {
-                cudaGraphExec_t ge = nullptr;
-                CKS(capture(md, m, &ge));
-                md->gm[m] = ge;
-            }
+    for (int s = 0; s < KC_SLOTS; s++) {
+        Slot &sl = md->sl[s];
+        if (md->opt_graph && !sl.g1) CKS(capture(md, 1, s, &sl.g1));
+        if (md->opt_graph_m) {
+            for (int m = 2; m <= md->max_m; m++)
+                if (!sl.gm.count(m)) {
+                    cudaGraphExec_t ge = nullptr;
+                    CKS(capture(md, m, s, &ge));
+                    sl.gm[m] = ge;
+                }
+        }
     }
     return 0;
 }
 
-static int32_t run_rows(kcuda_model *md, const int32_t *tokens, int32_t m, int32_t pos, float *h_out,
-                        float *logits) {
-    const int32_t *hp = md->hp;
-    const int E = hp[KCUDA_HP_N_EMBD], V = hp[KCUDA_HP_N_VOCAB];
+// Arguments of a call of m rows at positions pos.. (the model prepared for them)
+static int32_t rows_check(const kcuda_model *md, const int32_t *tokens, int32_t n, int32_t m, int32_t pos) {
     if (!md || !md->prepared || !g_ready) return KCUDA_E_STATE;
-    if (!tokens || m < 1 || m > md->max_m || pos < 0 || pos + m > hp[KCUDA_HP_MAX_POS]) return KCUDA_E_ARG;
-    for (int i = 0; i < m; i++)
+    const int V = md->hp[KCUDA_HP_N_VOCAB];
+    if (!tokens || n < 1 || m < 1 || m > md->max_m || pos < 0 || pos > md->hp[KCUDA_HP_MAX_POS] - n)
+        return KCUDA_E_ARG;
+    for (int i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= V) return KCUDA_E_ARG;
-    md->h_in[0] = pos;
-    for (int i = 0; i < m; i++) md->h_in[1 + i] = tokens[i];
-    CK(cudaMemcpyAsync(md->d_in, md->h_in, (size_t)(m + 1) * 4, cudaMemcpyHostToDevice, g_stream));
+    return 0;
+}
+
+// Queue one pass of m rows at positions pos.. writing slot s, and the copies of its outputs
+// back to the slot's pinned staging on the copy stream: h_out once the LM head's first piece is
+// done (the final norm ran before it), then the logits of each piece in one copy once the piece
+// is (one copy per chunk made the copies of an M-row pass trail its last kernel by 54 us instead
+// of 38: latency note, section 13), each piece followed by an event that the host waits for.
+// Returns at once: nothing here waits for the device.
+static int32_t pass_queue(kcuda_model *md, const int32_t *tokens, int32_t m, int32_t pos, int s) {
+    Slot &sl = md->sl[s];
+    const int E = md->hp[KCUDA_HP_N_EMBD], V = md->hp[KCUDA_HP_N_VOCAB];
+    sl.h_in[0] = pos;
+    for (int i = 0; i < m; i++) sl.h_in[1 + i] = tokens[i];
+    CK(cudaMemcpyAsync(md->d_in, sl.h_in, (size_t)(m + 1) * 4, cudaMemcpyHostToDevice, g_stream));
     if (m == 1) {
-        if (md->opt_graph && md->g1) {
-            CK(cudaGraphLaunch(md->g1, g_stream));
+        if (md->opt_graph && sl.g1) {
+            CK(cudaGraphLaunch(sl.g1, g_stream));
             md->cnt[KCUDA_C_GRAPH_REPLAYS]++;
         } else {
-            CKS(forward(md, 1));
+            CKS(forward(md, 1, s));
             md->cnt[KCUDA_C_STREAM_STEPS]++;
         }
     } else {
-        auto it = md->opt_graph_m ? md->gm.find(m) : md->gm.end();
-        if (it != md->gm.end()) {
+        auto it = md->opt_graph_m ? sl.gm.find(m) : sl.gm.end();
+        if (it != sl.gm.end()) {
             CK(cudaGraphLaunch(it->second, g_stream));
             md->cnt[KCUDA_C_MROW_GRAPH_REPLAYS]++;
         } else {
-            CKS(forward(md, m));
+            CKS(forward(md, m, s));
         }
     }
-    // back to the host through pinned staging on the copy stream: h_out once the LM head's first
-    // piece is done (the final norm ran before it), then the logits of each piece in one copy once
-    // the piece is (one copy per chunk made the copies of an M-row pass trail its last kernel by
-    // 54 us instead of 38: latency note, section 13), and one event per piece, which the copy
-    // threads wait for: its chunks arrive together; the host copies the chunks of a piece out
-    // while the pieces after it are still in flight
-    const size_t nh = (size_t)m * E;
     int nch = 1, np = 1;
     lm_split(m, V, &nch, &np);
-    const int per = nch / np;
     for (int p = 0; p < np; p++) {
         CK(cudaStreamWaitEvent(md->cps, md->lmev[p], 0));
-        if (p == 0 && h_out) CK(cudaMemcpyAsync(md->pin_hout, md->hout, nh * 4, cudaMemcpyDeviceToHost, md->cps));
+        if (p == 0) CK(cudaMemcpyAsync(sl.pin_hout, sl.hout, (size_t)m * E * 4, cudaMemcpyDeviceToHost, md->cps));
         const int v0 = lm_piece_col(p, nch, np, V), v1 = lm_piece_col(p + 1, nch, np, V);
-        if (logits && v1 > v0)
-            CK(cudaMemcpy2DAsync(md->pin_logits + v0, (size_t)V * 4, md->logits + v0, (size_t)V * 4,
+        if (v1 > v0)
+            CK(cudaMemcpy2DAsync(sl.pin_logits + v0, (size_t)V * 4, sl.logits + v0, (size_t)V * 4,
                                  (size_t)(v1 - v0) * 4, (size_t)m, cudaMemcpyDeviceToHost, md->cps));
-        CK(cudaEventRecord(md->ev[p], md->cps));
+        CK(cudaEventRecord(sl.ev[p], md->cps));
     }
+    return 0;
+}
+
+// Wait for the pass queued into slot s and copy its outputs out of the staging into the
+// caller's h_out[m][E] and logits[m][V] (either may be NULL): the host copies the chunks of a
+// piece out while the pieces after it are still in flight, with the copy threads for M rows.
+static int32_t pass_collect(kcuda_model *md, int32_t m, int s, float *h_out, float *logits) {
+    const Slot &sl = md->sl[s];
+    const int E = md->hp[KCUDA_HP_N_EMBD], V = md->hp[KCUDA_HP_N_VOCAB];
+    int nch = 1, np = 1;
+    lm_split(m, V, &nch, &np);
     md->cp_dst = logits;
     md->cp_nch = nch;
-    md->cp_per = per;
+    md->cp_per = nch / np;
     md->cp_m = m;
     md->cp_v = V;
+    md->cp_slot = s;
     // helpers for M rows only: at M=1 the caller reads the logits next (greedy pick), and a
     // copy by this thread leaves them in its own cache (measured faster on the H200)
     const int nthr = (nch > 1 && m > 1) ? (int)md->cp_th.size() + 1 : 1;
@@ -2075,9 +2111,9 @@ static int32_t run_rows(kcuda_model *md, const int32_t *tokens, int32_t m, int32
         md->cp_cv.notify_all();
     }
     int32_t err = 0;
-    cudaError_t e0 = cudaEventSynchronize(md->ev[0]);
+    cudaError_t e0 = cudaEventSynchronize(sl.ev[0]);
     if (e0 != cudaSuccess) err = (int32_t)e0;
-    else if (h_out) memcpy(h_out, md->pin_hout, nh * 4);
+    else if (h_out) memcpy(h_out, sl.pin_hout, (size_t)m * E * 4);
     if (!err) err = copy_share(md, 0, nthr);
     if (nthr > 1) {
         std::unique_lock<std::mutex> lk(md->cp_mu);
@@ -2090,9 +2126,42 @@ static int32_t run_rows(kcuda_model *md, const int32_t *tokens, int32_t m, int32
     return 0;
 }
 
+static int32_t run_rows(kcuda_model *md, const int32_t *tokens, int32_t m, int32_t pos, float *h_out,
+                        float *logits) {
+    CKS(rows_check(md, tokens, m, m, pos));
+    CKS(pass_queue(md, tokens, m, pos, 0));
+    return pass_collect(md, m, 0, h_out, logits);
+}
+
 KCUDA_API int32_t kcuda_step(kcuda_model *md, int32_t token, int32_t pos, float *h_out, float *logits) {
     if (!md) return KCUDA_E_STATE;
     return run_rows(md, &token, 1, pos, h_out, logits);
+}
+
+// n rows in passes of m queued back to back. Pass
+// i + 1 is queued before pass i is collected, so the device runs it while the host waits for and
+// copies out pass i: the device does not idle between passes for the copy back and the return
+// to the caller (latency note, section 14). Passes alternate two slots; before pass i + 2 reuses
+// a slot, pass i has been collected (its copies done), so no pass overwrites outputs still on
+// their way back. Row r's outputs go to row r % ring of h_out / logits.
+KCUDA_API int32_t kcuda_prompt(kcuda_model *md, const int32_t *tokens, int32_t n, int32_t m, int32_t pos,
+                               float *h_out, float *logits, int32_t ring) {
+    CKS(rows_check(md, tokens, n, m, pos));
+    if (ring < n && (ring < m || ring % m != 0)) return KCUDA_E_ARG;
+    const int E = md->hp[KCUDA_HP_N_EMBD], V = md->hp[KCUDA_HP_N_VOCAB];
+    int prev = -1, prev_m = 0; // first row and rows of the pass queued and not yet collected
+    for (int r = 0; r < n || prev >= 0; r += m) {
+        const int mi = r >= n ? 0 : n - r < m ? n - r : m;
+        if (mi > 0) CKS(pass_queue(md, tokens + r, mi, pos + r, (r / m) % KC_SLOTS));
+        if (prev >= 0) {
+            const size_t o = (size_t)(prev % ring);
+            CKS(pass_collect(md, prev_m, (prev / m) % KC_SLOTS, h_out ? h_out + o * E : nullptr,
+                             logits ? logits + o * V : nullptr));
+        }
+        prev = mi > 0 ? r : -1;
+        prev_m = mi;
+    }
+    return 0;
 }
 
 KCUDA_API int32_t kcuda_model_counters(kcuda_model *md, int64_t *out, int32_t n) {
@@ -2118,3 +2187,4 @@ int32_t kcuda_impl_step_m(kcuda_model *md, const int32_t *tokens, int32_t m, int
     if (!md) return KCUDA_E_STATE;
     return run_rows(md, tokens, m, pos, h_out, logits);
 }
+

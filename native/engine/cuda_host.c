@@ -436,3 +436,15 @@ int kc_step_m(const int32_t *tokens, int m, int pos, float *h_out, float *logits
     }
     return 1;
 }
+
+int kc_prompt(const int32_t *tokens, int n, int m, int pos, float *h_out, float *logits, int ring) {
+    /* Gated like kc_step_m: each pass reads its own graph gate inside the module. */
+    if (!g_model || !g_info.resident || g_info.force_cpu)
+        return 0;
+    if (g_fn.kcuda_prompt(g_model, tokens, (int32_t)n, (int32_t)m, (int32_t)pos, h_out, logits,
+                          (int32_t)ring) != 0) {
+        drop_model();
+        return 0;
+    }
+    return 1;
+}

@@ -80,5 +80,7 @@ int kc_model_ready(const float *cos_tab, const float *sin_tab, int max_pos, int 
 int kc_seq_reset(void);        /* outside the request window; captures graphs */
 int kc_step(int token, int pos, float *h_out, float *logits);
 int kc_step_m(const int32_t *tokens, int m, int pos, float *h_out, float *logits);
+/* n tokens in passes of m rows queued back to back; row r's outputs at row r % ring */
+int kc_prompt(const int32_t *tokens, int n, int m, int pos, float *h_out, float *logits, int ring);
 
 #endif /* KITE_CUDA_HOST_H */

@@ -77,3 +77,8 @@ int kc_step_m(const int32_t *tokens, int m, int pos, float *h_out, float *logits
     (void)tokens; (void)m; (void)pos; (void)h_out; (void)logits;
     return 0;
 }
+
+int kc_prompt(const int32_t *tokens, int n, int m, int pos, float *h_out, float *logits, int ring) {
+    (void)tokens; (void)n; (void)m; (void)pos; (void)h_out; (void)logits; (void)ring;
+    return 0;
+}

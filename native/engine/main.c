@@ -330,25 +330,19 @@ static int cmd_run(int argc, char **argv) {
     for (int it = 0; it < o.iters; it++) {
         kt_state_reset(&st, &md); /* outside the request window */
         double w0 = kt_now_ms();
-        int row = 0;
-        float *last_logits = NULL;
-        while (row < P) {
-            int m = P - row < o.mt ? P - row : o.mt;
-            size_t slot = o.dump ? (size_t)row : 0;
-            double s0 = kt_now_ms();
-            if (kt_process_rows(&md, &st, o.prompt + row, m, h_all + slot * E, l_all + slot * V,
-                                err, sizeof err)) {
-                runtime_error(err);
-                goto done;
-            }
-            kt_busy_wait_us(delay_us * m);
-            double dt = (kt_now_ms() - s0) / m;
-            for (int i = 0; i < m; i++)
-                step_ms[row + i] = dt;
-            last_logits = l_all + (slot + (size_t)m - 1) * V;
-            row += m;
+        /* the prompt in one call: on the device its passes run back to back, so a prompt
+         * row's step_ms is the prompt's time over its rows */
+        if (kt_process_prompt(&md, &st, o.prompt, P, o.mt, h_all, l_all, (int)rows_kept, err,
+                              sizeof err)) {
+            runtime_error(err);
+            goto done;
         }
+        kt_busy_wait_us(delay_us * P);
         double w1 = kt_now_ms();
+        for (int i = 0; i < P; i++)
+            step_ms[i] = (w1 - w0) / P;
+        int row = P;
+        float *last_logits = l_all + (size_t)((P - 1) % (int)rows_kept) * V;
         for (int s = 0; s < N; s++) {
             int32_t tok = (int32_t)vec_argmax(last_logits, V);
             gen[s] = tok;

@@ -527,18 +527,26 @@ static int cpu_catch_up(const kt_model *md, kt_state *st, int upto) {
     return rc;
 }
 
-int kt_process_rows(kt_model *md, kt_state *st, const int32_t *tokens, int m, float *h_out,
-                    float *logits, char *err, size_t errlen) {
-    const int pos = st->pos;
+/* n tokens at the next positions in passes of m rows: the checks both entries make */
+static int rows_check(const kt_model *md, const kt_state *st, const int32_t *tokens, int n, int m,
+                      char *err, size_t errlen) {
     if (m < 1 || m > md->max_m)
         return errf(err, errlen, "%d rows in one pass (1 to %d prepared)", m, md->max_m);
-    if (pos + m > md->hp.max_pos)
-        return errf(err, errlen, "position %d is past the context length %d", pos + m - 1,
+    if (n < 1 || st->pos + n > md->hp.max_pos)
+        return errf(err, errlen, "position %d is past the context length %d", st->pos + n - 1,
                     md->hp.max_pos);
-    for (int i = 0; i < m; i++)
+    for (int i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= md->hp.n_vocab)
             return errf(err, errlen, "token id %d is outside the vocabulary (%d)", tokens[i],
                         md->hp.n_vocab);
+    return 0;
+}
+
+int kt_process_rows(kt_model *md, kt_state *st, const int32_t *tokens, int m, float *h_out,
+                    float *logits, char *err, size_t errlen) {
+    const int pos = st->pos;
+    if (rows_check(md, st, tokens, m, m, err, errlen))
+        return -1;
     if (md->resident && st->device != 0) {
         int done = m == 1 ? kc_step(tokens[0], pos, h_out, logits)
                           : kc_step_m(tokens, m, pos, h_out, logits);
@@ -567,5 +575,35 @@ int kt_process_rows(kt_model *md, kt_state *st, const int32_t *tokens, int m, fl
         md->counters.cpu_mrow_calls++;
     memcpy(st->history + pos, tokens, (size_t)m * sizeof(int32_t));
     st->pos += m;
+    return 0;
+}
+
+int kt_process_prompt(kt_model *md, kt_state *st, const int32_t *tokens, int n, int m,
+                      float *h_out, float *logits, int ring, char *err, size_t errlen) {
+    const size_t E = md->hp.n_embd, V = md->hp.n_vocab;
+    if (rows_check(md, st, tokens, n, m, err, errlen))
+        return -1;
+    if (ring < n && (ring < m || ring % m != 0))
+        return errf(err, errlen, "%d output rows for passes of %d rows", ring, m);
+    if (md->resident && st->device != 0 &&
+        kc_prompt(tokens, n, m, st->pos, h_out, logits, ring)) {
+        st->device = 1;
+        for (int r = 0; r < n; r += m) {
+            if (n - r == 1 || m == 1)
+                md->counters.gpu_steps++;
+            else
+                md->counters.mrow_calls++;
+        }
+        memcpy(st->history + st->pos, tokens, (size_t)n * sizeof(int32_t));
+        st->pos += n;
+        return 0;
+    }
+    /* pass by pass: the device for each pass if it takes it, else the CPU */
+    for (int r = 0; r < n; r += m) {
+        const size_t o = (size_t)(r % ring);
+        if (kt_process_rows(md, st, tokens + r, n - r < m ? n - r : m, h_out + o * E,
+                            logits + o * V, err, errlen))
+            return -1;
+    }
     return 0;
 }

@@ -6,7 +6,9 @@
  *                      upload (kc_model_begin / kc_model_tensor / kc_model_ready) when available;
  *   kt_state_reset     a new sequence (kc_seq_reset when the model is resident on the device);
  *   kt_process_rows    m tokens at the next positions: the device first (kc_step / kc_step_m),
- *                      else the CPU forward pass (kt_forward_rows, in forward.c).
+ *                      else the CPU forward pass (kt_forward_rows, in forward.c);
+ *   kt_process_prompt  a prompt in passes of m rows, queued back to back on the device
+ *                      (kc_prompt), else pass by pass.
  */
 #ifndef KITE_MODEL_H
 #define KITE_MODEL_H
@@ -135,6 +137,13 @@ void kt_state_free(kt_state *st);
  * logits [m][V]. 0 on success, -1 with a message (positions past max_pos, out of memory). */
 int kt_process_rows(kt_model *md, kt_state *st, const int32_t *tokens, int m, float *h_out,
                     float *logits, char *err, size_t errlen);
+
+/* n tokens in passes of m rows, one call: on the device the passes are queued back to back
+ * (kc_prompt), else each pass is kt_process_rows. Row r's outputs go to row r % ring of h_out
+ * [ring][E] and logits [ring][V] (ring >= n, or a multiple of m). Same bytes and counters as
+ * kt_process_rows pass by pass. */
+int kt_process_prompt(kt_model *md, kt_state *st, const int32_t *tokens, int n, int m,
+                      float *h_out, float *logits, int ring, char *err, size_t errlen);
 
 /* The CPU forward pass (forward.c): same contract, no device. Byte-identical to m calls
  * with one row each. */

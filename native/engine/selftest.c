@@ -997,7 +997,9 @@ static void test_device_gemm(void) {
     free(x); free(yc); free(yd); free(row); free(xq); free(xd);
 }
 
-/* The whole model on the device (kt_process_rows) against the CPU forward pass. */
+/* The whole model on the device against the CPU forward pass: pass by pass (kt_process_rows)
+ * with 1 and 4 rows, and as one prompt call (kt_process_prompt, passes queued back to back)
+ * with 1, 2 and 4 rows, the last of 2 and 4 into a ring of one pass's rows. */
 static void test_device_model(const uint8_t *data, size_t size, const char *tag) {
     kt_model md;
     char err[512], name[96];
@@ -1013,9 +1015,15 @@ static void test_device_model(const uint8_t *data, size_t size, const char *tag)
     float *hc = calloc((size_t)n * E, 4), *lc = calloc((size_t)n * V, 4);
     float *hd = calloc((size_t)n * E, 4), *ld = calloc((size_t)n * V, 4);
     int rc = run_model(&md, 2, 4, tok, n, 1, hc, lc, err, sizeof err); /* CPU reference */
-    for (int m = 1; m <= 4 && rc == 0; m += 3) {
+    static const int variants[][3] = {{1, 0, 0}, {4, 0, 0}, {1, 1, 11}, {2, 1, 11}, {4, 1, 11},
+                                      {2, 1, 2}, {4, 1, 4}}; /* rows, prompt call, ring */
+    for (int vi = 0; vi < (int)(sizeof variants / sizeof variants[0]) && rc == 0; vi++) {
+        const int m = variants[vi][0], prompt = variants[vi][1], ring = variants[vi][2];
         kt_state st;
-        snprintf(name, sizeof name, "%s_device_m%d", tag, m);
+        if (prompt)
+            snprintf(name, sizeof name, "%s_device_prompt_m%d_ring%d", tag, m, ring);
+        else
+            snprintf(name, sizeof name, "%s_device_m%d", tag, m);
         if (!md.resident || kt_state_init(&st, &md, err, sizeof err)) {
             check(0, name, md.resident ? err : "the model was not uploaded");
             continue;
@@ -1023,11 +1031,17 @@ static void test_device_model(const uint8_t *data, size_t size, const char *tag)
         kt_state_reset(&st, &md);
         kt_counters before = md.counters;
         int ok = 1;
-        for (int p = 0; p < n && ok; p += m) {
+        memset(hd, 0, (size_t)n * E * 4);
+        memset(ld, 0, (size_t)n * V * 4);
+        if (prompt)
+            ok = kt_process_prompt(&md, &st, tok, n, m, hd, ld, ring, err, sizeof err) == 0;
+        for (int p = 0; p < n && ok && !prompt; p += m) {
             int mm = n - p < m ? n - p : m;
             ok = kt_process_rows(&md, &st, tok + p, mm, hd + (size_t)p * E, ld + (size_t)p * V, err,
                                  sizeof err) == 0;
         }
+        /* a ring of one pass holds the last pass from its row 0 (its first row is a multiple of m) */
+        const size_t r0 = ring < n ? (size_t)(n - 1) / ring * ring : 0, nr = (size_t)n - r0;
         int on_device = md.counters.cpu_steps == before.cpu_steps;
         kt_state_free(&st);
         if (!ok)
@@ -1036,9 +1050,9 @@ static void test_device_model(const uint8_t *data, size_t size, const char *tag)
             check(0, name, "the device refused rows (%lld ran on the CPU)",
                   (long long)(md.counters.cpu_steps - before.cpu_steps));
         else
-            check(memcmp(hc, hd, (size_t)n * E * 4) == 0 && memcmp(lc, ld, (size_t)n * V * 4) == 0,
+            check(memcmp(hc + r0 * E, hd, nr * E * 4) == 0 && memcmp(lc + r0 * V, ld, nr * V * 4) == 0,
                   name, "bytes differ from the CPU: h_out max %u ulp, logits max %u ulp",
-                  max_ulp(hc, hd, (size_t)n * E), max_ulp(lc, ld, (size_t)n * V));
+                  max_ulp(hc + r0 * E, hd, nr * E), max_ulp(lc + r0 * V, ld, nr * V));
     }
     free(hc); free(lc); free(hd); free(ld);
     kt_model_free(&md);

@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define KCUDA_ABI_VERSION 1
+#define KCUDA_ABI_VERSION 2
 
 #if defined(_WIN32)
 #  if defined(KCUDA_BUILD)
@@ -144,6 +144,8 @@ enum {
                             float *logits))                                                    \
     X(int32_t, kcuda_step_m, (kcuda_model *mdl, const int32_t *tokens, int32_t m, int32_t pos, \
                               float *h_out, float *logits))                                    \
+    X(int32_t, kcuda_prompt, (kcuda_model *mdl, const int32_t *tokens, int32_t n, int32_t m,   \
+                              int32_t pos, float *h_out, float *logits, int32_t ring))         \
     X(int32_t, kcuda_model_counters, (kcuda_model *mdl, int64_t *out, int32_t n))              \
     X(void, kcuda_model_free, (kcuda_model *mdl))
 
@@ -167,6 +169,12 @@ enum {
  *  kcuda_step          one token at position pos: h_out[E] (final-norm hidden) and logits[V].
  *  kcuda_step_m        m tokens at positions pos..pos+m-1: h_out[m][E], logits[m][V]; same
  *                      bytes as m calls of kcuda_step.
+ *  kcuda_prompt        n tokens at positions pos..pos+n-1 in passes of m rows (the last one
+ *                      shorter when m does not divide n), queued back to back: the device
+ *                      runs a pass while the host copies out the one before. Row r's h_out[E]
+ *                      and logits[V] go to row r % ring of h_out / logits (ring >= n, or a
+ *                      multiple of m). Same bytes, graphs and counters as one call per pass
+ *                      (kcuda_step for a pass of one row, kcuda_step_m for more).
  */
 
 #ifdef __cplusplus

@@ -161,3 +161,18 @@ def test_device_refusal_falls_back_to_cpu(kite_bin, kite_loader_bin, qwen35_fixt
     assert h1[done_on_device:].tobytes() == h0[done_on_device:].tobytes()
     assert l1[done_on_device:].tobytes() == l0[done_on_device:].tobytes()
     assert m1["tokens"] == m0["tokens"]
+
+
+def test_selftest_device_checks_fail_on_wrong_bytes(kite_loader_bin, tmp_path):
+    """selftest's whole-model device checks (pass by pass and as one prompt call, rings included)
+    compare bytes: a device that answers with placeholders must fail each of them, not pass."""
+    lib = _module(tmp_path, 100000)
+    res = run_kite(kite_loader_bin, "selftest", env={"KITE_CUDA_LIB": str(lib)})
+    assert res.returncode == 1, res.stdout[-2000:]
+    failed = {ln.split(":")[0][5:] for ln in res.stdout.splitlines() if ln.startswith("FAIL ")}
+    want = {"model_random_device_m1", "model_random_device_m4"} | {
+        f"model_random_device_prompt_m{m}_ring{r}" for m, r in [(1, 11), (2, 11), (4, 11), (2, 2), (4, 4)]
+    }
+    assert want <= failed, sorted(failed)
+    assert all("bytes differ from the CPU" in ln for ln in res.stdout.splitlines()
+               if ln.startswith("FAIL model_random_device"))

@@ -1015,7 +1015,7 @@ static void test_device_model(const uint8_t *data, size_t size, const char *tag)
     float *hc = calloc((size_t)n * E, 4), *lc = calloc((size_t)n * V, 4);
     float *hd = calloc((size_t)n * E, 4), *ld = calloc((size_t)n * V, 4);
     int rc = run_model(&md, 2, 4, tok, n, 1, hc, lc, err, sizeof err); /* CPU reference */
-    static const int variants[][3] = {{1, 0, 0}, {4, 0, 0}, {1, 1, 11}, {2, 1, 11}, {4, 1, 11},
+    static const int variants[][3] = {{1, 0, 11}, {4, 0, 11}, {1, 1, 11}, {2, 1, 11}, {4, 1, 11},
                                       {2, 1, 2}, {4, 1, 4}}; /* rows, prompt call, ring */
     for (int vi = 0; vi < (int)(sizeof variants / sizeof variants[0]) && rc == 0; vi++) {
         const int m = variants[vi][0], prompt = variants[vi][1], ring = variants[vi][2];

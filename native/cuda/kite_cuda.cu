@@ -1171,9 +1171,9 @@ struct Layer {
 
 // What one pass writes and the host reads back: the outputs on the device, the pinned staging
 // they are copied into, the pass's inputs, the events of its copies, and the graphs that write
-// this slot. A prompt call (kcuda_prompt) alternates two slots, so that the host copies one
-// pass out while the next runs; a single pass uses slot 0.
-#define KC_SLOTS 2
+// this slot. A prompt call (kcuda_prompt) cycles through three: a pass runs in one while the
+// copy threads copy the one before it out of another; a single pass uses slot 0.
+#define KC_SLOTS 3
 struct Slot {
     float *hout = nullptr, *logits = nullptr;         // device [max_m][E], [max_m][V]
     float *pin_hout = nullptr, *pin_logits = nullptr; // pinned staging, the same shapes
@@ -1216,9 +1216,12 @@ struct kcuda_model {
     unsigned cp_gen = 0;
     int cp_busy = 0, cp_stop = 0;
     int32_t cp_err = 0;
-    float *cp_dst = nullptr;
-    int cp_nch = 0, cp_per = 1, cp_m = 0, cp_v = 0; // cp_per: chunks per LM head piece
-    int cp_slot = 0;
+    // the copy-out job (copy_job), set before cp_gen is bumped: slot cp_slot's outputs of cp_m
+    // rows to cp_hdst [m][cp_e] and cp_dst [m][cp_v]; cp_async: the copy threads do it all
+    float *cp_dst = nullptr, *cp_hdst = nullptr;
+    int cp_nch = 0, cp_per = 1, cp_m = 0, cp_v = 0, cp_e = 0; // cp_per: chunks per LM head piece
+    int cp_slot = 0, cp_async = 0;
+    int cp_pending = 0; // rows of the pass the copy threads are copying out on their own (0: none)
     int64_t cnt[KCUDA_C_COUNT] = {};
     std::vector<void *> allocs;
 };
@@ -1295,6 +1298,15 @@ static int32_t copy_share(kcuda_model *md, int who, int nthr) {
     return err;
 }
 
+// h_out of the job's pass, once it is in the staging
+static int32_t copy_hout(kcuda_model *md) {
+    const Slot &s = md->sl[md->cp_slot];
+    cudaError_t e = cudaEventSynchronize(s.ev[0]);
+    if (e != cudaSuccess) return (int32_t)e;
+    if (md->cp_hdst) memcpy(md->cp_hdst, s.pin_hout, (size_t)md->cp_m * md->cp_e * 4);
+    return 0;
+}
+
 static void copy_worker(kcuda_model *md, int who) {
     cudaSetDevice(g_device);
     unsigned seen = 0;
@@ -1305,7 +1317,10 @@ static void copy_worker(kcuda_model *md, int who) {
             if (md->cp_stop) return;
             seen = md->cp_gen;
         }
-        int32_t err = copy_share(md, who, (int)md->cp_th.size() + 1);
+        // with the caller: share who of n + 1; alone (cp_async): share who - 1 of n, and h_out
+        const int n = (int)md->cp_th.size();
+        int32_t err = md->cp_async && who == 1 ? copy_hout(md) : 0;
+        if (!err) err = md->cp_async ? copy_share(md, who - 1, n) : copy_share(md, who, n + 1);
         {
             std::lock_guard<std::mutex> lk(md->cp_mu);
             if (err && !md->cp_err) md->cp_err = err;
@@ -2084,45 +2099,81 @@ static int32_t pass_queue(kcuda_model *md, const int32_t *tokens, int32_t m, int
     return 0;
 }
 
-// Wait for the pass queued into slot s and copy its outputs out of the staging into the
-// caller's h_out[m][E] and logits[m][V] (either may be NULL): the host copies the chunks of a
-// piece out while the pieces after it are still in flight, with the copy threads for M rows.
-static int32_t pass_collect(kcuda_model *md, int32_t m, int s, float *h_out, float *logits) {
-    const Slot &sl = md->sl[s];
-    const int E = md->hp[KCUDA_HP_N_EMBD], V = md->hp[KCUDA_HP_N_VOCAB];
+// The copy-out of the pass queued into slot s (m rows) to the caller's h_out[m][E] and
+// logits[m][V] (either may be NULL), as the copy threads' next job; returns its chunks.
+static int copy_job(kcuda_model *md, int32_t m, int s, float *h_out, float *logits, int async) {
+    const int V = md->hp[KCUDA_HP_N_VOCAB];
     int nch = 1, np = 1;
     lm_split(m, V, &nch, &np);
     md->cp_dst = logits;
+    md->cp_hdst = h_out;
     md->cp_nch = nch;
     md->cp_per = nch / np;
     md->cp_m = m;
     md->cp_v = V;
+    md->cp_e = md->hp[KCUDA_HP_N_EMBD];
     md->cp_slot = s;
+    md->cp_async = async;
+    return nch;
+}
+
+static void copy_wake(kcuda_model *md, int nthreads) {
+    {
+        std::lock_guard<std::mutex> lk(md->cp_mu);
+        md->cp_err = 0;
+        md->cp_busy = nthreads;
+        md->cp_gen++;
+    }
+    md->cp_cv.notify_all();
+}
+
+static int32_t copy_wait(kcuda_model *md) {
+    std::unique_lock<std::mutex> lk(md->cp_mu);
+    md->cp_done.wait(lk, [&] { return md->cp_busy == 0; });
+    return md->cp_err;
+}
+
+static void count_pass(kcuda_model *md, int32_t m) {
+    if (m == 1) md->cnt[KCUDA_C_STEPS]++;
+    else md->cnt[KCUDA_C_MROW_CALLS]++;
+}
+
+// Wait for the pass queued into slot s and copy its outputs out of the staging: the host copies
+// the chunks of a piece out while the pieces after it are still in flight, with the copy threads
+// for M rows.
+static int32_t pass_collect(kcuda_model *md, int32_t m, int s, float *h_out, float *logits) {
+    const int nch = copy_job(md, m, s, h_out, logits, 0);
     // helpers for M rows only: at M=1 the caller reads the logits next (greedy pick), and a
     // copy by this thread leaves them in its own cache (measured faster on the H200)
     const int nthr = (nch > 1 && m > 1) ? (int)md->cp_th.size() + 1 : 1;
-    if (nthr > 1) {
-        {
-            std::lock_guard<std::mutex> lk(md->cp_mu);
-            md->cp_err = 0;
-            md->cp_busy = nthr - 1;
-            md->cp_gen++;
-        }
-        md->cp_cv.notify_all();
-    }
-    int32_t err = 0;
-    cudaError_t e0 = cudaEventSynchronize(sl.ev[0]);
-    if (e0 != cudaSuccess) err = (int32_t)e0;
-    else if (h_out) memcpy(h_out, sl.pin_hout, (size_t)m * E * 4);
+    if (nthr > 1) copy_wake(md, nthr - 1);
+    int32_t err = copy_hout(md);
     if (!err) err = copy_share(md, 0, nthr);
     if (nthr > 1) {
-        std::unique_lock<std::mutex> lk(md->cp_mu);
-        md->cp_done.wait(lk, [&] { return md->cp_busy == 0; });
-        if (!err) err = md->cp_err;
+        const int32_t e = copy_wait(md);
+        if (!err) err = e;
     }
     if (err) return err;
-    if (m == 1) md->cnt[KCUDA_C_STEPS]++;
-    else md->cnt[KCUDA_C_MROW_CALLS]++;
+    count_pass(md, m);
+    return 0;
+}
+
+// The same copy-out done by the copy threads alone while this thread queues the next pass
+// (kcuda_prompt); collect_end waits for it. Without copy threads, this thread does it now.
+static int32_t collect_begin(kcuda_model *md, int32_t m, int s, float *h_out, float *logits) {
+    if (md->cp_th.empty()) return pass_collect(md, m, s, h_out, logits);
+    copy_job(md, m, s, h_out, logits, 1);
+    md->cp_pending = m;
+    copy_wake(md, (int)md->cp_th.size());
+    return 0;
+}
+
+static int32_t collect_end(kcuda_model *md) {
+    const int32_t m = md->cp_pending;
+    if (!m) return 0;
+    md->cp_pending = 0;
+    CKS(copy_wait(md));
+    count_pass(md, m);
     return 0;
 }
 
@@ -2138,30 +2189,34 @@ KCUDA_API int32_t kcuda_step(kcuda_model *md, int32_t token, int32_t pos, float 
     return run_rows(md, &token, 1, pos, h_out, logits);
 }
 
-// n rows in passes of m queued back to back. Pass
-// i + 1 is queued before pass i is collected, so the device runs it while the host waits for and
-// copies out pass i: the device does not idle between passes for the copy back and the return
-// to the caller (latency note, section 14). Passes alternate two slots; before pass i + 2 reuses
-// a slot, pass i has been collected (its copies done), so no pass overwrites outputs still on
+// n rows in passes of m queued back to back. Pass i + 1 is queued before pass i is copied out,
+// and the copy threads copy pass i out while this thread queues pass i + 2: the device does not
+// idle between passes for the copy back and the return to the caller, nor (in stream mode)
+// for this thread's copying (latency note, section 14). Passes cycle through three slots; before
+// pass i + 3 reuses a slot, pass i has been copied out, so no pass overwrites outputs still on
 // their way back. Row r's outputs go to row r % ring of h_out / logits.
 KCUDA_API int32_t kcuda_prompt(kcuda_model *md, const int32_t *tokens, int32_t n, int32_t m, int32_t pos,
                                float *h_out, float *logits, int32_t ring) {
     CKS(rows_check(md, tokens, n, m, pos));
     if (ring < n && (ring < m || ring % m != 0)) return KCUDA_E_ARG;
     const int E = md->hp[KCUDA_HP_N_EMBD], V = md->hp[KCUDA_HP_N_VOCAB];
-    int prev = -1, prev_m = 0; // first row and rows of the pass queued and not yet collected
-    for (int r = 0; r < n || prev >= 0; r += m) {
+    int32_t err = 0;
+    int prev = -1, prev_m = 0; // first row and rows of the pass queued and not yet copied out
+    for (int r = 0; !err && (r < n || prev >= 0); r += m) {
         const int mi = r >= n ? 0 : n - r < m ? n - r : m;
-        if (mi > 0) CKS(pass_queue(md, tokens + r, mi, pos + r, (r / m) % KC_SLOTS));
-        if (prev >= 0) {
+        if (mi > 0) err = pass_queue(md, tokens + r, mi, pos + r, (r / m) % KC_SLOTS);
+        const int32_t e = collect_end(md); // the pass before prev: its slot is free again
+        if (!err) err = e;
+        if (!err && prev >= 0) {
             const size_t o = (size_t)(prev % ring);
-            CKS(pass_collect(md, prev_m, (prev / m) % KC_SLOTS, h_out ? h_out + o * E : nullptr,
-                             logits ? logits + o * V : nullptr));
+            err = collect_begin(md, prev_m, (prev / m) % KC_SLOTS, h_out ? h_out + o * E : nullptr,
+                                logits ? logits + o * V : nullptr);
         }
         prev = mi > 0 ? r : -1;
         prev_m = mi;
     }
-    return 0;
+    const int32_t e = collect_end(md); // the last pass; never leave a copy into the caller's rows behind
+    return err ? err : e;
 }
 
 KCUDA_API int32_t kcuda_model_counters(kcuda_model *md, int64_t *out, int32_t n) {

@@ -133,6 +133,13 @@ KCUDA_API int32_t kcuda_step_m(kcuda_model *mdl, const int32_t *tokens, int32_t 
 }
 #endif
 
+KCUDA_API int32_t kcuda_prompt(kcuda_model *mdl, const int32_t *tokens, int32_t n, int32_t m,
+                               int32_t pos, float *h_out, float *logits, int32_t ring)
+{
+    (void)mdl; (void)tokens; (void)n; (void)m; (void)pos; (void)h_out; (void)logits; (void)ring;
+    return KCUDA_E_NODEVICE;
+}
+
 KCUDA_API int32_t kcuda_model_counters(kcuda_model *mdl, int64_t *out, int32_t n)
 {
     int32_t i;

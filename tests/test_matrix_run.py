@@ -3,6 +3,7 @@ cross-entry comparison, and the fake loader-test module (built with the host too
 
 from __future__ import annotations
 
+import re
 import shutil
 import struct
 import subprocess
@@ -15,10 +16,10 @@ from harness import toolchains as tc
 from harness.binfmt import read_binary
 
 ROOT = Path(__file__).resolve().parent.parent
-ABI = ["kcuda_abi_version", "kcuda_device_info", "kcuda_gemm_gw", "kcuda_init", "kcuda_model_counters",
-       "kcuda_model_create", "kcuda_model_free", "kcuda_model_prepare", "kcuda_model_set_rope",
-       "kcuda_model_set_tensor", "kcuda_seq_reset", "kcuda_set_option", "kcuda_shutdown", "kcuda_step",
-       "kcuda_step_m"]
+# the entry points of native/include/kite_cuda.h (KCUDA_ENTRY_POINTS), sorted as exports() lists them
+_HEADER = (ROOT / "native" / "include" / "kite_cuda.h").read_text()
+ABI = sorted(re.findall(r"X\([^,]+,\s*(kcuda_\w+)",
+                        _HEADER[_HEADER.index("#define KCUDA_ENTRY_POINTS(X)"):_HEADER.index("/* Semantics")]))
 
 
 def fatbin(entries: list[tuple[int, int]]) -> bytes:

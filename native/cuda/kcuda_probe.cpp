@@ -1,6 +1,7 @@
 // kcuda_probe.cpp - a developer probe of the module alone (no engine, no model file): builds a
 // random-weight model of a given shape, then checks graph == stream, M-row == M=1 sequential,
-// per-M graphs == stream, gemm_gw against a scalar CPU reference (bitwise), and times the M=1
+// per-M graphs == stream, the prompt call (kcuda_prompt: passes back to back, M=1 and M rows,
+// stream and graphs) == M=1, gemm_gw against a scalar CPU reference (bitwise), and times the M=1
 // step (graph on / off) and M-row prefill. Not shipped; links the module directly.
 //
 //   kcuda_probe [--shape tiny|0.8b] [--type q8_0|q4_0] [--steps N] [--mt M] [--iters K]
@@ -185,6 +186,14 @@ int main(int argc, char **argv) {
         }
         if (ms) *ms = (now_ms() - t0) / P;
     };
+    // the whole prompt in one call, passes of m rows back to back
+    auto runp = [&](int m, std::vector<float> &h, std::vector<float> &lg) {
+        h.assign((size_t)P * E, 0.f);
+        lg.assign((size_t)P * V, 0.f);
+        if (kcuda_seq_reset(md)) { printf("reset failed\n"); exit(2); }
+        int s = kcuda_prompt(md, toks.data(), P, m, 0, h.data(), lg.data(), P);
+        if (s) { printf("prompt failed %d\n", s); exit(2); }
+    };
     std::vector<float> hg, lgg, hs, lgs, hm, lgm, hmg, lgmg;
     double tg = 1e30, ts = 1e30, tm = 1e30, t1 = 1e30, x;
     kcuda_set_option(KCUDA_OPT_GRAPH, 1);
@@ -202,7 +211,14 @@ int main(int argc, char **argv) {
     runm(mt, hmg, lgmg, nullptr);
     check("M-row graph == M=1 h_out", hmg, hs);
     check("M-row graph == M=1 logits", lgmg, lgs);
+    runp(mt, hmg, lgmg);
+    check("prompt, M rows, per-M graphs == M=1 logits", lgmg, lgs);
     kcuda_set_option(KCUDA_OPT_GRAPH_M, 0);
+    runp(mt, hmg, lgmg);
+    check("prompt, M rows == M=1 h_out", hmg, hs);
+    check("prompt, M rows == M=1 logits", lgmg, lgs);
+    runp(1, hmg, lgmg);
+    check("prompt, M=1 graph == M=1 logits", lgmg, lgs);
     for (int it = 0; it < iters; it++) { runm(1, hm, lgm, &x); if (x < t1) t1 = x; }
     int64_t c[KCUDA_C_COUNT];
     kcuda_model_counters(md, c, KCUDA_C_COUNT);

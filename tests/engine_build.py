@@ -90,10 +90,20 @@ def run_kite(exe: Path, *args: str, env: dict[str, str] | None = None, timeout: 
     return subprocess.run([str(exe), *map(str, args)], capture_output=True, text=True, timeout=timeout, env=full)
 
 
+def _abi_header() -> str:
+    return (REPO / "native" / "include" / "kite_cuda.h").read_text()
+
+
 def abi_version() -> int:
     """KCUDA_ABI_VERSION as native/include/kite_cuda.h defines it."""
-    text = (REPO / "native" / "include" / "kite_cuda.h").read_text()
-    return int(re.search(r"#define KCUDA_ABI_VERSION (\d+)", text).group(1))
+    return int(re.search(r"#define KCUDA_ABI_VERSION (\d+)", _abi_header()).group(1))
+
+
+def abi_names() -> list[str]:
+    """The entry points of native/include/kite_cuda.h (KCUDA_ENTRY_POINTS), in table order."""
+    text = _abi_header()
+    body = text[text.index("#define KCUDA_ENTRY_POINTS(X)") : text.index("/* Semantics")]
+    return re.findall(r"X\([^,]+,\s*(kcuda_\w+)", body)
 
 
 def tokens_of(fixture: Path) -> str:

@@ -27,16 +27,10 @@ from pathlib import Path
 
 import pytest
 
-from engine_build import REPO, abi_version, build_engine, kite_bin, qwen35_fixtures, run_kite, tokens_of  # noqa: F401
+from engine_build import REPO, abi_names, abi_version, build_engine, kite_bin, qwen35_fixtures, run_kite, tokens_of  # noqa: F401
 
 MODULE = "libkite_cuda.so"
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the nvcc module tests run on Linux")
-
-
-def _abi_names() -> list[str]:
-    text = (REPO / "native" / "include" / "kite_cuda.h").read_text()
-    body = text[text.index("#define KCUDA_ENTRY_POINTS(X)") : text.index("/* Semantics")]
-    return re.findall(r"X\([^,]+,\s*(kcuda_\w+)", body)
 
 
 @pytest.fixture(scope="session")
@@ -187,7 +181,7 @@ def test_kernels_keep_no_local_memory():
 
 @pytest.mark.skipif(shutil.which("nm") is None or shutil.which("readelf") is None, reason="binutils missing")
 def test_module_exports_exactly_the_abi(cuda_module_dir):
-    names = set(_abi_names())
+    names = set(abi_names())
     assert len(names) == 16 and "kcuda_prompt" in names
     assert _dynsyms(cuda_module_dir / MODULE) == names
     assert _dynsyms(cuda_module_dir / "testmods" / "libkite_cuda_noexport.so") == names - {"kcuda_step_m"}

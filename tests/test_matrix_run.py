@@ -3,7 +3,6 @@ cross-entry comparison, and the fake loader-test module (built with the host too
 
 from __future__ import annotations
 
-import re
 import shutil
 import struct
 import subprocess
@@ -11,15 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from engine_build import abi_names
 from harness import matrix as M
 from harness import toolchains as tc
 from harness.binfmt import read_binary
 
 ROOT = Path(__file__).resolve().parent.parent
-# the entry points of native/include/kite_cuda.h (KCUDA_ENTRY_POINTS), sorted as exports() lists them
-_HEADER = (ROOT / "native" / "include" / "kite_cuda.h").read_text()
-ABI = sorted(re.findall(r"X\([^,]+,\s*(kcuda_\w+)",
-                        _HEADER[_HEADER.index("#define KCUDA_ENTRY_POINTS(X)"):_HEADER.index("/* Semantics")]))
+ABI = sorted(abi_names())  # kite_cuda.h's entry points, sorted as exports() lists them
 
 
 def fatbin(entries: list[tuple[int, int]]) -> bytes:

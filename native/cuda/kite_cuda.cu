@@ -364,9 +364,8 @@ __device__ __forceinline__ void use_before_wait(int f) {
 // QT 0 (latency note, section 13). With QT 1 / 2 the loads are clamped in bounds, blocks u that
 // no lane has are skipped (a warp-uniform branch), a lane whose block lies past the end of the row
 // keeps its sum (a select), and the pairs of rows mm >= m are computed but never stored. Either
-// way every pair that counts
-// adds the same values in the same order as the plain loop over blocks b = lane, lane + 32, ...
-// (lane l's canonical sum32 partial).
+// way every pair that counts adds the same values in the same order as the plain loop over
+// blocks b = lane, lane + 32, ... (lane l's canonical sum32 partial).
 template <int MT, int RPW, int QT>
 __device__ __forceinline__ void warp_rows_q(const GJob &J, int r0, int k, int m, const int8_t *XQ, const float *XD,
                                             int ldq, int ldd, int lane, bool &waited, float (&acc)[RPW][MT]) {
@@ -1209,7 +1208,8 @@ struct kcuda_model {
     Slot sl[KC_SLOTS];
     cudaStream_t cps = nullptr;          // the copies back
     cudaEvent_t lmev[KC_LM_PIECES] = {}; // piece p of the LM head is done (recorded by the pass)
-    // copy helpers: thread i (1..n) takes chunks c with c % (n + 1) == i; the caller takes the rest
+    // copy helpers: thread i (1..n) takes chunks c with c % (n + 1) == i and the caller the rest,
+    // or, on their own (cp_async), c % n == i - 1 (thread 1 also h_out)
     std::vector<std::thread> cp_th;
     std::mutex cp_mu;
     std::condition_variable cp_cv, cp_done;

@@ -542,6 +542,20 @@ static int rows_check(const kt_model *md, const kt_state *st, const int32_t *tok
     return 0;
 }
 
+/* The device did n rows in passes of m: a pass of one row counts as a step, of more as an
+ * M-row call; the sequence now lives on the device. */
+static void rows_done_on_device(kt_model *md, kt_state *st, const int32_t *tokens, int n, int m) {
+    st->device = 1;
+    for (int r = 0; r < n; r += m) {
+        if (n - r == 1 || m == 1)
+            md->counters.gpu_steps++;
+        else
+            md->counters.mrow_calls++;
+    }
+    memcpy(st->history + st->pos, tokens, (size_t)n * sizeof(int32_t));
+    st->pos += n;
+}
+
 int kt_process_rows(kt_model *md, kt_state *st, const int32_t *tokens, int m, float *h_out,
                     float *logits, char *err, size_t errlen) {
     const int pos = st->pos;
@@ -551,13 +565,7 @@ int kt_process_rows(kt_model *md, kt_state *st, const int32_t *tokens, int m, fl
         int done = m == 1 ? kc_step(tokens[0], pos, h_out, logits)
                           : kc_step_m(tokens, m, pos, h_out, logits);
         if (done) {
-            st->device = 1;
-            if (m == 1)
-                md->counters.gpu_steps++;
-            else
-                md->counters.mrow_calls++;
-            memcpy(st->history + pos, tokens, (size_t)m * sizeof(int32_t));
-            st->pos += m;
+            rows_done_on_device(md, st, tokens, m, m);
             return 0;
         }
         if (st->device == 1) {
@@ -587,15 +595,7 @@ int kt_process_prompt(kt_model *md, kt_state *st, const int32_t *tokens, int n, 
         return errf(err, errlen, "%d output rows for passes of %d rows", ring, m);
     if (md->resident && st->device != 0 &&
         kc_prompt(tokens, n, m, st->pos, h_out, logits, ring)) {
-        st->device = 1;
-        for (int r = 0; r < n; r += m) {
-            if (n - r == 1 || m == 1)
-                md->counters.gpu_steps++;
-            else
-                md->counters.mrow_calls++;
-        }
-        memcpy(st->history + st->pos, tokens, (size_t)n * sizeof(int32_t));
-        st->pos += n;
+        rows_done_on_device(md, st, tokens, n, m);
         return 0;
     }
     /* pass by pass: the device for each pass if it takes it, else the CPU */

@@ -2,7 +2,7 @@
 # ab.sh OLD NEW: two builds, each a folder with kite and libkite_cuda.so (the engine finds the module in
 # its own folder). Bytes of NEW against KITE_CUDA_FORCE_CPU=1 (NOBYTES=1 skips), then ROUNDS rounds that
 # alternate OLD and NEW: decode ms/token, 64-token prefill ms at --mt 1 (graph on, off) and --mt 4 (default
-# gates, per-M graphs). Run from the repository root with the gguf package importable.
+# gates, per-M graphs). Run from the repository root with the gguf package importable. ROUNDS=0: bytes only.
 OLD=${1:?OLD build folder}; NEW=${2:?NEW build folder}
 gen() { [ -f /tmp/$1-$2.gguf ] || python3 -m harness models gen $1 --type $2 --out /tmp/$1-$2.gguf > /dev/null; }
 gen qwen35-0.8b q8_0; gen tiny q8_0; gen qwen35-0.8b q4_0
@@ -16,7 +16,22 @@ for mdl in qwen35-0.8b-q8_0 qwen35-0.8b-q4_0 tiny-q8_0; do
   KITE_CUDA_FORCE_CPU=1 $K run --model /tmp/$mdl.gguf --prompt $P40 --steps 5 --dump /tmp/ref40-$mdl > /dev/null
 done
 c=""
-for cfg in "qwen35-0.8b-q8_0 1 4 0" "qwen35-0.8b-q8_0 1 4 1" "qwen35-0.8b-q8_0 1 2 0" "qwen35-0.8b-q8_0 1 3 1" "qwen35-0.8b-q4_0 1 4 1" "qwen35-0.8b-q4_0 0 2 0" "tiny-q8_0 1 4 1" "qwen35-0.8b-q8_0 1 8 0" "qwen35-0.8b-q8_0 1 1 0" "qwen35-0.8b-q8_0 0 1 0" "qwen35-0.8b-q4_0 1 1 1" "tiny-q8_0 0 3 1"; do
+# a configuration: model, KITE_CUDA_GRAPH, --mt, KITE_CUDA_GRAPH_M; MORE_CONFIGS (one per line) adds to the 12
+CONFIGS="qwen35-0.8b-q8_0 1 4 0
+qwen35-0.8b-q8_0 1 4 1
+qwen35-0.8b-q8_0 1 2 0
+qwen35-0.8b-q8_0 1 3 1
+qwen35-0.8b-q4_0 1 4 1
+qwen35-0.8b-q4_0 0 2 0
+tiny-q8_0 1 4 1
+qwen35-0.8b-q8_0 1 8 0
+qwen35-0.8b-q8_0 1 1 0
+qwen35-0.8b-q8_0 0 1 0
+qwen35-0.8b-q4_0 1 1 1
+tiny-q8_0 0 3 1"
+[ -n "$MORE_CONFIGS" ] && CONFIGS="$CONFIGS"$'\n'"$MORE_CONFIGS"
+mapfile -t CFGS <<< "$CONFIGS"
+for cfg in "${CFGS[@]}"; do
   set -- $cfg
   for pp in P P40; do
   ref=/tmp/ref-$1; [ $pp = P40 ] && ref=/tmp/ref40-$1

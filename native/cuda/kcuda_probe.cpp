@@ -163,10 +163,14 @@ int main(int argc, char **argv) {
     int P = steps;
     std::vector<int32_t> toks(P);
     for (auto &t : toks) t = (int32_t)(rnd() % (uint32_t)V);
-    auto run1 = [&](std::vector<float> &h, std::vector<float> &lg, double *ms) {
+    // every run: outputs for the P rows, zeroed, and a new sequence
+    auto fresh = [&](std::vector<float> &h, std::vector<float> &lg) {
         h.assign((size_t)P * E, 0.f);
         lg.assign((size_t)P * V, 0.f);
         if (kcuda_seq_reset(md)) { printf("reset failed\n"); exit(2); }
+    };
+    auto run1 = [&](std::vector<float> &h, std::vector<float> &lg, double *ms) {
+        fresh(h, lg);
         double t0 = now_ms();
         for (int p = 0; p < P; p++) {
             int s = kcuda_step(md, toks[p], p, &h[(size_t)p * E], &lg[(size_t)p * V]);
@@ -175,9 +179,7 @@ int main(int argc, char **argv) {
         if (ms) *ms = (now_ms() - t0) / P;
     };
     auto runm = [&](int m, std::vector<float> &h, std::vector<float> &lg, double *ms) {
-        h.assign((size_t)P * E, 0.f);
-        lg.assign((size_t)P * V, 0.f);
-        if (kcuda_seq_reset(md)) { printf("reset failed\n"); exit(2); }
+        fresh(h, lg);
         double t0 = now_ms();
         for (int p = 0; p < P; p += m) {
             int mm = P - p < m ? P - p : m;
@@ -188,9 +190,7 @@ int main(int argc, char **argv) {
     };
     // the whole prompt in one call, passes of m rows back to back
     auto runp = [&](int m, std::vector<float> &h, std::vector<float> &lg) {
-        h.assign((size_t)P * E, 0.f);
-        lg.assign((size_t)P * V, 0.f);
-        if (kcuda_seq_reset(md)) { printf("reset failed\n"); exit(2); }
+        fresh(h, lg);
         int s = kcuda_prompt(md, toks.data(), P, m, 0, h.data(), lg.data(), P);
         if (s) { printf("prompt failed %d\n", s); exit(2); }
     };
@@ -201,24 +201,26 @@ int main(int argc, char **argv) {
     for (int it = 0; it < iters; it++) { run1(hg, lgg, &x); if (x < tg) tg = x; }
     kcuda_set_option(KCUDA_OPT_GRAPH, 0);
     for (int it = 0; it < iters; it++) { run1(hs, lgs, &x); if (x < ts) ts = x; }
-    check("graph == stream h_out", hg, hs);
-    check("graph == stream logits", lgg, lgs);
+    // h_out and logits of a run against those of another
+    auto check2 = [&](const std::string &what, const std::vector<float> &h, const std::vector<float> &lg,
+                      const std::vector<float> &h0, const std::vector<float> &lg0) {
+        check((what + " h_out").c_str(), h, h0);
+        check((what + " logits").c_str(), lg, lg0);
+    };
+    check2("graph == stream", hg, lgg, hs, lgs);
     kcuda_set_option(KCUDA_OPT_GRAPH, 1); // M=1 gate on must not refuse the M-row entry
     for (int it = 0; it < iters; it++) { runm(mt, hm, lgm, &x); if (x < tm) tm = x; }
-    check("M-row == M=1 h_out", hm, hs);
-    check("M-row == M=1 logits", lgm, lgs);
+    check2("M-row == M=1", hm, lgm, hs, lgs);
     kcuda_set_option(KCUDA_OPT_GRAPH_M, 1);
     runm(mt, hmg, lgmg, nullptr);
-    check("M-row graph == M=1 h_out", hmg, hs);
-    check("M-row graph == M=1 logits", lgmg, lgs);
+    check2("M-row graph == M=1", hmg, lgmg, hs, lgs);
     runp(mt, hmg, lgmg);
-    check("prompt, M rows, per-M graphs == M=1 logits", lgmg, lgs);
+    check2("prompt, M rows, per-M graphs == M=1", hmg, lgmg, hs, lgs);
     kcuda_set_option(KCUDA_OPT_GRAPH_M, 0);
     runp(mt, hmg, lgmg);
-    check("prompt, M rows == M=1 h_out", hmg, hs);
-    check("prompt, M rows == M=1 logits", lgmg, lgs);
+    check2("prompt, M rows == M=1", hmg, lgmg, hs, lgs);
     runp(1, hmg, lgmg);
-    check("prompt, M=1 graph == M=1 logits", lgmg, lgs);
+    check2("prompt, M=1 graph == M=1", hmg, lgmg, hs, lgs);
     for (int it = 0; it < iters; it++) { runm(1, hm, lgm, &x); if (x < t1) t1 = x; }
     int64_t c[KCUDA_C_COUNT];
     kcuda_model_counters(md, c, KCUDA_C_COUNT);

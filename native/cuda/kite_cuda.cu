@@ -2242,4 +2242,3 @@ int32_t kcuda_impl_step_m(kcuda_model *md, const int32_t *tokens, int32_t m, int
     if (!md) return KCUDA_E_STATE;
     return run_rows(md, tokens, m, pos, h_out, logits);
 }
-

@@ -45,7 +45,7 @@ def bench_python_bare() -> float:
 def bench_compare() -> tuple[float, float]:
     import numpy as np
 
-    from harness.compare import compare_bytes
+    from harness.run.compare import compare_bytes
 
     rng = np.random.default_rng(0)
     a = rng.standard_normal(262144).astype("<f4")  # 1 MiB
@@ -72,7 +72,7 @@ def bench_compare() -> tuple[float, float]:
 
 
 def bench_overhead(target: list[str]) -> tuple[float, float]:
-    from harness.engine import run_process
+    from harness.process import run_process
 
     def direct() -> None:
         pid = os.posix_spawn(target[0], target, dict(os.environ))

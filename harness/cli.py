@@ -24,7 +24,7 @@ def _say(msg: str) -> None:
 
 
 def _config(args: argparse.Namespace):  # -> Config (lazy import keeps --help fast)
-    from harness.config import load_config
+    from harness.spec.config import load_config
 
     root = Path(args.root).resolve() if args.root else ROOT
     return load_config(root, Path(args.config).resolve() if args.config else None)
@@ -33,7 +33,7 @@ def _config(args: argparse.Namespace):  # -> Config (lazy import keeps --help fa
 # ---- subcommands ----------------------------------------------------------------------------
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from harness.build import build
+    from harness.build.cmake import build
 
     cfg = _config(args)
     names = args.names or list(cfg.builds)
@@ -52,7 +52,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def _verify_opts(args: argparse.Namespace, cfg: Any, kinds: list[str] | None = None):
-    from harness.report import resolve_latest
+    from harness.report.document import resolve_latest
     from harness.verify import VerifyOptions
 
     resume = None
@@ -107,7 +107,7 @@ def load_registrable(cfg, files: list[Path]) -> list:
         except (OSError, UnicodeDecodeError, yaml.YAMLError):
             doc = None  # load_criteria reports it with file and line
         if isinstance(doc, dict) and "entries" in doc and "cross" in doc and "criteria" not in doc:
-            from harness import matrix
+            from harness.matrix import matrix
 
             root = Path(cfg.root).resolve()
             mx = matrix.load_matrix(f.resolve(), root)
@@ -121,7 +121,7 @@ def load_registrable(cfg, files: list[Path]) -> list:
 
 
 def cmd_register(args: argparse.Namespace) -> int:
-    from harness import registry
+    from harness.spec import registry
 
     cfg = _config(args)
     reg_path = Path(args.registry) if args.registry else cfg.root / "regressions" / "registry.lock"
@@ -154,7 +154,7 @@ def cmd_register(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from harness.report import Report, render_junit, render_markdown, resolve_latest
+    from harness.report.document import Report, render_junit, render_markdown, resolve_latest
 
     d = Path(args.dir) if args.dir else None
     if d is None:
@@ -179,11 +179,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Run the engine once through the harness (placeholders, env, layout) and show how it ended."""
     import tempfile
 
-    from harness import criteria as C
-    from harness.probes import Probes
-    from harness.runner import Context, CriterionFail, prepare
+    from harness.spec import criteria as C
+    from harness.run.probes import Probes
+    from harness.run.runner import Context, CriterionFail, prepare
     from harness.verify import Session, VerifyOptions
-    from harness.engine import run_process
+    from harness.process import run_process
 
     cfg = _config(args)
     if args.build not in cfg.builds:
@@ -232,7 +232,7 @@ def cmd_models(args: argparse.Namespace) -> int:
 def cmd_oracle(args: argparse.Namespace) -> int:
     """The engine against transformers on random Qwen3.5 configs (needs torch and transformers)."""
     try:
-        from harness import oracle
+        from harness.tools import oracle
     except ImportError as e:
         raise HarnessError(f"the oracle is not available: {e}") from None
     for mod in ("torch", "transformers"):
@@ -244,7 +244,7 @@ def cmd_oracle(args: argparse.Namespace) -> int:
     if args.kite:
         kite = Path(args.kite)
     else:
-        from harness.build import build
+        from harness.build.cmake import build
 
         r = build(_config(args), args.build, progress=_say)
         if not r.engine_ok:
@@ -267,28 +267,28 @@ def cmd_oracle(args: argparse.Namespace) -> int:
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
-    """The build matrix (configs/matrix.yaml); harness/matrix.py parses its own arguments."""
-    from harness import matrix
+    """The build matrix (configs/matrix.yaml); harness/matrix/matrix.py parses its own arguments."""
+    from harness.matrix import matrix
 
     return int(matrix.main(list(args.rest), Path(args.root).resolve() if args.root else ROOT))
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
     """Merge report folders (e.g. one per matrix entry or machine) into one report."""
-    from harness import merge
+    from harness.report import merge
 
     return int(merge.main(list(args.rest)))
 
 
 def cmd_fuzz(args: argparse.Namespace) -> int:
     """libFuzzer over the GGUF reader and the model loader; --sanitizers for the ASan/valgrind runs."""
-    from harness import fuzz
+    from harness.tools import fuzz
 
     return int(fuzz.main(list(args.rest), Path(args.root).resolve() if args.root else ROOT))
 
 
 def _print_table(rows: list[list[Any]], headers: list[str]) -> None:
-    from harness.report import _table
+    from harness.report.document import _table
 
     print(_table(rows, headers))
 

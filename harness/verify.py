@@ -11,13 +11,16 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Callable
 
-from harness import registry, report, schema, sysinfo
-from harness.build import BuildResult, PartResult, build
-from harness.config import Config
-from harness.criteria import Criterion
+from harness.spec import registry
+from harness.report import document as report
+from harness.spec import schema
+from harness.report import sysinfo
+from harness.build.cmake import BuildResult, PartResult, build
+from harness.spec.config import Config
+from harness.spec.criteria import Criterion
 from harness.errors import HarnessError
-from harness.probes import Probes
-from harness.runner import Context, evaluate
+from harness.run.probes import Probes
+from harness.run.runner import Context, evaluate
 
 
 @dataclass
@@ -88,7 +91,7 @@ class Session:
                 shutil.copyfile(part.log, dest)
 
     def model_path(self, spec: dict[str, Any] | None) -> Path:
-        from harness.runner import CriterionFail
+        from harness.run.runner import CriterionFail
 
         spec = spec or self.cfg.default_model
         if spec.get("path"):  # a fixed model file named in engine.yaml: no generator needed

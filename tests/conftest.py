@@ -69,7 +69,7 @@ class FakeRepo:
         return self.root / "regressions" / "registry.lock"
 
     def config(self):
-        from harness.config import load_config
+        from harness.spec.config import load_config
 
         return load_config(self.root)
 
@@ -79,7 +79,7 @@ class FakeRepo:
         return p
 
     def register(self, *files: Path) -> None:
-        from harness import registry
+        from harness.spec import registry
         from harness.verify import load_criteria
 
         crits = load_criteria(self.config(), list(files))

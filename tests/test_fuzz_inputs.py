@@ -25,12 +25,15 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from harness import criteria as C  # noqa: E402
-from harness import registry, report, runner, schema  # noqa: E402
-from harness.build import BuildResult, PartResult  # noqa: E402
-from harness.engine import ProcResult  # noqa: E402
+from harness.spec import criteria as C  # noqa: E402
+from harness.spec import registry
+from harness.report import document as report
+from harness.run import runner
+from harness.spec import schema  # noqa: E402
+from harness.build.cmake import BuildResult, PartResult  # noqa: E402
+from harness.process import ProcResult  # noqa: E402
 from harness.errors import HarnessError, SchemaErrors  # noqa: E402
-from harness.probes import Probes  # noqa: E402
+from harness.run.probes import Probes  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = (REPO / "tests" / "data" / "example_suite.yaml").read_text()
@@ -225,7 +228,7 @@ atexit.register(shutil.rmtree, _ROOT, True)
 
 
 def _cfg():
-    from harness.config import load_config
+    from harness.spec.config import load_config
 
     (_ROOT / "configs").mkdir(exist_ok=True)
     (_ROOT / "configs" / "engine.yaml").write_text(ENGINE_YAML)
@@ -243,7 +246,7 @@ def _ctx(report_dir: Path) -> runner.Context:
 
 
 class _FakeRuns:
-    """Stands in for harness.engine.run_process: each call 'runs' and leaves the next planned
+    """Stands in for harness.process.run_process: each call 'runs' and leaves the next planned
     outputs (meta.json, dumps, stdout, exit status) where the engine would."""
 
     def __init__(self, plans: list[dict[str, Any]]):

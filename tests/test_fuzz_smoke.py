@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import fuzz
+from harness.tools import fuzz
 
 REPO = Path(__file__).resolve().parent.parent
 SECONDS = int(os.environ.get("KITE_FUZZ_SMOKE_SECONDS", "12"))  # per target; build + 2 targets stay under 60 s
@@ -41,7 +41,7 @@ def test_fuzz_smoke(why_not, tmp_path):
     if why_not:
         pytest.skip(why_not)
     found = tmp_path / "findings"
-    r = subprocess.run([sys.executable, "-m", "harness.fuzz", "--seconds", str(SECONDS), "--json",
+    r = subprocess.run([sys.executable, "-m", "harness.tools.fuzz", "--seconds", str(SECONDS), "--json",
                         "--build-dir", str(REPO / "build" / "fuzz-smoke"), "--regressions", str(found)],
                        cwd=REPO, capture_output=True, text=True, timeout=300)
     assert r.returncode in (0, 1), r.stderr[-2000:]

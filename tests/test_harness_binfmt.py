@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import criteria as C
-from harness.binfmt import parse_pe, read_binary
-from harness.runner import check_file
+from harness.spec import criteria as C
+from harness.build.binfmt import parse_pe, read_binary
+from harness.run.runner import check_file
 
 CC = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
 needs_cc = pytest.mark.skipif(CC is None, reason="no host C compiler")

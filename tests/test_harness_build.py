@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import build as B
-from harness.config import load_config
+from harness.build import cmake as B
+from harness.spec.config import load_config
 
 pytestmark = pytest.mark.skipif(not (shutil.which("cmake") and (shutil.which("cc") or shutil.which("gcc"))),
                                 reason="needs cmake and a host C compiler")

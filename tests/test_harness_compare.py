@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from harness.compare import compare_bytes
+from harness.run.compare import compare_bytes
 
 
 def dump(rows=5, cols=16, seed=0):

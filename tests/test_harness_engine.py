@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import time
 
-from harness.engine import closing_counts, run_process
+from harness.process import closing_counts, run_process
 
 PY = sys.executable
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.engine import closing_counts, run_process
+from harness.process import closing_counts, run_process
 
 pytestmark = pytest.mark.native
 

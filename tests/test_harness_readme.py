@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from harness import schema
+from harness.spec import schema
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 

@@ -3,9 +3,10 @@ the registry is append-only; amendments need a reason and show in reports."""
 
 from __future__ import annotations
 
-from harness import registry, schema
+from harness.spec import registry
+from harness.spec import schema
 from harness.cli import main
-from harness.digest import canonical_json, criterion_digest
+from harness.spec.digest import canonical_json, criterion_digest
 
 BUILDS = ["default", "stub", "gpu"]
 DUMPS = ["h_out", "logits"]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import schema
+from harness.spec import schema
 from harness.errors import SchemaErrors
 
 DATA = Path(__file__).parent / "data"

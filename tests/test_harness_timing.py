@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness import timing
+from harness.run import timing
 
 THRESHOLD = ("ci_lower", ">=", 1.05)  # "B faster by at least 5%": CI lower bound of A/B >= 1.05
 PAIRS = 10

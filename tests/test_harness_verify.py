@@ -233,7 +233,7 @@ def test_only_unknown_id(fake_repo, capsys):
 
 
 def test_internal_error_becomes_fail(fake_repo, monkeypatch):
-    from harness import runner
+    from harness.run import runner
 
     setup(fake_repo, eq() + eq().split("criteria:\n", 1)[1].replace("id: EQ", "id: EQ2"))
 
@@ -310,7 +310,7 @@ criteria:
 
 def test_gpu_probe_trusts_nvidia_smi():
     """A GPU the engine cannot use must make GPU criteria run (and fail), not skip."""
-    from harness.probes import Probes
+    from harness.run.probes import Probes
 
     info = {"cuda": {"available": False, "reason": "init failed: cudart error 999"}}
     assert Probes(gpu_info=lambda: info, smi=lambda: []).check("gpu") == (

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import matrix as M
+from harness.matrix import matrix as M
 
 ROOT = Path(__file__).resolve().parent.parent
 

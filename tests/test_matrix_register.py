@@ -5,10 +5,10 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from harness import matrix as M
-from harness import registry
+from harness.matrix import matrix as M
+from harness.spec import registry
 from harness.cli import load_registrable, main
-from harness.config import load_config
+from harness.spec.config import load_config
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from engine_build import abi_names
-from harness import matrix as M
-from harness import toolchains as tc
-from harness.binfmt import read_binary
+from harness.matrix import matrix as M
+from harness.build import toolchains as tc
+from harness.build.binfmt import read_binary
 
 ROOT = Path(__file__).resolve().parent.parent
 ABI = sorted(abi_names())  # kite_cuda.h's entry points, sorted as exports() lists them

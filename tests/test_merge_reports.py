@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import merge as MG
+from harness.report import merge as MG
 from harness.errors import HarnessError
-from harness.report import Report, Result
+from harness.report.document import Report, Result
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,4 +1,4 @@
-"""The engine against Hugging Face transformers on random Qwen3.5 configs (harness/oracle.py).
+"""The engine against Hugging Face transformers on random Qwen3.5 configs (harness/tools/oracle.py).
 
 Marked `oracle`: needs torch and transformers, which only `nox -s oracle` installs; skipped with
 the reason when they are absent, so the default test run does not need them. The pure parts (config
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from engine_build import kite_bin  # noqa: F401
-from harness import oracle
+from harness.tools import oracle
 
 
 def test_configs_are_seeded_and_quantisable():

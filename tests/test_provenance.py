@@ -1,4 +1,4 @@
-"""Which commit and which binaries a report names (harness.sysinfo.git_state, BuildResult.to_json)."""
+"""Which commit and which binaries a report names (harness.report.sysinfo.git_state, BuildResult.to_json)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.build import BuildResult, PartResult
-from harness.sysinfo import git_state
+from harness.build.cmake import BuildResult, PartResult
+from harness.report.sysinfo import git_state
 
 
 def _repo(tmp_path: Path) -> Path:

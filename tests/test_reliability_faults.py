@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import report as report_mod
+from harness.report import document as report_mod
 from harness.errors import HarnessError
 
 REPO = Path(__file__).resolve().parent.parent

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import fuzz
-from harness.engine import run_process
+from harness.tools import fuzz
+from harness.process import run_process
 
 pytestmark = [pytest.mark.native, pytest.mark.skipif(os.name == "nt", reason="POSIX signals")]
 
@@ -130,6 +130,6 @@ def test_real_engine_hang_times_out(good_model, tmp_path):
                     reason="slow (two builds, ~2 min): set KITE_SANITIZER_TESTS=1, or run "
                            "`python -m harness fuzz --sanitizers`")
 def test_sanitizers():
-    r = subprocess.run([sys.executable, "-m", "harness.fuzz", "--sanitizers", "--json"], cwd=REPO,
+    r = subprocess.run([sys.executable, "-m", "harness.tools.fuzz", "--sanitizers", "--json"], cwd=REPO,
                        capture_output=True, text=True, timeout=1200)
     assert r.returncode == 0, r.stderr[-3000:]

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from harness.criteria import Criterion
+from harness.spec.criteria import Criterion
 from harness.errors import HarnessError
 
 HEADER = ("# kite criteria registry: append-only; one line per registration or amendment.\n"

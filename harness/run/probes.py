@@ -9,14 +9,14 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Callable
 
-from harness.build import find_nvcc
+from harness.build.cmake import find_nvcc
 
 
 def nvidia_smi_gpus(timeout: float = 15.0) -> list[str]:
     """GPU lines of `nvidia-smi -L` (empty when there is no nvidia-smi or it fails)."""
     if not shutil.which("nvidia-smi"):
         return []
-    from harness.engine import run_process
+    from harness.process import run_process
 
     r = run_process(["nvidia-smi", "-L"], timeout=timeout)
     return [ln.strip() for ln in r.stdout.splitlines() if ln.startswith("GPU ")] if r.ok else []

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.report import SCHEMA, Report, utc_now
+from harness.report.document import SCHEMA, Report, utc_now
 
 
 def _read(src: Path) -> tuple[Path, dict[str, Any]]:
@@ -198,15 +198,15 @@ def merge(dirs: list[Path], out: Path, *, root: Path | None = None, matrix_path:
 
 
 def _recompute_cross(rep: Report, root: Path | None, matrix_path: Path | None) -> None:
-    from harness import matrix as M
+    from harness.matrix import matrix as M
 
-    root = root or Path(__file__).resolve().parent.parent
+    root = root or Path(__file__).resolve().parents[2]
     path = matrix_path or root / "configs" / "matrix.yaml"
     if not path.exists():
         return
     mx = M.load_matrix(path, root)
     try:
-        from harness.config import load_config
+        from harness.spec.config import load_config
 
         dump_files = {n: s.file for n, s in load_config(root).dumps.items()}
     except Exception:  # noqa: BLE001 - the defaults of configs/engine.yaml
@@ -236,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--format", choices=("none", "md", "json", "junit"), default="none",
                     help="also print the merged report in this format")
     a = ap.parse_args(argv)
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     out = a.out
     if out is None:
         from datetime import datetime, timezone

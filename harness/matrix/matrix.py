@@ -3,16 +3,16 @@
 An entry is one host toolchain + CMake options + an optional CUDA module build + a runner
 (native, or wine for the MinGW build) + built-in checks + registered criteria. Running an entry:
 
-1. `requires` probed (harness/toolchains.py): unmet -> the entry is SKIP with the install hint;
-2. builds through harness/build.py into build/<entry>/{engine,cuda,bin} (the toolchain and the
+1. `requires` probed (harness/build/toolchains.py): unmet -> the entry is SKIP with the install hint;
+2. builds through harness/build/cmake.py into build/<entry>/{engine,cuda,bin} (the toolchain and the
    module's host compiler are CMake options: CMAKE_C_COMPILER, CMAKE_TOOLCHAIN_FILE,
    CMAKE_CUDA_HOST_COMPILER), the fake loader-test module into build/<entry>/bin/testmods/;
 3. checks (info, selftest, dump, stub-equal, loader-fake, embedded-code, msvc-discovery);
-4. the entry's registered criteria through harness/runner.py, with the entry's build standing in
+4. the entry's registered criteria through harness/run/runner.py, with the entry's build standing in
    for the criteria's `default` build (and build/<entry>/stub for `stub`).
 
 Cross-entry criteria (`cross:`) compare the `dump` check's files across entries with memcmp
-(harness/compare.py). Every entry's dumps are copied into its report (dumps/<entry>/<variant>/)
+(harness/run/compare.py). Every entry's dumps are copied into its report (dumps/<entry>/<variant>/)
 with their SHA-256, so `python -m harness merge` can evaluate the cross criteria over reports
 made on different machines.
 """
@@ -32,9 +32,9 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Callable
 
-from harness import toolchains
-from harness.digest import file_sha256
-from harness.config import ProjectSpec
+from harness.build import toolchains
+from harness.spec.digest import file_sha256
+from harness.spec.config import ProjectSpec
 from harness.errors import HarnessError
 
 # ---------------------------------------------------------------------------------------------
@@ -463,7 +463,7 @@ def _cross(e: _Errors, cid: Any, v: Any, entries: dict[str, Any], dump: DumpDefa
 
 def parse_matrix(text: str, path: Path | str = "configs/matrix.yaml", rel: str | None = None) -> Matrix:
     """Parse and validate the matrix text; MatrixError lists every problem found."""
-    from harness import yamlsrc
+    from harness.spec import yamlsrc
 
     rel = rel or str(path)
     try:
@@ -620,7 +620,7 @@ class EntryRunner:
         return [str(exe), *args]
 
     def run(self, exe: Path, args: list[str], env: dict[str, str] | None, log: str):
-        from harness.engine import run_process
+        from harness.process import run_process
 
         overlay = {**self.base_env(), **(env or {})}
         if self.ent.runner == "wine":
@@ -659,8 +659,8 @@ class EntryRunner:
         return ProjectSpec(source, options, ("native/include",))
 
     def build_engine(self, name: str, options: dict[str, str], with_module: bool) -> Any:
-        from harness import build as B
-        from harness.config import BuildSpec
+        from harness.build import cmake as B
+        from harness.spec.config import BuildSpec
 
         opts = {**self._compiler_defs(), **options}
         mod = None
@@ -697,7 +697,7 @@ class EntryRunner:
         return res
 
     def _module_only(self, name: str, mod: Any) -> Any:
-        from harness import build as B
+        from harness.build import cmake as B
 
         t0 = time.perf_counter()
         bin_dir = self.cfg.build_root(name) / "bin"
@@ -721,7 +721,7 @@ class EntryRunner:
               env: dict[str, str] | None = None) -> Any:
         """One CMake project (the test module, a module-only or MSVC module build) through the
         harness's own build code: same generator handling and up-to-date check as `harness build`."""
-        from harness import build as B
+        from harness.build import cmake as B
 
         proj = ProjectSpec(source, {k: str(v) for k, v in defs.items()}, ("native/include",))
         tools = {"CC": os.environ.get("CC", ""), "CXX": os.environ.get("CXX", "")}
@@ -777,7 +777,7 @@ class EntryRunner:
                            f"available {cuda.get('available')}", details=facts)
 
     def check_selftest(self, exe: Path) -> CheckResult:
-        from harness.engine import closing_counts
+        from harness.process import closing_counts
 
         r = self.run(exe, ["selftest"], None, "selftest")
         counts = closing_counts(r.stdout)
@@ -839,7 +839,7 @@ class EntryRunner:
         return CheckResult("dump", "PASS", "; ".join(parts), details=details)
 
     def compare_dirs(self, a: Path, b: Path, label_a: str, label_b: str) -> list[dict[str, Any]]:
-        from harness.compare import compare_bytes
+        from harness.run.compare import compare_bytes
 
         rows = []
         for name, spec in self.cfg.dumps.items():
@@ -1078,7 +1078,7 @@ def scan_fatbin(data: bytes) -> dict[str, list[str]]:
 
 
 def embedded_code(cuobjdump: str, module: Path, logs: Path | None = None) -> dict[str, list[str]]:
-    from harness.engine import run_process
+    from harness.process import run_process
 
     out = {}
     for kind in ("elf", "ptx"):
@@ -1107,7 +1107,7 @@ def evaluate_cross(c: Cross, sources: dict[tuple[str, str], DumpSource], skipped
                    dump_files: dict[str, str]) -> tuple[str, str, dict[str, Any]]:
     """memcmp when both folders hold the files, else SHA-256 equality of the recorded digests
     (byte identity, as recorded by the entry's own run). First available entry = reference."""
-    from harness.compare import compare_bytes
+    from harness.run.compare import compare_bytes
 
     for r in c.requires:
         t = toolchains.probe(r)
@@ -1158,7 +1158,7 @@ def evaluate_cross(c: Cross, sources: dict[tuple[str, str], DumpSource], skipped
 
 def _result(rid: str, title: str, kind: str, digest: str, verdict: str, reason: str, seconds: float,
             details: dict[str, Any], file: str = "configs/matrix.yaml") -> Any:
-    from harness.report import Result, utc_now
+    from harness.report.document import Result, utc_now
 
     return Result(id=rid, title=title, kind=kind, file=file, digest=digest, verdict=verdict, reason=reason,
                   registration="matrix", details=details, duration_s=round(seconds, 3), finished=utc_now())
@@ -1193,7 +1193,7 @@ def add_cross_results(report: Any, matrix: Matrix, sources: dict[tuple[str, str]
                       exploratory: bool = False) -> None:
     """Evaluate the cross-entry criteria. With a registry, one that is not (or not as) registered
     FAILs, or runs labelled exploratory with --exploratory, exactly like a criteria file's."""
-    from harness import registry as REG
+    from harness.spec import registry as REG
 
     entries = REG.load(registry_path) if registry_path is not None else None
     for c in matrix.cross.values():
@@ -1238,15 +1238,15 @@ def run_matrix(root: Path, names: list[str] | None, *, report_dir: Path | None =
                exploratory: bool = False, progress: Callable[[str], None] | None = None) -> tuple[int, Path]:
     """Run entries (all when names is empty), then the cross criteria. Returns (exit status, report dir):
     0 = nothing failed (SKIPs allowed), 1 = something failed."""
-    from harness.config import load_config
-    from harness.report import Report, new_report_dir, point_latest
+    from harness.spec.config import load_config
+    from harness.report.document import Report, new_report_dir, point_latest
 
     say = progress or (lambda s: print(s, file=sys.stderr, flush=True))
     cfg = load_config(root)
     matrix = load_matrix(matrix_path or root / "configs" / "matrix.yaml", root)
     entries = matrix.select(names)
     reports = root / cfg.reports_dir
-    from harness import sysinfo
+    from harness.report import sysinfo
 
     git = sysinfo.git_state(root)
     if report_dir is None:
@@ -1330,14 +1330,14 @@ def run_matrix(root: Path, names: list[str] | None, *, report_dir: Path | None =
 
 
 def run_criteria(cfg: Any, runner: EntryRunner, crit_ref: str, report_dir: Path, exploratory: bool = False) -> list[Any]:
-    """Registered criteria against this entry's build, through harness/runner.py: the criteria's
+    """Registered criteria against this entry's build, through harness/run/runner.py: the criteria's
     `default` build is the entry's, `stub` is build/<entry>/stub."""
     file, _, cid = crit_ref.partition("#")
     ent = runner.ent
-    from harness import registry
-    from harness import runner as R
-    from harness import schema
-    from harness.probes import Probes
+    from harness.spec import registry
+    from harness.run import runner as R
+    from harness.spec import schema
+    from harness.run.probes import Probes
 
     path = Path(cfg.root) / file
     if not path.exists():
@@ -1353,7 +1353,7 @@ def run_criteria(cfg: Any, runner: EntryRunner, crit_ref: str, report_dir: Path,
 
     def ensure(name: str) -> Any:
         if name not in builds:  # another build of configs/engine.yaml: as verify builds it
-            from harness.build import build
+            from harness.build.cmake import build
 
             if name not in runner.builds:
                 runner.builds[name] = build(runner.cfg0, name, progress=runner.say)
@@ -1423,7 +1423,7 @@ def main(argv: list[str] | None = None, root: Path | None = None) -> int:
     ap.add_argument("--exploratory", action="store_true",
                     help="run criteria that are not (or not as) registered, labelled exploratory")
     a = ap.parse_args(argv)
-    root = root or Path(__file__).resolve().parent.parent
+    root = root or Path(__file__).resolve().parents[2]
     try:
         matrix = load_matrix(a.matrix or root / "configs" / "matrix.yaml", root)
         if a.check:
@@ -1447,7 +1447,7 @@ def main(argv: list[str] | None = None, root: Path | None = None) -> int:
                               matrix_path=a.matrix, keep_going=not a.stop, exploratory=a.exploratory)
         if a.merge_into:
             # every report beside this one (reports/matrix/<entry>/: the latest run of each entry)
-            from harness.merge import merge
+            from harness.report.merge import merge
 
             dirs = sorted(p.parent for p in rdir.parent.glob("*/report.json") if p.parent != a.merge_into.resolve())
             mrc, _ = merge(dirs, a.merge_into, root=root, matrix_path=a.matrix,

@@ -13,9 +13,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from collections.abc import Callable
 
-from harness.config import BuildSpec, Config, ProjectSpec
-from harness.digest import file_sha256
-from harness.engine import run_process
+from harness.spec.config import BuildSpec, Config, ProjectSpec
+from harness.spec.digest import file_sha256
+from harness.process import run_process
 
 _SKIP_DIRS = {".git", "__pycache__", ".cache", "build"}
 

@@ -13,14 +13,14 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Callable
 
-from harness import criteria as C
-from harness import timing
-from harness.binfmt import BinaryFormatError, read_binary
-from harness.build import BuildResult
-from harness.compare import compare_bytes
-from harness.config import Config
-from harness.engine import ProcResult, closing_counts, run_process
-from harness.probes import Probes
+from harness.spec import criteria as C
+from harness.run import timing
+from harness.build.binfmt import BinaryFormatError, read_binary
+from harness.build.cmake import BuildResult
+from harness.run.compare import compare_bytes
+from harness.spec.config import Config
+from harness.process import ProcResult, closing_counts, run_process
+from harness.run.probes import Probes
 
 
 class CriterionFail(Exception):

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Callable
 
-from harness import criteria as C
-from harness.digest import criterion_digest
+from harness.spec import criteria as C
+from harness.spec.digest import criterion_digest
 from harness.errors import SchemaErrors
-from harness.yamlsrc import Located, YamlSyntaxError, load
+from harness.spec.yamlsrc import Located, YamlSyntaxError, load
 
 ID_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")

@@ -344,8 +344,8 @@ def _run_engine(argv: list[str], timeout: float, env: dict[str, str]) -> tuple[i
 
 def _engine_build(root: Path, name: str, cc: str | None, say) -> Path:
     """One of configs/engine.yaml's builds (`asan`, `stub`), through the harness's build code."""
-    from harness import build as B
-    from harness.config import load_config
+    from harness.build import cmake as B
+    from harness.spec.config import load_config
 
     old = os.environ.get("CC")
     if cc:
@@ -445,7 +445,7 @@ def main(argv: list[str] | None = None, root: Path | None = None) -> int:
     ap.add_argument("--cc", help="with --sanitizers: C compiler for the sanitizer build (default: CMake's)")
     ap.add_argument("--no-valgrind", action="store_true", help="with --sanitizers: skip the valgrind part")
     a = ap.parse_args(argv)
-    root = (root or Path(__file__).resolve().parent.parent).resolve()
+    root = (root or Path(__file__).resolve().parents[2]).resolve()
     say = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
     if a.seconds < 1:
         raise HarnessError("--seconds must be at least 1")
@@ -511,7 +511,7 @@ def main(argv: list[str] | None = None, root: Path | None = None) -> int:
 
 
 def _cli() -> int:
-    """`python -m harness.fuzz ...` (the same as `python -m harness fuzz ...`)."""
+    """`python -m harness.tools.fuzz ...` (the same as `python -m harness fuzz ...`)."""
     try:
         return main(sys.argv[1:])
     except HarnessError as e:

@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from harness.engine import run_process
+from harness.process import run_process
 
 
 def _first_line(argv: list[str], timeout: float = 10.0, last: bool = False) -> str | None:
@@ -50,7 +50,7 @@ def ram_gb() -> float | None:
 
 
 def _nvcc_version() -> str | None:
-    from harness.build import find_nvcc
+    from harness.build.cmake import find_nvcc
 
     nvcc = find_nvcc()
     if not nvcc:

@@ -75,7 +75,7 @@ def test_hostile_models_never_crash(good_model, tmp_path):
 
 
 def _slow_run(model: Path, dump: Path) -> list[str]:
-    return [str(KITE), "run", "--model", str(model), "--prompt", "1,2,3", "--steps", "200", "--dump", str(dump)]
+    return [str(KITE), "run", "--model", str(model), "--prompt", "1,2,3", "--steps", "60", "--dump", str(dump)]
 
 
 def _find_pid(marker: str, timeout: float = 20) -> int | None:

@@ -114,6 +114,14 @@ def matrix(session: nox.Session, entry: str) -> None:
 
 
 @nox.session
+def llamacpp(session: nox.Session) -> None:
+    """llama.cpp as a second engine under kite's criteria (regressions/engines/llamacpp.yaml): fetches
+    llama.cpp's source pinned by hash, builds it, runs the criteria (GPU ones SKIP without a GPU)."""
+    _install(session, *RUNTIME)
+    _harness(session, "verify", "regressions/engines/llamacpp.yaml", *session.posargs)
+
+
+@nox.session
 def fuzz(session: nox.Session) -> None:
     """libFuzzer over the GGUF reader and model loader (clang): nox -s fuzz -- --seconds 600"""
     _install(session, *RUNTIME)

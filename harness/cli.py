@@ -36,7 +36,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     from harness.build.cmake import build
 
     cfg = _config(args)
-    names = args.names or list(cfg.builds)
+    names = args.names or [n for n, b in cfg.builds.items() if not b.on_demand]
     for n in names:
         if n not in cfg.builds:
             raise HarnessError(f"unknown build {n!r}; builds in {cfg.path.name}: {', '.join(cfg.builds)}")
@@ -316,7 +316,7 @@ def make_parser(with_models: bool = True) -> argparse.ArgumentParser:
     sub.required = True
 
     b = sub.add_parser("build", help="build the engine (host cc) and the CUDA module (nvcc), separately")
-    b.add_argument("names", nargs="*", help="builds from configs/engine.yaml (default: all)")
+    b.add_argument("names", nargs="*", help="builds from configs/engine.yaml (default: all but those marked on_demand)")
     b.add_argument("--force", action="store_true", help="re-run CMake even when nothing changed")
     b.set_defaults(fn=cmd_build)
 

@@ -128,7 +128,7 @@ class Session:
 
 def existing_build(cfg: Config, name: str) -> BuildResult:
     b = cfg.bin_dir(name)
-    exe, mod = b / cfg.binary, b / cfg.module
+    exe, mod = b / cfg.binary_for(name), b / cfg.module
     return BuildResult(name, str(b), str(exe), str(mod),
                        PartResult("up-to-date" if exe.exists() else "failed", "" if exe.exists()
                                   else f"{exe} not built (--no-build)"),

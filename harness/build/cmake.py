@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from collections.abc import Callable
 
+from harness.build.external import ExternalSourceError, fetch
 from harness.spec.config import BuildSpec, Config, ProjectSpec
 from harness.spec.digest import file_sha256
 from harness.process import run_process
@@ -110,6 +111,11 @@ def cmake_project(cfg: Config, proj: ProjectSpec, bdir: Path, extra_defs: dict[s
     if not cmake:
         return PartResult("failed", "cmake not found on PATH")
     defs = {"CMAKE_BUILD_TYPE": cfg.build_type, **proj.options, **extra_defs}
+    for option, name in proj.external:  # pinned by hash: its folder enters the fingerprint by name only
+        try:
+            defs[option] = str(fetch(cfg.external[name]))
+        except ExternalSourceError as e:
+            return PartResult("failed", str(e), None, time.perf_counter() - t0)
     gen = _generator(cfg)
     fp = fingerprint([src] + [cfg.root / i for i in proj.inputs], excludes,
                      {"defs": defs, "gen": gen, "tools": tools, "env": env or {}})
@@ -151,11 +157,12 @@ def build(cfg: Config, name: str, *, force: bool = False, progress: Progress | N
     say = progress or (lambda s: None)
     t0 = time.perf_counter()
     bin_dir = cfg.bin_dir(name)
-    res = BuildResult(name, str(bin_dir), str(bin_dir / cfg.binary), str(bin_dir / cfg.module),
+    binary = cfg.binary_for(name)
+    res = BuildResult(name, str(bin_dir), str(bin_dir / binary), str(bin_dir / cfg.module),
                       PartResult("skipped"), PartResult("skipped", "no module project in this build"))
     if spec.prebuilt:
-        ok = (bin_dir / cfg.binary).exists()
-        res.engine = PartResult("prebuilt" if ok else "failed", "" if ok else f"{bin_dir / cfg.binary} not found")
+        ok = (bin_dir / binary).exists()
+        res.engine = PartResult("prebuilt" if ok else "failed", "" if ok else f"{bin_dir / binary} not found")
         res.module = PartResult("prebuilt" if (bin_dir / cfg.module).exists() else "skipped",
                                 "" if (bin_dir / cfg.module).exists() else "no module in the prebuilt folder")
         return res
@@ -171,15 +178,15 @@ def build(cfg: Config, name: str, *, force: bool = False, progress: Progress | N
                                     {"CMAKE_RUNTIME_OUTPUT_DIRECTORY": str(bin_dir)}, root / "logs" / "engine.log",
                                     excludes, tools, force)
         if res.engine.status == "built" or res.engine.status == "up-to-date":
-            exe = bin_dir / cfg.binary
+            exe = bin_dir / binary
             # the project may place the executable in its own binary folder: bring it into bin/
-            for cand in (root / "engine" / "bin" / cfg.binary, root / "engine" / cfg.binary):
+            for cand in (root / "engine" / "bin" / binary, root / "engine" / binary):
                 if cand.exists():
                     if not exe.exists() or _differs(cand, exe):
                         shutil.copy2(cand, exe)
                     break
             if not exe.exists():
-                res.engine = PartResult("failed", f"build succeeded but {cfg.binary} not found in "
+                res.engine = PartResult("failed", f"build succeeded but {binary} not found in "
                                                   f"{bin_dir} or {root / 'engine'}", res.engine.log)
         say(f"build {name}: engine {res.engine.status}" + (f" ({res.engine.reason})" if res.engine.reason else "")
             + f" [{res.engine.seconds:.1f} s]")

@@ -77,6 +77,11 @@ class Probes:
                 if shutil.which(cc):
                     return True, cc
             return False, "no host C compiler (cc, gcc, clang) found"
+        if req == "host_cxx":
+            for cxx in ("c++", "g++", "clang++"):
+                if shutil.which(cxx):
+                    return True, cxx
+            return False, "no host C++ compiler (c++, g++, clang++) found"
         if req == "cmake":
             return (True, "cmake") if shutil.which("cmake") else (False, "cmake not found")
         if req == "clang":

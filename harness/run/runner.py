@@ -79,7 +79,7 @@ def _values(ctx: Context, crit: C.Criterion, var: C.Variant, work: Path, case: d
     vals = {"bin": str(bin_dir), "module": str(bin_dir / ctx.cfg.module),
             "testmods": str(bin_dir / ctx.cfg.testmods_dir), "build": str(ctx.cfg.build_root(var.build)),
             "root": str(ctx.cfg.root), "work": str(work), "nonexistent": str(work / "nonexistent" / "no-such-file"),
-            "engine": str(bin_dir / ctx.cfg.binary), "engine_dir": str(bin_dir), **case}
+            "engine": str(bin_dir / ctx.cfg.binary_for(var.build)), "engine_dir": str(bin_dir), **case}
     if need_model:
         vals["model"] = str(ctx.model_path(crit.model))
     return vals

@@ -25,6 +25,17 @@ class ProjectSpec:
     source: str  # relative to the repository root
     options: dict[str, str]
     inputs: tuple[str, ...] = ()  # further folders whose change means a rebuild (e.g. native/include)
+    external: tuple[tuple[str, str], ...] = ()  # (CMake option, external source name): the option gets its folder
+
+
+@dataclass(frozen=True)
+class ExternalSource:
+    """Source a build needs but the repository does not hold: a pinned source distribution."""
+
+    name: str
+    pip_sdist: str  # one pinned version, e.g. "llama_cpp_python==0.3.36"
+    sha256: str  # of the archive
+    subdir: str  # the folder inside the archive's top folder that the build uses
 
 
 @dataclass(frozen=True)
@@ -34,6 +45,8 @@ class BuildSpec:
     module: ProjectSpec | None = None
     prebuilt: str | None = None  # a folder holding the engine (and module): no CMake at all
     extras: tuple[ProjectSpec, ...] = ()  # further host-compiler projects into bin/ (e.g. test modules)
+    binary: str | None = None  # this build's executable when it is not the engine's (another engine)
+    on_demand: bool = False  # built only for a criterion that uses it or when named, never by `build` alone
 
 
 @dataclass(frozen=True)
@@ -59,6 +72,7 @@ class Config:
     default_model: dict[str, Any]
     timeouts: dict[str, float]
     reports_dir: str
+    external: dict[str, ExternalSource] = field(default_factory=dict)
     raw: dict[str, Any] = field(repr=False, default_factory=dict)
 
     def timeout(self, name: str, default: float = 120.0) -> float:
@@ -66,6 +80,10 @@ class Config:
 
     def build_root(self, build: str) -> Path:
         return self.root / self.build_dir / build
+
+    def binary_for(self, build: str) -> str:
+        spec = self.builds.get(build)
+        return spec.binary if spec is not None and spec.binary else self.binary
 
     def bin_dir(self, build: str) -> Path:
         spec = self.builds.get(build)
@@ -101,16 +119,32 @@ def _project(value: Any, what: str) -> ProjectSpec | None:
     if value is None:
         return None
     v = _mapping(value, what)
-    unknown = set(v) - {"source", "options", "inputs"}
+    unknown = set(v) - {"source", "options", "inputs", "external"}
     if unknown:
-        raise ConfigError(f"engine.yaml: {what}: unknown key(s) {sorted(unknown)}; allowed: source, options, inputs")
+        raise ConfigError(f"engine.yaml: {what}: unknown key(s) {sorted(unknown)}; "
+                          "allowed: source, options, inputs, external")
     if not isinstance(v.get("source"), str):
         raise ConfigError(f"engine.yaml: {what}.source must be a path string")
     opts = _mapping(v.get("options"), f"{what}.options")
     inputs = v.get("inputs") or []
     if not isinstance(inputs, list):
         raise ConfigError(f"engine.yaml: {what}.inputs must be a list of folders")
-    return ProjectSpec(v["source"], {str(k): _opt(o) for k, o in opts.items()}, tuple(str(i) for i in inputs))
+    external = _mapping(v.get("external"), f"{what}.external")
+    return ProjectSpec(v["source"], {str(k): _opt(o) for k, o in opts.items()}, tuple(str(i) for i in inputs),
+                       tuple((str(k), str(x)) for k, x in external.items()))
+
+
+def _external(raw: Any) -> dict[str, ExternalSource]:
+    out = {}
+    for name, e in _mapping(raw, "external").items():
+        e = _mapping(e, f"external.{name}")
+        keys = {"pip_sdist", "sha256", "subdir"}
+        if set(e) != keys or not all(isinstance(e[k], str) and e[k] for k in keys):
+            raise ConfigError(f"engine.yaml: external.{name} needs exactly pip_sdist, sha256 and subdir (strings)")
+        if len(e["sha256"]) != 64 or any(c not in "0123456789abcdef" for c in e["sha256"]):
+            raise ConfigError(f"engine.yaml: external.{name}.sha256 must be 64 lowercase hex digits")
+        out[str(name)] = ExternalSource(str(name), e["pip_sdist"], e["sha256"], e["subdir"])
+    return out
 
 
 def _opt(v: Any) -> str:
@@ -137,10 +171,12 @@ def load_config(root: Path, path: Path | None = None) -> Config:
     builds = {}
     for name, b in _mapping(raw.get("builds"), "builds").items():
         b = _mapping(b, f"builds.{name}")
-        unknown = set(b) - {"engine", "module", "prebuilt", "extras"}
+        unknown = set(b) - {"engine", "module", "prebuilt", "extras", "binary", "on_demand"}
         if unknown:
             raise ConfigError(f"engine.yaml: builds.{name}: unknown key(s) {sorted(unknown)}; "
-                              "allowed: engine, module, prebuilt, extras")
+                              "allowed: engine, module, prebuilt, extras, binary, on_demand")
+        if not isinstance(b.get("on_demand", False), bool):
+            raise ConfigError(f"engine.yaml: builds.{name}.on_demand must be true or false")
         extras = b.get("extras") or []
         if not isinstance(extras, list):
             raise ConfigError(f"engine.yaml: builds.{name}.extras must be a list of projects")
@@ -150,9 +186,18 @@ def load_config(root: Path, path: Path | None = None) -> Config:
                                       _project(b.get("module"), f"builds.{name}.module"),
                                       str(b["prebuilt"]) if b.get("prebuilt") is not None else None,
                                       tuple(p for i, x in enumerate(extras)
-                                            if (p := _project(x, f"builds.{name}.extras[{i}]")) is not None))
+                                            if (p := _project(x, f"builds.{name}.extras[{i}]")) is not None),
+                                      _platform_name(b["binary"], f"builds.{name}.binary") if "binary" in b else None,
+                                      b.get("on_demand", False))
     if not builds:
         raise ConfigError("engine.yaml: `builds` defines no build")
+    external = _external(raw.get("external"))
+    for b in builds.values():
+        for proj in (b.engine, b.module, *b.extras):
+            for opt, src in proj.external if proj else ():
+                if src not in external:
+                    raise ConfigError(f"engine.yaml: builds.{b.name}: {opt} names external source {src!r}, "
+                                      f"which `external` does not define")
     bld = _mapping(raw.get("build"), "build")
     models = _mapping(raw.get("models"), "models")
     default_model = models.get("default", {"recipe": "tiny"})
@@ -182,5 +227,6 @@ def load_config(root: Path, path: Path | None = None) -> Config:
         default_model=dict(default_model),
         timeouts=timeouts,
         reports_dir=str(_mapping(raw.get("reports"), "reports").get("dir", "reports")),
+        external=external,
         raw=raw,
     )

@@ -1,0 +1,453 @@
+/* kite_llama.c - llama.cpp behind kite's engine command line, so kite's criteria can judge it.
+ *
+ *   kite-llama info [--json]
+ *   kite-llama run --model M.gguf --prompt 1,2,3 [--steps N] [--mt M] [--threads T] [--iters K]
+ *                  [--ngl L] [--kv-type f32|f16] [--flash-attn off|on|auto] [--dump DIR] [--json]
+ *
+ * A request: clear the sequence (outside the window), then inside the timed window decode the P
+ * prompt tokens as one batch (llama.cpp splits it into micro-batches of --mt rows) and greedily
+ * decode N steps, each generated token fed back. Every row's final normed hidden state
+ * (embeddings, pooling none) and logits are kept: h_out.f32 [P+N, E], logits.f32 [P+N, V].
+ * Defaults follow kite's numerics (KV cache in f32, flash attention off), as llama.cpp's reference
+ * logits in tests/data/qwen35 were made; `--kv-type f16 --flash-attn auto` are llama.cpp's own defaults.
+ * Exit status as kite's: 0 success, 1 runtime failure ("kite-llama: error: ..."), 2 usage. */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ggml-backend.h"
+#include "llama.h"
+
+#include "json.h"
+#include "platform.h"
+
+#define MAX_PROMPT 65536
+
+typedef struct run_options {
+    const char *model_path;
+    const char *dump_dir;
+    int32_t *prompt; /* [n_prompt] token ids */
+    int n_prompt;
+    int steps;
+    int rows_per_pass; /* --mt: llama.cpp's n_ubatch */
+    int threads;
+    int iters;
+    int gpu_layers; /* --ngl: -1 = all when a GPU device exists, else 0 */
+    int kv_f16;     /* --kv-type f16 (default f32) */
+    enum llama_flash_attn_type flash_attn;
+    int json;
+} run_options;
+
+static void die(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("kite-llama: error: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(1);
+}
+
+static void usage(const char *why) {
+    fprintf(stderr,
+            "kite-llama: %s\n"
+            "usage: kite-llama info [--json]\n"
+            "       kite-llama run --model M.gguf --prompt 1,2,3 [--steps N] [--mt M] [--threads T]\n"
+            "                      [--iters K] [--ngl L] [--kv-type f32|f16] [--flash-attn off|on|auto]\n"
+            "                      [--dump DIR] [--json]\n",
+            why);
+    exit(2);
+}
+
+/* llama.cpp logs to stderr by default; keep warnings and errors only. */
+static void quiet_log(enum ggml_log_level level, const char *text, void *user_data) {
+    (void)user_data;
+    if (level >= GGML_LOG_LEVEL_WARN)
+        fputs(text, stderr);
+}
+
+static int parse_int(const char *s, int lo, int hi, int *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
+static int parse_prompt(const char *s, run_options *o) {
+    o->prompt = malloc(MAX_PROMPT * sizeof *o->prompt);
+    if (!o->prompt)
+        return -1;
+    for (const char *p = s; *p;) {
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (errno || end == p || v < 0 || v > INT32_MAX || o->n_prompt >= MAX_PROMPT || (*end && *end != ','))
+            return -1;
+        o->prompt[o->n_prompt++] = (int32_t)v;
+        p = *end == ',' ? end + 1 : end;
+        if (*end == ',' && *p == '\0')
+            return -1;
+    }
+    return o->n_prompt > 0 ? 0 : -1;
+}
+
+static int write_file_atomic(const char *dir, const char *name, const void *data, size_t n) {
+    char path[4096], tmp[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    snprintf(tmp, sizeof tmp, "%s/.%s.tmp", dir, name);
+    FILE *f = fopen(tmp, "wb");
+    if (!f)
+        return -1;
+    size_t written = n ? fwrite(data, 1, n, f) : 0;
+    int bad = (written != n) | (fclose(f) != 0);
+    if (bad || kt_rename_replace(tmp, path) != 0) {
+        remove(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+static const char *device_kind(enum ggml_backend_dev_type t) {
+    switch (t) {
+    case GGML_BACKEND_DEVICE_TYPE_CPU: return "cpu";
+    case GGML_BACKEND_DEVICE_TYPE_GPU: return "gpu";
+    case GGML_BACKEND_DEVICE_TYPE_IGPU: return "igpu";
+    default: return "accel";
+    }
+}
+
+static int gpu_device_count(void) {
+    int n = 0;
+    for (size_t i = 0; i < ggml_backend_dev_count(); i++) {
+        enum ggml_backend_dev_type t = ggml_backend_dev_type(ggml_backend_dev_get(i));
+        n += t == GGML_BACKEND_DEVICE_TYPE_GPU || t == GGML_BACKEND_DEVICE_TYPE_IGPU;
+    }
+    return n;
+}
+
+static const char *flash_attn_name(enum llama_flash_attn_type t) {
+    return t == LLAMA_FLASH_ATTN_TYPE_ENABLED ? "on" : t == LLAMA_FLASH_ATTN_TYPE_DISABLED ? "off" : "auto";
+}
+
+/* The "backend" object of info and meta.json: what llama.cpp can prove about where it ran. */
+static void json_backend(kt_json *j, int gpu_layers) {
+    const char *no_graphs = getenv("GGML_CUDA_DISABLE_GRAPHS");
+    json_obj_begin(j, "backend");
+    json_str(j, "engine", "llama.cpp");
+    json_str(j, "system_info", llama_print_system_info());
+    json_int(j, "gpu_devices", gpu_device_count());
+    json_bool(j, "available", gpu_device_count() > 0);
+    json_int(j, "gpu_layers", gpu_layers);
+    json_bool(j, "cuda_graphs_disabled", no_graphs && *no_graphs && strcmp(no_graphs, "0") != 0);
+    json_arr_begin(j, "devices");
+    for (size_t i = 0; i < ggml_backend_dev_count(); i++) {
+        ggml_backend_dev_t dev = ggml_backend_dev_get(i);
+        json_obj_begin(j, NULL);
+        json_str(j, "name", ggml_backend_dev_name(dev));
+        json_str(j, "description", ggml_backend_dev_description(dev));
+        json_str(j, "type", device_kind(ggml_backend_dev_type(dev)));
+        json_obj_end(j);
+    }
+    json_arr_end(j);
+    json_obj_end(j);
+}
+
+static int cmd_info(int argc, char **argv) {
+    int as_json = 0;
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--json"))
+            as_json = 1;
+        else
+            usage("unknown option for info");
+    }
+    kt_json j;
+    json_init(&j);
+    json_obj_begin(&j, NULL);
+    json_str(&j, "engine", "llama.cpp");
+    json_int(&j, "threads_default", kt_cpu_count());
+    json_backend(&j, gpu_device_count() > 0 ? -1 : 0);
+    json_obj_end(&j);
+    if (as_json)
+        printf("%s\n", j.buf);
+    else
+        printf("llama.cpp: %d GPU device(s); %s\n", gpu_device_count(), llama_print_system_info());
+    json_free(&j);
+    return 0;
+}
+
+static void parse_run_options(int argc, char **argv, run_options *o) {
+    o->rows_per_pass = 1;
+    o->iters = 1;
+    o->gpu_layers = -1;
+    o->flash_attn = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int bad = 0;
+        if (!strcmp(a, "--json")) {
+            o->json = 1;
+            continue;
+        }
+        if (!v)
+            usage("an option is missing its value");
+        if (!strcmp(a, "--model")) o->model_path = v;
+        else if (!strcmp(a, "--dump")) o->dump_dir = v;
+        else if (!strcmp(a, "--prompt")) bad = parse_prompt(v, o);
+        else if (!strcmp(a, "--steps")) bad = parse_int(v, 0, 1 << 20, &o->steps);
+        else if (!strcmp(a, "--mt")) bad = parse_int(v, 1, 4096, &o->rows_per_pass);
+        else if (!strcmp(a, "--threads")) bad = parse_int(v, 0, 1024, &o->threads);
+        else if (!strcmp(a, "--iters")) bad = parse_int(v, 1, 1000, &o->iters);
+        else if (!strcmp(a, "--ngl")) bad = parse_int(v, -1, 100000, &o->gpu_layers);
+        else if (!strcmp(a, "--kv-type")) {
+            bad = strcmp(v, "f32") && strcmp(v, "f16");
+            o->kv_f16 = !strcmp(v, "f16");
+        } else if (!strcmp(a, "--flash-attn")) {
+            if (!strcmp(v, "off")) o->flash_attn = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+            else if (!strcmp(v, "on")) o->flash_attn = LLAMA_FLASH_ATTN_TYPE_ENABLED;
+            else if (!strcmp(v, "auto")) o->flash_attn = LLAMA_FLASH_ATTN_TYPE_AUTO;
+            else bad = 1;
+        }
+        else usage("unknown option for run");
+        if (bad)
+            usage("an option has a bad value");
+        i++;
+    }
+    if (!o->model_path || !o->n_prompt)
+        usage("run needs --model and --prompt");
+    if (o->threads == 0)
+        o->threads = kt_cpu_count();
+    if (o->gpu_layers < 0)
+        o->gpu_layers = gpu_device_count() > 0 ? 100000 : 0;
+}
+
+/* Greedy pick: the largest logit, the lowest index on a tie (kite's rule). */
+static int32_t greedy(const float *logits, int n_vocab) {
+    int32_t best = 0;
+    for (int32_t i = 1; i < n_vocab; i++)
+        if (logits[i] > logits[best])
+            best = i;
+    return best;
+}
+
+static void decode_or_die(struct llama_context *ctx, struct llama_batch batch, const char *what) {
+    int32_t rc = llama_decode(ctx, batch);
+    if (rc != 0)
+        die("llama_decode (%s) returned %d", what, rc);
+}
+
+static void copy_row(struct llama_context *ctx, int32_t index, float *h_row, int n_embd, float *logits_row,
+                     int n_vocab) {
+    const float *h = llama_get_embeddings_ith(ctx, index);
+    const float *l = llama_get_logits_ith(ctx, index);
+    if (!h || !l)
+        die("llama.cpp returned no output for row %d", index);
+    memcpy(h_row, h, (size_t)n_embd * sizeof(float));
+    memcpy(logits_row, l, (size_t)n_vocab * sizeof(float));
+}
+
+static int64_t count_nonfinite(const float *x, size_t n) {
+    int64_t bad = 0;
+    for (size_t i = 0; i < n; i++)
+        bad += !isfinite(x[i]);
+    return bad;
+}
+
+static void json_doubles(kt_json *j, const char *key, const double *v, int n) {
+    json_arr_begin(j, key);
+    for (int i = 0; i < n; i++)
+        json_num(j, NULL, v[i]);
+    json_arr_end(j);
+}
+
+static int cmd_run(int argc, char **argv) {
+    run_options o = {0};
+    parse_run_options(argc, argv, &o);
+    const int rows = o.n_prompt + o.steps; /* P + N */
+
+    double t0 = kt_now_ms();
+    struct llama_model_params mp = llama_model_default_params();
+    mp.n_gpu_layers = o.gpu_layers;
+    struct llama_model *model = llama_model_load_from_file(o.model_path, mp);
+    if (!model)
+        die("%s: llama.cpp could not load the model", o.model_path);
+    double load_ms = kt_now_ms() - t0;
+
+    const struct llama_vocab *vocab = llama_model_get_vocab(model);
+    const int n_embd = llama_model_n_embd(model);
+    const int n_vocab = llama_vocab_n_tokens(vocab);
+    for (int i = 0; i < o.n_prompt; i++)
+        if (o.prompt[i] >= n_vocab)
+            die("prompt token %d is outside the vocabulary (%d)", o.prompt[i], n_vocab);
+
+    struct llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = (uint32_t)rows;
+    cp.n_batch = (uint32_t)(o.n_prompt > o.rows_per_pass ? o.n_prompt : o.rows_per_pass);
+    cp.n_ubatch = (uint32_t)o.rows_per_pass;
+    cp.n_seq_max = 1;
+    cp.n_threads = o.threads;
+    cp.n_threads_batch = o.threads;
+    cp.embeddings = true;
+    cp.pooling_type = LLAMA_POOLING_TYPE_NONE;
+    cp.no_perf = false;
+    cp.op_offload = o.gpu_layers > 0; /* a CPU run stays on the CPU */
+    cp.type_k = o.kv_f16 ? GGML_TYPE_F16 : GGML_TYPE_F32;
+    cp.type_v = cp.type_k;
+    cp.flash_attn_type = o.flash_attn;
+    t0 = kt_now_ms();
+    struct llama_context *ctx = llama_init_from_model(model, cp);
+    if (!ctx)
+        die("llama.cpp could not create a context of %d rows", rows);
+    double prepare_ms = kt_now_ms() - t0;
+
+    float *h_all = malloc((size_t)rows * n_embd * sizeof(float));          /* [P+N, E] */
+    float *logits_all = malloc((size_t)rows * n_vocab * sizeof(float));    /* [P+N, V] */
+    int32_t *tokens = malloc((size_t)(o.steps > 0 ? o.steps : 1) * sizeof(int32_t)); /* [N] */
+    double *request_ms = calloc((size_t)o.iters, sizeof(double));
+    double *prefill_ms = calloc((size_t)o.iters, sizeof(double));
+    double *decode_ms = calloc((size_t)o.iters, sizeof(double));
+    struct llama_batch prompt_batch = llama_batch_init(o.n_prompt, 0, 1);
+    struct llama_batch step_batch = llama_batch_init(1, 0, 1);
+    if (!h_all || !logits_all || !tokens || !request_ms || !prefill_ms || !decode_ms)
+        die("out of memory for %d rows", rows);
+
+    for (int iter = 0; iter < o.iters; iter++) {
+        llama_memory_clear(llama_get_memory(ctx), true);
+        prompt_batch.n_tokens = o.n_prompt;
+        for (int i = 0; i < o.n_prompt; i++) {
+            prompt_batch.token[i] = o.prompt[i];
+            prompt_batch.pos[i] = i;
+            prompt_batch.n_seq_id[i] = 1;
+            prompt_batch.seq_id[i][0] = 0;
+            prompt_batch.logits[i] = 1; /* every prompt row's outputs are kept */
+        }
+        double start = kt_now_ms();
+        decode_or_die(ctx, prompt_batch, "prompt");
+        for (int i = 0; i < o.n_prompt; i++)
+            copy_row(ctx, i, h_all + (size_t)i * n_embd, n_embd, logits_all + (size_t)i * n_vocab, n_vocab);
+        double prompt_done = kt_now_ms();
+        for (int s = 0; s < o.steps; s++) {
+            const int row = o.n_prompt + s;
+            tokens[s] = greedy(logits_all + (size_t)(row - 1) * n_vocab, n_vocab);
+            step_batch.n_tokens = 1;
+            step_batch.token[0] = tokens[s];
+            step_batch.pos[0] = row;
+            step_batch.n_seq_id[0] = 1;
+            step_batch.seq_id[0][0] = 0;
+            step_batch.logits[0] = 1;
+            decode_or_die(ctx, step_batch, "decode step");
+            copy_row(ctx, 0, h_all + (size_t)row * n_embd, n_embd, logits_all + (size_t)row * n_vocab, n_vocab);
+        }
+        double end = kt_now_ms();
+        request_ms[iter] = end - start;
+        prefill_ms[iter] = prompt_done - start;
+        decode_ms[iter] = end - prompt_done;
+    }
+
+    kt_json j;
+    json_init(&j);
+    json_obj_begin(&j, NULL);
+    json_str(&j, "engine", "llama.cpp");
+    json_obj_begin(&j, "model");
+    json_str(&j, "path", o.model_path);
+    json_int(&j, "bytes", (int64_t)llama_model_size(model));
+    json_int(&j, "n_embd", n_embd);
+    json_int(&j, "n_vocab", n_vocab);
+    json_obj_end(&j);
+    json_obj_begin(&j, "request");
+    json_arr_begin(&j, "prompt");
+    for (int i = 0; i < o.n_prompt; i++)
+        json_int(&j, NULL, o.prompt[i]);
+    json_arr_end(&j);
+    json_int(&j, "prompt_len", o.n_prompt);
+    json_int(&j, "steps", o.steps);
+    json_int(&j, "mt", o.rows_per_pass);
+    json_int(&j, "threads", o.threads);
+    json_int(&j, "iters", o.iters);
+    json_obj_end(&j);
+    json_arr_begin(&j, "tokens");
+    for (int s = 0; s < o.steps; s++)
+        json_int(&j, NULL, tokens[s]);
+    json_arr_end(&j);
+    json_obj_begin(&j, "shapes");
+    json_arr_begin(&j, "h_out");
+    json_int(&j, NULL, rows);
+    json_int(&j, NULL, n_embd);
+    json_arr_end(&j);
+    json_arr_begin(&j, "logits");
+    json_int(&j, NULL, rows);
+    json_int(&j, NULL, n_vocab);
+    json_arr_end(&j);
+    json_obj_end(&j);
+    json_backend(&j, o.gpu_layers);
+    json_obj_begin(&j, "options");
+    json_str(&j, "kv_type", o.kv_f16 ? "f16" : "f32");
+    json_str(&j, "flash_attn", flash_attn_name(o.flash_attn));
+    json_obj_end(&j);
+    json_obj_begin(&j, "counters");
+    json_int(&j, "gpu_layers", o.gpu_layers);
+    json_int(&j, "gpu_devices", gpu_device_count());
+    json_int(&j, "graph_reuses", llama_perf_context(ctx).n_reused);
+    json_obj_end(&j);
+    json_obj_begin(&j, "nonfinite");
+    json_int(&j, "h_out", count_nonfinite(h_all, (size_t)rows * n_embd));
+    json_int(&j, "logits", count_nonfinite(logits_all, (size_t)rows * n_vocab));
+    json_obj_end(&j);
+    json_obj_begin(&j, "timings");
+    json_num(&j, "load_ms", load_ms);
+    json_num(&j, "prepare_ms", prepare_ms);
+    json_doubles(&j, "request_ms", request_ms, o.iters);
+    json_doubles(&j, "prefill_ms", prefill_ms, o.iters);
+    json_doubles(&j, "decode_ms", decode_ms, o.iters);
+    json_obj_end(&j);
+    json_obj_end(&j);
+    if (j.oom)
+        die("out of memory writing meta.json");
+
+    if (o.dump_dir) {
+        if (kt_mkdir_p(o.dump_dir) != 0)
+            die("%s: cannot create the dump folder", o.dump_dir);
+        if (write_file_atomic(o.dump_dir, "h_out.f32", h_all, (size_t)rows * n_embd * sizeof(float)) ||
+            write_file_atomic(o.dump_dir, "logits.f32", logits_all, (size_t)rows * n_vocab * sizeof(float)) ||
+            write_file_atomic(o.dump_dir, "meta.json", j.buf, j.len))
+            die("%s: cannot write the dumps", o.dump_dir);
+    }
+    if (o.json)
+        printf("%s\n", j.buf);
+
+    json_free(&j);
+    llama_batch_free(prompt_batch);
+    llama_batch_free(step_batch);
+    free(h_all);
+    free(logits_all);
+    free(tokens);
+    free(request_ms);
+    free(prefill_ms);
+    free(decode_ms);
+    free(o.prompt);
+    llama_free(ctx);
+    llama_model_free(model);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2)
+        usage("no command");
+    llama_log_set(quiet_log, NULL);
+    llama_backend_init();
+    int rc;
+    if (!strcmp(argv[1], "info"))
+        rc = cmd_info(argc - 2, argv + 2);
+    else if (!strcmp(argv[1], "run"))
+        rc = cmd_run(argc - 2, argv + 2);
+    else
+        usage("unknown command");
+    llama_backend_free();
+    return rc;
+}

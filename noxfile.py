@@ -44,7 +44,8 @@ def build(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """pytest: the harness's unit tests and the native integration tests."""
     _install(session, *TESTS)
-    session.run("python", "-m", "pytest", "-q", "-m", "not timing", *(session.posargs or ["tests"]), external=True)
+    session.run("python", "-m", "pytest", "-q", "-m", "not timing and not llamacpp", *(session.posargs or ["tests"]),
+                external=True)
 
 
 @nox.session
@@ -117,7 +118,8 @@ def matrix(session: nox.Session, entry: str) -> None:
 def llamacpp(session: nox.Session) -> None:
     """llama.cpp as a second engine under kite's criteria (regressions/engines/llamacpp.yaml): fetches
     llama.cpp's source pinned by hash, builds it, runs the criteria (GPU ones SKIP without a GPU)."""
-    _install(session, *RUNTIME)
+    _install(session, *TESTS)
+    session.run("python", "-m", "pytest", "-q", "-m", "llamacpp", "tests", external=True)
     _harness(session, "verify", "regressions/engines/llamacpp.yaml", *session.posargs)
 
 

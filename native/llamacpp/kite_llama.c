@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "ggml-backend.h"
+struct gguf_context; /* llama.h names it in a prototype before declaring it (a C-only warning) */
 #include "llama.h"
 
 #include "json.h"
@@ -63,10 +64,12 @@ static void usage(const char *why) {
     exit(2);
 }
 
-/* llama.cpp logs to stderr by default; keep warnings and errors only. */
+/* llama.cpp logs to stderr by default; keep its errors only. */
 static void quiet_log(enum ggml_log_level level, const char *text, void *user_data) {
-    (void)user_data;
-    if (level >= GGML_LOG_LEVEL_WARN)
+    int *last_level = user_data; /* a CONT line continues the message before it */
+    if (level != GGML_LOG_LEVEL_CONT)
+        *last_level = (int)level;
+    if (*last_level == GGML_LOG_LEVEL_ERROR)
         fputs(text, stderr);
 }
 
@@ -439,7 +442,8 @@ static int cmd_run(int argc, char **argv) {
 int main(int argc, char **argv) {
     if (argc < 2)
         usage("no command");
-    llama_log_set(quiet_log, NULL);
+    static int last_log_level = GGML_LOG_LEVEL_NONE;
+    llama_log_set(quiet_log, &last_log_level);
     llama_backend_init();
     int rc;
     if (!strcmp(argv[1], "info"))

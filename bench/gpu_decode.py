@@ -5,13 +5,21 @@ For each model it measures, through the engine's command line only:
   * the M=1 decode step time with the CUDA graph on (default) and off (KITE_CUDA_GRAPH=0),
   * the achieved weight bandwidth (weight bytes read per token / step time),
   * prefill throughput with --mt 4 against --mt 1 (default gates, and with KITE_CUDA_GRAPH_M=1),
+  * with --long-context N: the decode step after an N-token prompt against after a 64-token one,
 in --rounds rounds that alternate the configurations (a ratio is taken within each round, then
 the median and range over the rounds are reported), and, in the same run, a device-to-device
-copy bandwidth (torch if importable, else skipped); then prints a Markdown table and optionally
-writes it (and the raw numbers as JSON).
+copy bandwidth (torch if importable, else skipped); then prints a Markdown table (with the % of
+copy bandwidth per model and, given a Q8_0 and a Q4_0 model, Q4_0's decode speed over Q8_0's)
+and optionally writes it (and the raw numbers as JSON).
 
 Models are GGUF files (e.g. from `python3 -m harness models gen qwen35-0.8b --type q8_0`);
---gen TYPE... generates them into --models-dir first.
+--gen TYPE... takes them from the harness's model cache in --models-dir (generating them first).
+
+--require NAME>=X judges a registered claim from this run (regressions/fused-pass.yaml): it prints
+`PASS NAME ...` or `FAIL NAME ...` and the exit status is 1 if any fails. Names: q4_over_q8 (median
+over rounds of Q8_0's graph step time over Q4_0's), copy_fraction (the Q8_0 model's weight bytes
+per graph step time over the copy bandwidth, median over rounds), tok_s (the Q8_0 model's graph
+tokens/s). --decode-only skips the stream and prefill configurations.
 
     python3 bench/gpu_decode.py --kite build/x/bin/kite --gen q8_0 q4_0 --md report.md
 """
@@ -22,6 +30,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -29,7 +38,9 @@ import time
 from pathlib import Path
 
 
+REPO = Path(__file__).resolve().parents[1]
 THREADS: list[str] = []
+REQUIRE_RE = re.compile(r"^(q4_over_q8|copy_fraction|tok_s)>=(\d+(?:\.\d+)?)$")
 
 
 def run_engine(
@@ -111,14 +122,25 @@ def _checked(label: str, mt: int, env: dict[str, str], c: dict) -> None:
         raise RuntimeError(f"KITE_CUDA_GRAPH_M=1 did not replay an M-row graph: {c}")
 
 
+def bench_prompt(n: int) -> list[int]:
+    return [(i * 7919 + 13) % 500 + 1 for i in range(n)]
+
+
 def bench_model(
-    kite: str, model: Path, prompt_len: int, steps: int, iters: int, check: bool = True, rounds: int = 1
+    kite: str, model: Path, prompt_len: int, steps: int, iters: int, check: bool = True, rounds: int = 1,
+    decode_only: bool = False, long_context: int = 0
 ) -> dict:
-    prompt = [(i * 7919 + 13) % 500 + 1 for i in range(prompt_len)]
+    prompt = bench_prompt(prompt_len)
     res: dict = {"model": model.name, "rounds": rounds}
     per: dict[str, list[float]] = {}  # label -> the round medians (ms)
+    contexts = ((64, "ctx64"), (long_context, "ctx_long")) if long_context else ()
     for _ in range(rounds):
-        for label, plen, mt, env in DECODE:
+        for plen, key in contexts:  # the decode step after a short and a long prompt (--mt 4 prefill)
+            meta = run_engine(kite, model, bench_prompt(plen), steps, 4, iters, {})
+            if check:
+                _checked("graph", 1, {}, meta["counters"])
+            per.setdefault(key, []).append(median([d / steps for d in meta["timings"]["decode_ms"]]))
+        for label, plen, mt, env in DECODE[:1] if decode_only else DECODE:
             meta = run_engine(kite, model, prompt[:plen], steps, mt, iters, env)
             if check:
                 _checked(label, mt, env, meta["counters"])
@@ -129,17 +151,24 @@ def bench_model(
             per.setdefault(label, []).append(median(dec))
             res["weight_bytes"] = meta["model"]["weight_bytes"]
             res["backend"] = meta["backend"]
-        for key, mt, env in PREFILL:
+        for key, mt, env in () if decode_only else PREFILL:
             meta = run_engine(kite, model, prompt, 0, mt, iters, env)
             if check:
                 _checked(key, mt, env, meta["counters"])
             res[key] = {"counters": meta["counters"]}
             per.setdefault(key, []).append(median(meta["timings"]["prefill_ms"]))
     wb = res["weight_bytes"]
-    for label, *_ in DECODE:
+    for label, *_ in DECODE[:1] if decode_only else DECODE:
         ms = median(per[label])
         res[label].update({"step_ms": ms, "step_ms_rounds": per[label], "tokens_per_s": 1e3 / ms,
-                           "weight_gbps": wb / (ms / 1e3) / 1e9})
+                           "weight_gbps": wb / (ms / 1e3) / 1e9,
+                           "weight_gbps_rounds": [wb / (x / 1e3) / 1e9 for x in per[label]]})
+    if long_context:
+        res["long_context"] = {"tokens": long_context, "ctx64_ms_rounds": per["ctx64"],
+                               "ctx_long_ms_rounds": per["ctx_long"],
+                               "slowdown": round_ratios(per["ctx_long"], per["ctx64"])}
+    if decode_only:
+        return res
     for key, *_ in PREFILL:
         ms = median(per[key])
         res[key].update({"ms": ms, "ms_rounds": per[key], "rows_per_s": prompt_len / (ms / 1e3)})
@@ -147,6 +176,51 @@ def bench_model(
     res["prefill_speedup_mt4"] = round_ratios(per["prefill_mt1"], per["prefill_mt4"])
     res["prefill_speedup_mt4_graph_m"] = round_ratios(per["prefill_mt1"], per["prefill_mt4_graph_m"])
     return res
+
+
+def model_type(name: str) -> str | None:
+    """The weight type in a model file's name (q8_0, q4_0, ...), None if it names none."""
+    m = re.search(r"(?:^|[-_.])(q8_0|q4_0|f16|bf16|f32)(?:[-_.]|$)", name.lower())
+    return m.group(1) if m else None
+
+
+def claims(results: list[dict], copy: dict | None) -> dict[str, dict]:
+    """The registered claims this run can judge: name -> value, per-round values, what it is."""
+    by_type = {model_type(r["model"]): r for r in results}
+    out: dict[str, dict] = {}
+    q8, q4 = by_type.get("q8_0"), by_type.get("q4_0")
+    if q8 and q4:
+        r = round_ratios(q8["graph"]["step_ms_rounds"], q4["graph"]["step_ms_rounds"])
+        out["q4_over_q8"] = {"value": r["median"], "rounds": r["rounds"],
+                             "what": "Q4_0 graph decode tok/s over Q8_0's (median over rounds)"}
+    if q8:
+        out["tok_s"] = {"value": q8["graph"]["tokens_per_s"], "rounds": [1e3 / x for x in q8["graph"]["step_ms_rounds"]],
+                        "what": "Q8_0 graph decode tok/s (median over rounds)"}
+        if copy:
+            fr = [g / copy["gbps_rw"] for g in q8["graph"]["weight_gbps_rounds"]]
+            out["copy_fraction"] = {"value": median(fr), "rounds": fr,
+                                    "what": f"Q8_0 weight GB/s over the copy bandwidth {copy['gbps_rw']:.0f} GB/s"}
+    return out
+
+
+def judge(requires: list[str], found: dict[str, dict]) -> tuple[list[str], bool]:
+    """One PASS / FAIL line per requirement NAME>=X; a claim this run could not measure fails."""
+    lines, ok = [], True
+    for spec in requires:
+        m = REQUIRE_RE.match(spec.replace(" ", ""))
+        name, thr = m.group(1), float(m.group(2))
+        c = found.get(name)
+        if c is None:
+            lines.append(f"FAIL {name}: not measured in this run (needs a Q8_0 model, a Q4_0 one for q4_over_q8, "
+                         "and the copy bandwidth for copy_fraction)")
+            ok = False
+            continue
+        passed = c["value"] >= thr
+        ok = ok and passed
+        rounds = ", ".join(f"{x:.3f}" for x in c["rounds"])
+        lines.append(f"{'PASS' if passed else 'FAIL'} {name}: {c['value']:.3f} {'>=' if passed else '<'} {thr:g} "
+                     f"({c['what']}; rounds: {rounds})")
+    return lines, ok
 
 
 def _ratio_cell(r: dict) -> str:
@@ -182,6 +256,8 @@ def markdown(results: list[dict], copy: dict | None, args: argparse.Namespace) -
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in results:
+        if "stream" not in r:  # --decode-only
+            continue
         g, s = r["graph"], r["stream"]
         pct = f"{100 * g['weight_gbps'] / copy['gbps_rw']:.0f}%" if copy else "n/a"
         lines.append(
@@ -196,7 +272,22 @@ def markdown(results: list[dict], copy: dict | None, args: argparse.Namespace) -
         "Step time = the engine's decode window / steps (host-side, including the per-step copy of "
         "h_out and logits back to the host). M=4 / M=1: prefill rows/s under the default gates "
         "(the M-row passes in stream mode); per-M graphs: the same M=4 prefill with KITE_CUDA_GRAPH_M=1.",
+        "",
     ]
+    for r in results:
+        g = r["graph"]
+        pct = f", {100 * g['weight_gbps'] / copy['gbps_rw']:.0f}% of copy" if copy else ""
+        lines.append(f"- {r['model']}: graph decode {g['tokens_per_s']:.0f} tok/s, {g['weight_gbps']:.0f} GB/s of "
+                     f"weights{pct}.")
+        lc = r.get("long_context")
+        if lc:
+            lines.append(f"  Decode after {lc['tokens']} prompt tokens over after 64: "
+                         f"{_ratio_cell(lc['slowdown'])} ({median(lc['ctx_long_ms_rounds']):.3f} against "
+                         f"{median(lc['ctx64_ms_rounds']):.3f} ms/token).")
+    q = claims(results, copy).get("q4_over_q8")
+    if q:
+        lines.append(f"- Q4_0 decode tok/s over Q8_0's: {q['value']:.2f}x (rounds: "
+                     + ", ".join(f"{x:.2f}" for x in q["rounds"]) + ").")
     return "\n".join(lines) + "\n"
 
 
@@ -212,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
         help="generate qwen35-0.8b of these types (q8_0, q4_0) with the harness first",
     )
     ap.add_argument("--recipe", default="qwen35-0.8b")
-    ap.add_argument("--models-dir", type=Path, default=Path("models"))
+    ap.add_argument("--models-dir", type=Path, default=REPO / "models")
     ap.add_argument("--steps", type=int, default=64)
     ap.add_argument("--prompt-len", type=int, default=64)
     ap.add_argument("--iters", type=int, default=5, help="requests per engine run (the run's median is used)")
@@ -222,42 +313,51 @@ def main(argv: list[str] | None = None) -> int:
         "--no-check", action="store_true", help="do not require the device counters (a CPU-only dry run of the script)"
     )
     ap.add_argument("--no-copy", action="store_true", help="skip the device-to-device copy bandwidth (torch)")
+    ap.add_argument("--decode-only", action="store_true", help="only the graph decode configuration")
+    ap.add_argument("--long-context", type=int, default=0, metavar="N",
+                    help="also time the decode step after an N-token prompt against after 64 tokens")
+    ap.add_argument("--require", action="append", default=[], metavar="NAME>=X",
+                    help="judge a claim: q4_over_q8>=X, copy_fraction>=X or tok_s>=X (repeatable)")
     ap.add_argument("--md", type=Path, help="write the Markdown table here")
     ap.add_argument("--json", type=Path, help="write the raw numbers here")
     args = ap.parse_args(argv)
 
     if args.threads:
         THREADS[:] = ["--threads", str(args.threads)]
+    for spec in args.require:
+        if not REQUIRE_RE.match(spec.replace(" ", "")):
+            ap.error(f"--require {spec!r}: write NAME>=X with NAME one of q4_over_q8, copy_fraction, tok_s")
     models = list(args.models)
-    for t in args.gen:
-        out = args.models_dir / f"{args.recipe}-{t}.gguf"
-        if not out.exists():
-            args.models_dir.mkdir(parents=True, exist_ok=True)
+    if args.gen:
+        sys.path.insert(0, str(REPO))
+        from harness.models import ensure_model  # the harness's model cache: the files verify uses
+
+        for t in args.gen:
             t0 = time.time()
-            subprocess.run(
-                [sys.executable, "-m", "harness", "models", "gen", args.recipe, "--type", t, "--out", str(out)],
-                check=True,
-            )
-            print(f"generated {out} in {time.time() - t0:.1f} s", file=sys.stderr)
-        models.append(out)
+            models.append(ensure_model(args.recipe, args.models_dir, t))
+            print(f"model {models[-1]} ({time.time() - t0:.1f} s)", file=sys.stderr)
     if not models:
         ap.error("no models (--models or --gen)")
     copy = None if args.no_copy else copy_bandwidth()
     if args.rounds < 1 or args.iters < 1:
         ap.error("--rounds and --iters must be at least 1")
     results = [
-        bench_model(args.kite, m, args.prompt_len, args.steps, args.iters, not args.no_check, args.rounds)
+        bench_model(args.kite, m, args.prompt_len, args.steps, args.iters, not args.no_check, args.rounds,
+                    args.decode_only, args.long_context)
         for m in models
     ]
     md = markdown(results, copy, args)
     print(md)
+    verdicts, ok = judge(args.require, claims(results, copy))
+    for line in verdicts:
+        print(line)
     if args.md:
         args.md.parent.mkdir(parents=True, exist_ok=True)
         args.md.write_text(md)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"copy": copy, "results": results}, indent=1))
-    return 0
+        args.json.write_text(json.dumps({"copy": copy, "results": results, "verdicts": verdicts}, indent=1))
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -83,3 +83,22 @@ def test_rounds_alternate_and_table_shows_ranges(tmp_path, monkeypatch):
     table = md.read_text()
     assert "3 round(s)" in table and "x (" in table
 
+
+
+@pytest.mark.skipif(not FAKE.is_file(), reason="fake engine not present")
+def test_require_judges_claims_and_fails_what_it_cannot_measure(tmp_path, capsys):
+    models = []
+    for t in ("q8_0", "q4_0"):
+        models.append(tmp_path / f"m-{t}.gguf")
+        models[-1].write_bytes(b"\0" * 4096)
+    common = ["--kite", str(FAKE), "--models", *map(str, models), "--no-check", "--no-copy", "--rounds", "2",
+              "--iters", "1", "--steps", "4", "--decode-only"]
+    gpu_decode = _bench("gpu_decode")
+    assert gpu_decode.main(common + ["--require", "q4_over_q8>=0.5"]) == 0
+    assert "PASS q4_over_q8: 1.000 >= 0.5" in capsys.readouterr().out  # the fake engine: same speed
+    assert gpu_decode.main(common + ["--require", "q4_over_q8>=1.5"]) == 1
+    assert "FAIL q4_over_q8: 1.000 < 1.5" in capsys.readouterr().out
+    assert gpu_decode.main(common + ["--require", "copy_fraction>=0.5"]) == 1  # no copy bandwidth measured
+    assert "FAIL copy_fraction: not measured" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        gpu_decode.main(common + ["--require", "speed>=2"])

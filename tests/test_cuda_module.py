@@ -108,8 +108,11 @@ def _needed(path: Path) -> list[str]:
 IMMUTABLE_ARGS = {"w", "cw", "ssm_a", "dt_bias", "qn", "kn", "cos_tab", "sin_tab", "in"}
 
 
+MODULE_SOURCES = sorted((REPO / "native" / "cuda").glob("*.cu"))
+
+
 def test_kernels_read_activations_through_plain_pointers():
-    text = (REPO / "native" / "cuda" / "kite_cuda.cu").read_text()
+    text = "\n".join(cu.read_text() for cu in MODULE_SOURCES)
     kernels = re.findall(r"__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s*(?://[^\n]*)?\s*)?(\w+)\(([^{]*)\)\s*\{", text)
     assert len(kernels) >= 8, "kernel signatures not found"
     restricted = {
@@ -171,7 +174,9 @@ def test_kernels_keep_no_local_memory():
     cmake = (REPO / "native" / "cuda" / "CMakeLists.txt").read_text()
     flags = re.search(r"set\(KITE_CUDA_FLAGS ([^)]*)\)", cmake).group(1).split()
     assert "-fmad=false" in flags
-    raw = _ptxas_frames(REPO / "native" / "cuda" / "kite_cuda.cu", flags)
+    raw: dict[str, int] = {}
+    for cu in MODULE_SOURCES:
+        raw.update(_ptxas_frames(cu, flags))
     frames = {_demangle_kernel(k): v for k, v in raw.items()}
     kernels = [k for k in frames if k.startswith("k_")]
     assert "k_gemv<4, 4>" in kernels and "k_attn" in kernels and len(kernels) >= 12, sorted(frames)

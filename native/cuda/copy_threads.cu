@@ -1,0 +1,88 @@
+#include "model.cuh"
+
+void copy_threads_stop(kcuda_model *md) {
+    {
+        std::lock_guard<std::mutex> lk(md->cp_mu);
+        md->cp_stop = 1;
+    }
+    md->cp_cv.notify_all();
+    for (auto &t : md->cp_th)
+        if (t.joinable()) t.join();
+    md->cp_th.clear();
+}
+
+// The logits are copied out of the pinned staging in nch chunks of vocabulary columns (all m
+// rows each): at least KC_CHUNK_MIN floats a chunk, KC_NCHUNK at most, shared among the copy
+// threads. The LM head runs in np pieces of nch / np whole chunks, each brought back to the
+// staging in one copy; the pass and the copies back use the same split.
+void lm_split(int m, int V, int *nch, int *np) {
+    int n = (int)(((size_t)m * V + KC_CHUNK_MIN - 1) / KC_CHUNK_MIN);
+    if (n > KC_NCHUNK) n = KC_NCHUNK;
+    if (n < 1) n = 1;
+    const int p = n < KC_LM_PIECES ? n : KC_LM_PIECES;
+    *nch = n / p * p;
+    *np = p;
+}
+
+// first vocabulary column of chunk c (c = nch: V)
+static int lm_col(int c, int nch, int V) {
+    const int64_t cw = ((int64_t)V + nch - 1) / nch, v = cw * c;
+    return v < V ? (int)v : V;
+}
+
+// first vocabulary column of LM head piece p (p = np: V): whole chunks, the same split in the pass
+// and in the copies back
+int lm_piece_col(int p, int nch, int np, int V) { return lm_col(p * (nch / np), nch, V); }
+
+// chunks of this thread's share: wait for each, copy it out of the staging
+int32_t copy_share(kcuda_model *md, int who, int nthr) {
+    int32_t err = 0;
+    for (int c = who; c < md->cp_nch; c += nthr) {
+        const Slot &s = md->sl[md->cp_slot];
+        cudaError_t e = cudaEventSynchronize(s.ev[c / md->cp_per]);
+        if (e != cudaSuccess) {
+            err = (int32_t)e;
+            break;
+        }
+        const int v0 = lm_col(c, md->cp_nch, md->cp_v), v1 = lm_col(c + 1, md->cp_nch, md->cp_v);
+        if (!md->cp_dst || v1 <= v0) continue;
+        for (int mi = 0; mi < md->cp_m; mi++) {
+            const size_t o = (size_t)mi * md->cp_v + v0;
+            memcpy(md->cp_dst + o, s.pin_logits + o, (size_t)(v1 - v0) * 4);
+        }
+    }
+    return err;
+}
+
+// h_out of the job's pass, once it is in the staging
+int32_t copy_hout(kcuda_model *md) {
+    const Slot &s = md->sl[md->cp_slot];
+    cudaError_t e = cudaEventSynchronize(s.ev[0]);
+    if (e != cudaSuccess) return (int32_t)e;
+    if (md->cp_hdst) memcpy(md->cp_hdst, s.pin_hout, (size_t)md->cp_m * md->cp_e * 4);
+    return 0;
+}
+
+void copy_worker(kcuda_model *md, int who) {
+    cudaSetDevice(g_device);
+    unsigned seen = 0;
+    for (;;) {
+        {
+            std::unique_lock<std::mutex> lk(md->cp_mu);
+            md->cp_cv.wait(lk, [&] { return md->cp_stop || md->cp_gen != seen; });
+            if (md->cp_stop) return;
+            seen = md->cp_gen;
+        }
+        // with the caller: share who of n + 1; alone (cp_async): share who - 1 of n, and h_out
+        const int n = (int)md->cp_th.size();
+        int32_t err = md->cp_async && who == 1 ? copy_hout(md) : 0;
+        if (!err) err = md->cp_async ? copy_share(md, who - 1, n) : copy_share(md, who, n + 1);
+        {
+            std::lock_guard<std::mutex> lk(md->cp_mu);
+            if (err && !md->cp_err) md->cp_err = err;
+            md->cp_busy--;
+        }
+        md->cp_done.notify_one();
+    }
+}
+

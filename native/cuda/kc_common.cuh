@@ -1,0 +1,92 @@
+// kc_common.cuh - what every file of the module shares: its configuration, error checks, the
+// device-wide state set by kcuda_init and the launch helper of a forward pass.
+// Every kernel follows docs/NUMERICS.md: a warp is the 32 lanes of sum32 (lane l owns partial l,
+// then __shfl_xor_sync by 16, 8, 4, 2, 1), blocks split output rows, quantized block dots are exact
+// int32, element-wise math comes from kite_math.h. Built with -fmad=false (no FMA contraction),
+// IEEE division and square root.
+#pragma once
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kite_cuda.h"
+#include "kite_math.h"
+
+#define KC_WARPS 8
+// rows from which a gemv gets its activations from k_actq instead of its own prologue (1: always)
+#ifndef KC_ACTQ_MIN_M
+#define KC_ACTQ_MIN_M 1
+#endif
+// programmatic dependent launch (sm_90+) between the kernels of one forward pass: each kernel
+// lets the next one be scheduled at its start, and waits for the previous one to complete (and
+// its memory to be visible) before it touches any activation or state. Pointers to activations
+// and state are never `const __restrict__` in a kernel: the compiler may treat such loads as
+// invariant (ld.global.nc) and issue them before the wait.
+#ifndef KC_PDL
+#define KC_PDL 1
+#endif
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define KC_PDL_TRIGGER() asm volatile("griddepcontrol.launch_dependents;" ::: "memory")
+#define KC_PDL_WAIT() asm volatile("griddepcontrol.wait;" ::: "memory")
+#else
+#define KC_PDL_TRIGGER() do { } while (0)
+#define KC_PDL_WAIT() do { } while (0)
+#endif
+#define KC_NCHUNK 16              // chunks of the logits copy back to the host
+#define KC_CHUNK_MIN (64 * 1024)  // floats per chunk at least
+// pieces of the LM head: the logits of piece p are copied back while piece p + 1 is computed
+#ifndef KC_LM_PIECES
+#define KC_LM_PIECES 4
+#endif
+// host threads (besides the caller's) that copy logits chunks of an M-row pass out of the
+// pinned staging
+#ifndef KC_COPY_THREADS
+#define KC_COPY_THREADS 3
+#endif
+#define KC_THREADS (KC_WARPS * 32)
+#define KC_ATT_D 256 // head sizes up to this (multiples of 32) take k_attn's register path
+
+#define CK(x)                                                                                  \
+    do {                                                                                       \
+        cudaError_t e_ = (x);                                                                  \
+        if (e_ != cudaSuccess)                                                                 \
+            return (int32_t)e_;                                                                \
+    } while (0)
+
+#define CKS(x)                                                                                 \
+    do {                                                                                       \
+        int32_t s_ = (x);                                                                      \
+        if (s_ != 0)                                                                           \
+            return s_;                                                                         \
+    } while (0)
+
+// ------------------------------------------------------------------------------------------------
+// Module state (defined in module.cu)
+
+extern int g_ready;              // kcuda_init succeeded
+extern int g_device;
+extern cudaStream_t g_stream;    // every kernel of the module runs on it
+extern int g_opt_graph;          // KCUDA_OPT_GRAPH
+extern int g_opt_graph_m;        // KCUDA_OPT_GRAPH_M
+extern int g_cc_major;
+extern int g_pdl;                // launches of the current forward pass carry the PDL attribute
+
+// Launch on g_stream, with the programmatic-serialization attribute while g_pdl is set.
+template <typename... KArgs, typename... Args>
+static cudaError_t klaunch(void (*kern)(KArgs...), dim3 grid, dim3 block, size_t smem, Args... args) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = g_stream;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = g_pdl ? 1 : 0;
+    return cudaLaunchKernelEx(&cfg, kern, args...);
+}
+

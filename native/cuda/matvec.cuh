@@ -1,0 +1,45 @@
+// matvec.cuh - matrix-vector products (small GEMMs): y[m][r] = W[r,:] . x[m,:] for the m rows of a
+// pass, one warp per output row (or a few), lanes on the 32-blocks of a quantized row (on elements
+// i % 32 for float weights): each lane's adds are its canonical sum32 partial (docs/NUMERICS.md).
+// Up to 4 matrices that share one input run in one launch.
+#pragma once
+#include "device_matrix.cuh"
+
+struct GJob {
+    const void *q;
+    const uint16_t *s;
+    float *y;
+    int type, n, k, ldy, add, row0; // row0: first global row of this job (multiple of RPW)
+};
+struct GJobs {
+    GJob j[4];
+    int nj;
+    int nwarps; // warps needed in all (set by launch_gemv)
+};
+
+// The activation prologue of a gemv launch. mode -1: activations already quantized in global
+// memory (xq / xd, row stride ldx); otherwise every block builds them in shared memory from:
+//   0: a                       1: RMSNorm(a) * w (whole row)      2: silu(a) * b
+//   3: per head of hs values: (a * rsqrt(mean(a^2) + eps)) * w[j % hs] * silu(b)   (gated norm)
+// out2 (mode 1, block 0 only): the float activations (the final-norm hidden state h_out).
+struct Pro {
+    int mode;
+    const float *a, *b;
+    int lda;
+    const float *w;
+    int hs;
+    float eps;
+    float *out2;
+    int ld2;
+};
+
+// One matrix as a job writing y (row stride ldy), added to y when add is set.
+GJob job(const DW &w, float *y, int ldy, int add);
+// Rows r0 .. r0 + n - 1 of w as a job of their own (its output y is row r0's).
+GJob job_rows(const DW &w, int r0, int n, float *y, int ldy);
+Pro pro(int mode, const float *a, const float *b, int lda, const float *w, int hs, float eps);
+// Opt the gemv kernels in to the device's dynamic shared memory (kcuda_init).
+int32_t gemv_smem_optin(void);
+// Launch the product of js over m rows. gq / gd / gf: activations in global memory (P.mode == -1:
+// int8 quants, f32 block scales, f32 values, row stride ldx); otherwise the prologue builds them.
+int32_t launch_gemv(GJobs js, int m, Pro P, const int8_t *gq, const float *gd, const float *gf, int ldx);

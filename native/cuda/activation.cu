@@ -101,7 +101,7 @@ k_actq(int mode, const float *a, const float *b, int lda, const float *__restric
 }
 
 // Embedding: x[m][i] = dequantized row tokens[m] (tokens from device memory).
-__global__ void k_embed(DW w, const int *__restrict__ in, int E, float *x) {
+__global__ void k_embed(DeviceMatrix w, const int *__restrict__ in, int E, float *x) {
     KC_PDL_TRIGGER();
     KC_PDL_WAIT();
     const int row = blockIdx.x;

@@ -12,4 +12,4 @@ __global__ void k_act(int mode, const float *a, const float *b, int lda, const f
 __global__ void k_actq(int mode, const float *a, const float *b, int lda, const float *__restrict__ w,
        int hs, int n, float eps, int8_t *xq, float *xd, int ldx, float *out2, int ld2);
 // x[m][i] = the dequantized embedding row of token in[1 + m].
-__global__ void k_embed(DW w, const int *__restrict__ in, int E, float *x);
+__global__ void k_embed(DeviceMatrix w, const int *__restrict__ in, int E, float *x);

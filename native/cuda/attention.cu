@@ -3,8 +3,8 @@
 
 // One block per (query head, row). scores / probabilities in global scratch [m][H][max_pos].
 __global__ void __launch_bounds__(KC_THREADS)
-k_attn(const float *q, const float *kc, const float *vc, const float *qg, int ldqg, const int *__restrict__ in, int H, int Hkv, int D,
-       float *scr, int max_pos, float *out, int ldo) {
+k_attn(const float *q, const float *k_cache, const float *v_cache, const float *q_gate, int ld_q_gate, const int *__restrict__ in, int H, int Hkv, int D,
+       float *scores, int max_pos, float *out, int ldo) {
     KC_PDL_TRIGGER();
     KC_PDL_WAIT();
     const int h = blockIdx.x, mi = blockIdx.y;
@@ -13,7 +13,7 @@ k_attn(const float *q, const float *kc, const float *vc, const float *qg, int ld
     const int kvh = h / (H / Hkv);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const float *qr = q + (size_t)mi * H * D + h * D;
-    float *sc = scr + ((size_t)mi * H + h) * max_pos;
+    float *sc = scores + ((size_t)mi * H + h) * max_pos;
     const float scale = kite_rsqrtf((float)D);
     __shared__ float s_red[KC_WARPS];
     __shared__ float s_sum;
@@ -31,7 +31,7 @@ k_attn(const float *q, const float *kc, const float *vc, const float *qg, int ld
 #pragma unroll
             for (int u = 0; u < 4; u++) {
                 const int t = t0 + u < n ? t0 + u : t0;
-                const float *kr = kc + (size_t)t * Hkv * D + kvh * D + lane;
+                const float *kr = k_cache + (size_t)t * Hkv * D + kvh * D + lane;
 #pragma unroll
                 for (int c = 0; c < NC; c++) kv[u][c] = c < nc ? kr[32 * c] : 0.0f;
             }
@@ -48,7 +48,7 @@ k_attn(const float *q, const float *kc, const float *vc, const float *qg, int ld
         }
     } else {
         for (int t = warp; t < n; t += KC_WARPS) {
-            const float *kr = kc + (size_t)t * Hkv * D + kvh * D;
+            const float *kr = k_cache + (size_t)t * Hkv * D + kvh * D;
             float p = lane_dot(qr, kr, D, lane);
             p = warp_sum32(p);
             if (lane == 0) sc[t] = p * scale;
@@ -78,7 +78,7 @@ k_attn(const float *q, const float *kc, const float *vc, const float *qg, int ld
         float s[32];
 #pragma unroll
         for (int l = 0; l < 32; l++) s[l] = 0.0f;
-        const float *vp = vc + kvh * D + d;
+        const float *vp = v_cache + kvh * D + d;
         for (int t0 = 0; t0 < n; t0 += 32) {
 #pragma unroll
             for (int l = 0; l < 32; l++) {
@@ -97,7 +97,7 @@ k_attn(const float *q, const float *kc, const float *vc, const float *qg, int ld
         s[0] = s[0] + s[2];
         s[1] = s[1] + s[3];
         s[0] = s[0] + s[1];
-        float gate = qg[(size_t)mi * ldqg + (size_t)2 * h * D + D + d];
+        float gate = q_gate[(size_t)mi * ld_q_gate + (size_t)2 * h * D + D + d];
         out[(size_t)mi * ldo + h * D + d] = s[0] * kite_sigmoidf(gate);
     }
 }

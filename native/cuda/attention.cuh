@@ -3,10 +3,10 @@
 #pragma once
 #include "kc_common.cuh"
 
-__global__ void k_qkprep(const float *qg, int ldqg, const float *kb, const float *vb, int ldkv, const float *__restrict__ qn,
+__global__ void k_qkprep(const float *q_gate, int ld_q_gate, const float *k_new, const float *v_new, int ld_kv_new, const float *__restrict__ qn,
                          const float *__restrict__ kn, const float *__restrict__ cos_tab,
                          const float *__restrict__ sin_tab, int half_tab, int half,
                          const int *__restrict__ in, int H, int Hkv, int D, float eps, float *qout,
-                         float *kc, float *vc, int max_pos);
-__global__ void k_attn(const float *q, const float *kc, const float *vc, const float *qg, int ldqg, const int *__restrict__ in, int H, int Hkv, int D,
-       float *scr, int max_pos, float *out, int ldo);
+                         float *k_cache, float *v_cache, int max_pos);
+__global__ void k_attn(const float *q, const float *k_cache, const float *v_cache, const float *q_gate, int ld_q_gate, const int *__restrict__ in, int H, int Hkv, int D,
+       float *scores, int max_pos, float *out, int ldo);

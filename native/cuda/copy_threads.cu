@@ -2,13 +2,13 @@
 
 void copy_threads_stop(kcuda_model *md) {
     {
-        std::lock_guard<std::mutex> lk(md->cp_mu);
-        md->cp_stop = 1;
+        std::lock_guard<std::mutex> lk(md->copy_mutex);
+        md->copy_stop = 1;
     }
-    md->cp_cv.notify_all();
-    for (auto &t : md->cp_th)
+    md->copy_wake_cv.notify_all();
+    for (auto &t : md->copy_threads)
         if (t.joinable()) t.join();
-    md->cp_th.clear();
+    md->copy_threads.clear();
 }
 
 // The logits are copied out of the pinned staging in nch chunks of vocabulary columns (all m
@@ -37,18 +37,18 @@ int lm_piece_col(int p, int nch, int np, int V) { return lm_col(p * (nch / np), 
 // chunks of this thread's share: wait for each, copy it out of the staging
 int32_t copy_share(kcuda_model *md, int who, int nthr) {
     int32_t err = 0;
-    for (int c = who; c < md->cp_nch; c += nthr) {
-        const Slot &s = md->sl[md->cp_slot];
-        cudaError_t e = cudaEventSynchronize(s.ev[c / md->cp_per]);
+    for (int c = who; c < md->copy_chunks; c += nthr) {
+        const Slot &s = md->sl[md->copy_slot];
+        cudaError_t e = cudaEventSynchronize(s.copied[c / md->copy_chunks_per_piece]);
         if (e != cudaSuccess) {
             err = (int32_t)e;
             break;
         }
-        const int v0 = lm_col(c, md->cp_nch, md->cp_v), v1 = lm_col(c + 1, md->cp_nch, md->cp_v);
-        if (!md->cp_dst || v1 <= v0) continue;
-        for (int mi = 0; mi < md->cp_m; mi++) {
-            const size_t o = (size_t)mi * md->cp_v + v0;
-            memcpy(md->cp_dst + o, s.pin_logits + o, (size_t)(v1 - v0) * 4);
+        const int v0 = lm_col(c, md->copy_chunks, md->copy_vocab), v1 = lm_col(c + 1, md->copy_chunks, md->copy_vocab);
+        if (!md->copy_logits_to || v1 <= v0) continue;
+        for (int mi = 0; mi < md->copy_rows; mi++) {
+            const size_t o = (size_t)mi * md->copy_vocab + v0;
+            memcpy(md->copy_logits_to + o, s.pin_logits + o, (size_t)(v1 - v0) * 4);
         }
     }
     return err;
@@ -56,10 +56,10 @@ int32_t copy_share(kcuda_model *md, int who, int nthr) {
 
 // h_out of the job's pass, once it is in the staging
 int32_t copy_hout(kcuda_model *md) {
-    const Slot &s = md->sl[md->cp_slot];
-    cudaError_t e = cudaEventSynchronize(s.ev[0]);
+    const Slot &s = md->sl[md->copy_slot];
+    cudaError_t e = cudaEventSynchronize(s.copied[0]);
     if (e != cudaSuccess) return (int32_t)e;
-    if (md->cp_hdst) memcpy(md->cp_hdst, s.pin_hout, (size_t)md->cp_m * md->cp_e * 4);
+    if (md->copy_hout_to) memcpy(md->copy_hout_to, s.pin_hout, (size_t)md->copy_rows * md->copy_embd * 4);
     return 0;
 }
 
@@ -68,21 +68,21 @@ void copy_worker(kcuda_model *md, int who) {
     unsigned seen = 0;
     for (;;) {
         {
-            std::unique_lock<std::mutex> lk(md->cp_mu);
-            md->cp_cv.wait(lk, [&] { return md->cp_stop || md->cp_gen != seen; });
-            if (md->cp_stop) return;
-            seen = md->cp_gen;
+            std::unique_lock<std::mutex> lk(md->copy_mutex);
+            md->copy_wake_cv.wait(lk, [&] { return md->copy_stop || md->copy_generation != seen; });
+            if (md->copy_stop) return;
+            seen = md->copy_generation;
         }
-        // with the caller: share who of n + 1; alone (cp_async): share who - 1 of n, and h_out
-        const int n = (int)md->cp_th.size();
-        int32_t err = md->cp_async && who == 1 ? copy_hout(md) : 0;
-        if (!err) err = md->cp_async ? copy_share(md, who - 1, n) : copy_share(md, who, n + 1);
+        // with the caller: share who of n + 1; alone (copy_alone): share who - 1 of n, and h_out
+        const int n = (int)md->copy_threads.size();
+        int32_t err = md->copy_alone && who == 1 ? copy_hout(md) : 0;
+        if (!err) err = md->copy_alone ? copy_share(md, who - 1, n) : copy_share(md, who, n + 1);
         {
-            std::lock_guard<std::mutex> lk(md->cp_mu);
-            if (err && !md->cp_err) md->cp_err = err;
-            md->cp_busy--;
+            std::lock_guard<std::mutex> lk(md->copy_mutex);
+            if (err && !md->copy_error) md->copy_error = err;
+            md->copy_busy--;
         }
-        md->cp_done.notify_one();
+        md->copy_done_cv.notify_one();
     }
 }
 

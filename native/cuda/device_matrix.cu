@@ -3,10 +3,10 @@
 #include <vector>
 
 
-void dw_free(DW &w) {
+void matrix_free(DeviceMatrix &w) {
     if (w.q) cudaFree(w.q);
     if (w.s) cudaFree(w.s);
-    w = DW();
+    w = DeviceMatrix();
 }
 
 int64_t type_row_bytes(int type, int64_t ne0) {
@@ -20,7 +20,7 @@ int64_t type_row_bytes(int type, int64_t ne0) {
 }
 
 // Bytes of a row of w.q in the device layout (quantized: the quants alone, scales apart in w.s).
-int64_t dw_q_row_bytes(int type, int64_t ne0) {
+int64_t matrix_quant_row_bytes(int type, int64_t ne0) {
     switch (type) {
     case KCUDA_T_Q8_0: return ne0;
     case KCUDA_T_Q4_0: return ne0 / 2;
@@ -60,12 +60,12 @@ static int32_t stage_reserve(size_t bytes) {
 }
 
 // Upload a matrix (rows ne1 of ne0 values) in its device layout.
-int32_t dw_upload(DW &w, int type, const void *data, int64_t ne0, int64_t ne1, int64_t nbytes) {
+int32_t matrix_upload(DeviceMatrix &w, int type, const void *data, int64_t ne0, int64_t ne1, int64_t nbytes) {
     int64_t rb = type_row_bytes(type, ne0);
     if (rb < 0) return KCUDA_E_UNSUPPORTED;
     if ((type == KCUDA_T_Q8_0 || type == KCUDA_T_Q4_0) && ne0 % 32) return KCUDA_E_UNSUPPORTED;
     if (rb * ne1 != nbytes || !data) return KCUDA_E_ARG;
-    dw_free(w);
+    matrix_free(w);
     w.type = type;
     w.ne0 = ne0;
     w.ne1 = ne1;
@@ -73,7 +73,7 @@ int32_t dw_upload(DW &w, int type, const void *data, int64_t ne0, int64_t ne1, i
         int64_t nblk = ne0 / 32 * ne1;
         CKS(stage_reserve((size_t)nbytes));
         CK(cudaMemcpy(g_stage, data, (size_t)nbytes, cudaMemcpyHostToDevice));
-        CK(cudaMalloc(&w.q, (size_t)(dw_q_row_bytes(type, ne0) * ne1)));
+        CK(cudaMalloc(&w.q, (size_t)(matrix_quant_row_bytes(type, ne0) * ne1)));
         CK(cudaMalloc((void **)&w.s, (size_t)nblk * 2));
         int th = 256;
         unsigned gr = (unsigned)((nblk + th - 1) / th);

@@ -7,22 +7,20 @@
 // over rows and 32-blocks) into xq / xd, which the gemv reads; the gemv's own prologue remains
 // for m < KC_ACTQ_MIN_M and gated norms with hs % 32 != 0. Float weights: k_act into xf first.
 struct ActIn {
-    Pro P; // the gemv's prologue (mode -1: activations in q / d / f)
+    Prologue P; // the gemv's prologue (mode -1: activations in q / d / f)
     const int8_t *q;
     const float *d, *f;
     int ldx;
 };
 
-static int32_t act_prepare(kcuda_model *md, const GJobs &js, int m, const Pro &P, ActIn *a) {
+static int32_t act_prepare(kcuda_model *md, const MatvecJobs &js, int m, const Prologue &P, ActIn *a) {
     int allq = 1;
     for (int t = 0; t < js.nj; t++)
         if (js.j[t].type != KCUDA_T_Q8_0 && js.j[t].type != KCUDA_T_Q4_0) allq = 0;
     const int k = js.j[0].k;
-    const Pro none = pro(-1, nullptr, nullptr, 0, nullptr, 1, 0.0f);
-    // Quantize the activations once instead of in the prologue of every gemv block (whose
-    // latency sat in front of every weight load, and whose cost grew with m): on the H200,
-    // everything else equal, 2.00 -> 1.38 ms per M=1 decode step (qwen35-0.8b Q8_0); measured
-    // again with the row tiles of gemv_rpw (one wave of blocks): 0.89 -> 1.50 ms with prologues.
+    const Prologue none = prologue(-1, nullptr, nullptr, 0, nullptr, 1, 0.0f);
+    // Quantize the activations once instead of in the prologue of every gemv block, whose
+    // latency would sit in front of every weight load and whose cost grows with m.
     if (allq && m >= KC_ACTQ_MIN_M && (P.mode != 3 || P.hs % 32 == 0)) {
         dim3 g((unsigned)((k / 32 + KC_WARPS - 1) / KC_WARPS), (unsigned)m);
         CK(klaunch(k_actq, g, dim3(KC_THREADS), 0, P.mode, P.a, P.b, P.lda, P.w, P.hs, k, P.eps, md->xq, md->xd,
@@ -41,7 +39,7 @@ static int32_t act_prepare(kcuda_model *md, const GJobs &js, int m, const Pro &P
 }
 
 // One matrix product with its activation preparation.
-static int32_t gemv_in(kcuda_model *md, const GJobs &js, int m, const Pro &P) {
+static int32_t gemv_in(kcuda_model *md, const MatvecJobs &js, int m, const Prologue &P) {
     ActIn a;
     CKS(act_prepare(md, js, m, P, &a));
     return launch_gemv(js, m, a.P, a.q, a.d, a.f, a.ldx);
@@ -72,9 +70,9 @@ static int32_t forward_impl(kcuda_model *md, int m, const Slot &out) {
     g_pdl = KC_PDL && g_cc_major >= 9;
     for (int il = 0; il < md->nl; il++) {
         Layer &l = md->L[il];
-        Pro pn = pro(1, md->x, nullptr, E, l.v[KCUDA_W_ATTN_NORM], 1, eps);
+        Prologue pn = prologue(1, md->x, nullptr, E, l.v[KCUDA_W_ATTN_NORM], 1, eps);
         if (l.rec) {
-            GJobs js = {};
+            MatvecJobs js = {};
             js.nj = 4;
             js.j[0] = job(l.w[KCUDA_W_SSM_QKV], md->qkv, C, 0);
             js.j[1] = job(l.w[KCUDA_W_SSM_GATE], md->z, Hv * dv, 0);
@@ -91,47 +89,47 @@ static int32_t forward_impl(kcuda_model *md, int m, const Slot &out) {
                        (const float *)l.v[KCUDA_W_SSM_DT_BIAS], S, Hk, Hv, dk, dv, eps, md->ybuf, Hv * dv, m));
             js.nj = 1;
             js.j[0] = job(l.w[KCUDA_W_SSM_OUT], md->x, E, 1);
-            CKS(gemv_in(md, js, m, pro(3, md->ybuf, md->z, Hv * dv, l.v[KCUDA_W_SSM_NORM], dv, eps)));
+            CKS(gemv_in(md, js, m, prologue(3, md->ybuf, md->z, Hv * dv, l.v[KCUDA_W_SSM_NORM], dv, eps)));
         } else {
-            GJobs js = {};
+            MatvecJobs js = {};
             js.nj = 3;
-            js.j[0] = job(l.w[KCUDA_W_ATTN_Q], md->qg, 2 * H * D, 0);
-            js.j[1] = job(l.w[KCUDA_W_ATTN_K], md->kb, Hkv * D, 0);
-            js.j[2] = job(l.w[KCUDA_W_ATTN_V], md->vb, Hkv * D, 0);
+            js.j[0] = job(l.w[KCUDA_W_ATTN_Q], md->q_gate, 2 * H * D, 0);
+            js.j[1] = job(l.w[KCUDA_W_ATTN_K], md->k_new, Hkv * D, 0);
+            js.j[2] = job(l.w[KCUDA_W_ATTN_V], md->v_new, Hkv * D, 0);
             CKS(gemv_in(md, js, m, pn));
-            float *kc = md->kc + (size_t)l.idx * max_pos * Hkv * D;
-            float *vc = md->vc + (size_t)l.idx * max_pos * Hkv * D;
+            float *k_cache = md->k_cache + (size_t)l.idx * max_pos * Hkv * D;
+            float *v_cache = md->v_cache + (size_t)l.idx * max_pos * Hkv * D;
             dim3 g1(H + 2 * Hkv, m);
             int th = D < KC_THREADS ? ((D + 31) / 32 * 32) : KC_THREADS;
-            CK(klaunch(k_qkprep, g1, dim3(th), D * sizeof(float), (const float *)md->qg, 2 * H * D,
-                       (const float *)md->kb, (const float *)md->vb, Hkv * D, (const float *)l.v[KCUDA_W_ATTN_Q_NORM],
+            CK(klaunch(k_qkprep, g1, dim3(th), D * sizeof(float), (const float *)md->q_gate, 2 * H * D,
+                       (const float *)md->k_new, (const float *)md->v_new, Hkv * D, (const float *)l.v[KCUDA_W_ATTN_Q_NORM],
                        (const float *)l.v[KCUDA_W_ATTN_K_NORM], (const float *)md->cos_tab,
-                       (const float *)md->sin_tab, md->half_tab, half, (const int *)md->d_in, H, Hkv, D, eps, md->qr,
-                       kc, vc, max_pos));
+                       (const float *)md->sin_tab, md->half_tab, half, (const int *)md->d_in, H, Hkv, D, eps, md->q_rope,
+                       k_cache, v_cache, max_pos));
             dim3 g2(H, m);
-            CK(klaunch(k_attn, g2, dim3(KC_THREADS), 0, (const float *)md->qr, (const float *)kc, (const float *)vc,
-                       (const float *)md->qg, 2 * H * D, (const int *)md->d_in, H, Hkv, D, md->scr, max_pos, md->att,
+            CK(klaunch(k_attn, g2, dim3(KC_THREADS), 0, (const float *)md->q_rope, (const float *)k_cache, (const float *)v_cache,
+                       (const float *)md->q_gate, 2 * H * D, (const int *)md->d_in, H, Hkv, D, md->scores, max_pos, md->attn_out,
                        H * D));
             js.nj = 1;
             js.j[0] = job(l.w[KCUDA_W_ATTN_OUTPUT], md->x, E, 1);
-            CKS(gemv_in(md, js, m, pro(0, md->att, nullptr, H * D, nullptr, 1, eps)));
+            CKS(gemv_in(md, js, m, prologue(0, md->attn_out, nullptr, H * D, nullptr, 1, eps)));
         }
-        GJobs js = {};
+        MatvecJobs js = {};
         js.nj = 2;
         js.j[0] = job(l.w[KCUDA_W_FFN_GATE], md->gate, F, 0);
         js.j[1] = job(l.w[KCUDA_W_FFN_UP], md->up, F, 0);
-        CKS(gemv_in(md, js, m, pro(1, md->x, nullptr, E, l.v[KCUDA_W_POST_ATTN_NORM], 1, eps)));
+        CKS(gemv_in(md, js, m, prologue(1, md->x, nullptr, E, l.v[KCUDA_W_POST_ATTN_NORM], 1, eps)));
         js.nj = 1;
         js.j[0] = job(l.w[KCUDA_W_FFN_DOWN], md->x, E, 1);
-        CKS(gemv_in(md, js, m, pro(2, md->gate, md->up, F, nullptr, 1, eps)));
+        CKS(gemv_in(md, js, m, prologue(2, md->gate, md->up, F, nullptr, 1, eps)));
     }
     // The LM head in pieces of vocabulary rows, each followed by an event that the copy back
     // waits for (pass_queue): the logits of piece p travel to the host while p + 1 is computed.
-    const DW &W = md->out.type >= 0 ? md->out : md->tok;
-    GJobs js = {};
+    const DeviceMatrix &W = md->out.type >= 0 ? md->out : md->tok;
+    MatvecJobs js = {};
     js.nj = 1;
     js.j[0] = job(W, out.logits, V, 0);
-    Pro pf = pro(1, md->x, nullptr, E, md->out_norm, 1, eps);
+    Prologue pf = prologue(1, md->x, nullptr, E, md->out_norm, 1, eps);
     pf.out2 = out.hout;
     pf.ld2 = E;
     ActIn a;
@@ -148,7 +146,7 @@ static int32_t forward_impl(kcuda_model *md, int m, const Slot &out) {
             a.P.out2 = nullptr; // h_out: written once (by a prologue of the first piece, if any)
         }
         // in a graph: an event record node that work outside the graph can wait for
-        CK(cudaEventRecordWithFlags(md->lmev[p], g_stream,
+        CK(cudaEventRecordWithFlags(md->lm_piece_done[p], g_stream,
                                     cs == cudaStreamCaptureStatusActive ? cudaEventRecordExternal : cudaEventRecordDefault));
     }
     return 0;
@@ -169,7 +167,7 @@ int32_t capture(kcuda_model *md, int m, int s, cudaGraphExec_t *out) {
     CK(e);
     // upload now (outside the request window), not at the first launch
     CK(cudaGraphUpload(*out, g_stream));
-    md->cnt[KCUDA_C_GRAPH_CAPTURES]++;
+    md->counters[KCUDA_C_GRAPH_CAPTURES]++;
     return 0;
 }
 

@@ -3,13 +3,13 @@
 
 
 // smem layout: int8 xq[MT][k], float xd[MT][k/32], float sc[MT][nh]
-static size_t pro_smem(int MT, int k, int nh) {
+static size_t prologue_smem(int MT, int k, int nh) {
     return (size_t)MT * k + (size_t)MT * (k / 32) * 4 + (size_t)MT * (nh > 0 ? nh : 1) * 4 + 16;
 }
 
 // ptxas moves a load whose value is first used after the PDL wait to below the wait (a shorter
 // live range), where its round trip no longer overlaps the previous kernel: every weight load of
-// the M-row gemvs (latency note, sections 7 and 12). An instruction ahead of the wait that reads a
+// the M-row gemvs. An instruction ahead of the wait that reads a
 // word of each load keeps them all ahead of it: a compare of their XOR and a fence under it
 // (harmless the rare time it runs).
 __device__ __forceinline__ void use_before_wait(int f) {
@@ -19,16 +19,15 @@ __device__ __forceinline__ void use_before_wait(int f) {
 // Lane partials of quantized weights. QT is the weight kind: 1 Q8_0, 2 Q4_0 (the M-row passes:
 // one kernel body per kind, so a pair issues only its own block dot, half the instructions at
 // M = 4), or 0: chosen per row at run time (the M=1 step: both block dots issued, one predicated
-// off). M=1 keeps QT 0 because with the kind known, ptxas moved its weight loads after the PDL
-// wait (the step 14% slower); predicated, they stay ahead of it, overlapping the previous kernel.
-// QT 1 / 2 keep them ahead through use_before_wait; at M=1 that was still about 1% slower than
-// QT 0 (latency note, section 13). With QT 1 / 2 the loads are clamped in bounds, blocks u that
+// off). M=1 keeps QT 0 because with the kind known, ptxas moves its weight loads after the PDL
+// wait; predicated, they stay ahead of it, overlapping the previous kernel. QT 1 / 2 keep them
+// ahead through use_before_wait. With QT 1 / 2 the loads are clamped in bounds, blocks u that
 // no lane has are skipped (a warp-uniform branch), a lane whose block lies past the end of the row
 // keeps its sum (a select), and the pairs of rows mm >= m are computed but never stored. Either
 // way every pair that counts adds the same values in the same order as the plain loop over
 // blocks b = lane, lane + 32, ... (lane l's canonical sum32 partial).
 template <int MT, int RPW, int QT>
-__device__ __forceinline__ void warp_rows_q(const GJob &J, int r0, int k, int m, const int8_t *XQ, const float *XD,
+__device__ __forceinline__ void warp_rows_q(const MatvecJob &J, int r0, int k, int m, const int8_t *XQ, const float *XD,
                                             int ldq, int ldd, int lane, bool &waited, float (&acc)[RPW][MT]) {
     const int nb = k >> 5;
     const bool q8 = QT == 0 ? J.type == KCUDA_T_Q8_0 : QT == 1;
@@ -76,9 +75,8 @@ __device__ __forceinline__ void warp_rows_q(const GJob &J, int r0, int k, int m,
         // to L2 per G pairs instead of one per pair (a load under `if (mm < m)` or after a
         // `break` is not hoisted by the compiler). Pairs run block-major, so every acc[rr][mm]
         // still adds its blocks in increasing order. G is 4, but all U * MT pairs of a one-row-
-        // per-warp M-row gemv at MT 2 and 4: their activations came in four round trips where
-        // an M=1 gemv's come in one (183 registers for k_gemv<4, 1>; it runs one block per SM
-        // at 1024 rows anyway).
+        // per-warp M-row gemv at MT 2 and 4, so that their activations come in one round trip
+        // as an M=1 gemv's do.
         constexpr int GMAX = RPW == 1 && MT >= 2 && MT <= 4 ? 16 : 4;
         constexpr int NP = U * MT, G = NP < GMAX ? NP : GMAX;
 #pragma unroll
@@ -151,7 +149,7 @@ __device__ __forceinline__ void warp_rows_q(const GJob &J, int r0, int k, int m,
 // Lane l adds its blocks (elements) l, l+32, ... in order: the canonical sum32 partials. The
 // first weights are loaded before the PDL wait (`waited`), activations only after it.
 template <int MT, int RPW>
-__device__ __forceinline__ void warp_rows(const GJob &J, int r0, int k, int m, const int8_t *XQ, const float *XD,
+__device__ __forceinline__ void warp_rows(const MatvecJob &J, int r0, int k, int m, const int8_t *XQ, const float *XD,
                                           int ldq, int ldd, const float *xf, int ldx, int lane, bool &waited,
                                           float (&acc)[RPW][MT]) {
 #pragma unroll
@@ -197,7 +195,7 @@ __device__ __forceinline__ void warp_rows(const GJob &J, int r0, int k, int m, c
 }
 
 // The job that global row `grow` of a launch belongs to (jobs are laid out by row0).
-__device__ __forceinline__ int job_of(const GJobs &js, int grow) {
+__device__ __forceinline__ int job_of(const MatvecJobs &js, int grow) {
     int ji = 0;
 #pragma unroll
     for (int t = 1; t < 4; t++)
@@ -205,11 +203,11 @@ __device__ __forceinline__ int job_of(const GJobs &js, int grow) {
     return ji;
 }
 
-// k_gemv<2, 1> asks for two blocks per SM: with its weight loads kept ahead of the wait, ptxas chose
-// 80 registers and an 8-byte stack frame for it; 0 (the others) sets no minimum
+// k_gemv<2, 1> asks for two blocks per SM (without it ptxas gives it a stack frame); 0 (the
+// others) sets no minimum
 template <int MT, int RPW>
 __global__ void __launch_bounds__(KC_THREADS, MT == 2 && RPW == 1 ? 2 : 0)
-k_gemv(GJobs js, int m, Pro P, const int8_t *gxq, const float *gxd, const float *xf, int ldx) {
+k_gemv(MatvecJobs js, int m, Prologue P, const int8_t *gxq, const float *gxd, const float *xf, int ldx) {
     extern __shared__ __align__(16) unsigned char smraw[];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     const int k = js.j[0].k;
@@ -225,7 +223,7 @@ k_gemv(GJobs js, int m, Pro P, const int8_t *gxq, const float *gxd, const float 
         const int gw0 = blockIdx.x * nw + warp;
         if (gw0 < js.nwarps) {
             const int grow = gw0 * RPW;
-            const GJob &J = js.j[job_of(js, grow)];
+            const MatvecJob &J = js.j[job_of(js, grow)];
             const int r0 = grow - J.row0;
             if (r0 < J.n && (J.type == KCUDA_T_Q8_0 || J.type == KCUDA_T_Q4_0)) {
                 const size_t rb = J.type == KCUDA_T_Q8_0 ? (size_t)k : (size_t)(k >> 1);
@@ -303,7 +301,7 @@ k_gemv(GJobs js, int m, Pro P, const int8_t *gxq, const float *gxd, const float 
     }
     for (int gw = blockIdx.x * nw + warp; gw < js.nwarps; gw += gridDim.x * nw) {
         const int grow = gw * RPW;
-        const GJob &J = js.j[job_of(js, grow)];
+        const MatvecJob &J = js.j[job_of(js, grow)];
         const int r0 = grow - J.row0;
         if (r0 >= J.n) continue;
         float acc[RPW][MT];
@@ -324,13 +322,13 @@ static int g_smem_max = 48 * 1024; // dynamic shared memory opted in for the gem
 static int g_sms = 132;            // multiprocessors of the device
 
 template <int MT, int RPW>
-static cudaError_t gemv_launch1(unsigned grid, int threads, size_t smem, const GJobs &js, int m, const Pro &P,
+static cudaError_t gemv_launch1(unsigned grid, int threads, size_t smem, const MatvecJobs &js, int m, const Prologue &P,
                                 const int8_t *q, const float *d, const float *f, int ldx) {
     return klaunch(k_gemv<MT, RPW>, dim3(grid), dim3(threads), smem, js, m, P, q, d, f, ldx);
 }
 
 template <int RPW>
-static cudaError_t gemv_launch(int MT, unsigned grid, int threads, size_t smem, const GJobs &js, int m, const Pro &P,
+static cudaError_t gemv_launch(int MT, unsigned grid, int threads, size_t smem, const MatvecJobs &js, int m, const Prologue &P,
                                const int8_t *q, const float *d, const float *f, int ldx) {
     if (MT == 1) return gemv_launch1<1, RPW>(grid, threads, smem, js, m, P, q, d, f, ldx);
     if (MT == 2) return gemv_launch1<2, RPW>(grid, threads, smem, js, m, P, q, d, f, ldx);
@@ -356,9 +354,9 @@ int32_t gemv_smem_optin(void) {
 
 // gq/gd/gf: activations in global memory (P.mode == -1); otherwise the prologue builds them.
 // Rows per warp: each lane keeps up to 4 weight blocks in flight (blocks b, b+32, ... of RPW
-// rows), and a matrix keeps at least 8 warps per SM. One row per warp left the wide matrices
-// with 1 KB in flight per warp and 2-3 waves of blocks (70 registers: 3 blocks per SM).
-static int gemv_rpw(const GJobs &js) {
+// rows), and a matrix keeps at least 8 warps per SM (one row per warp leaves too few bytes in
+// flight per warp on the wide matrices).
+static int gemv_rpw(const MatvecJobs &js) {
     int rows = 0;
     for (int t = 0; t < js.nj; t++) rows += js.j[t].n;
     const int nb = js.j[0].k / 32;
@@ -368,7 +366,7 @@ static int gemv_rpw(const GJobs &js) {
     return RPW;
 }
 
-int32_t launch_gemv(GJobs js, int m, Pro P, const int8_t *gq, const float *gd, const float *gf, int ldx) {
+int32_t launch_gemv(MatvecJobs js, int m, Prologue P, const int8_t *gq, const float *gd, const float *gf, int ldx) {
     const int RPW = gemv_rpw(js);
     const int threads = 256;
     int rows = 0;
@@ -384,13 +382,13 @@ int32_t launch_gemv(GJobs js, int m, Pro P, const int8_t *gq, const float *gd, c
     const int k = js.j[0].k;
     const int nh = P.mode == 3 ? k / P.hs : 1;
     int mcap = 8;
-    while (mcap > 1 && P.mode >= 0 && pro_smem(mcap, k, nh) > (size_t)g_smem_max) mcap >>= 1;
-    if (P.mode >= 0 && pro_smem(1, k, nh) > (size_t)g_smem_max) return KCUDA_E_UNSUPPORTED;
+    while (mcap > 1 && P.mode >= 0 && prologue_smem(mcap, k, nh) > (size_t)g_smem_max) mcap >>= 1;
+    if (P.mode >= 0 && prologue_smem(1, k, nh) > (size_t)g_smem_max) return KCUDA_E_UNSUPPORTED;
     for (int m0 = 0; m0 < m; m0 += mcap) {
         int mc = m - m0 < mcap ? m - m0 : mcap;
-        GJobs jc = js;
+        MatvecJobs jc = js;
         for (int t = 0; t < js.nj; t++) jc.j[t].y = js.j[t].y + (size_t)m0 * js.j[t].ldy;
-        Pro Pc = P;
+        Prologue Pc = P;
         const int8_t *q = nullptr;
         const float *d = nullptr, *f = nullptr;
         if (P.mode >= 0) {
@@ -403,7 +401,7 @@ int32_t launch_gemv(GJobs js, int m, Pro P, const int8_t *gq, const float *gd, c
             if (gf) f = gf + (size_t)m0 * ldx;
         }
         int MT = mc == 1 ? 1 : mc == 2 ? 2 : mc <= 4 ? 4 : 8;
-        size_t smem = P.mode >= 0 ? pro_smem(MT, k, nh) : 0;
+        size_t smem = P.mode >= 0 ? prologue_smem(MT, k, nh) : 0;
         cudaError_t e;
         if (RPW == 1) e = gemv_launch<1>(MT, grid, threads, smem, jc, mc, Pc, q, d, f, ldx);
         else if (RPW == 2) e = gemv_launch<2>(MT, grid, threads, smem, jc, mc, Pc, q, d, f, ldx);
@@ -413,8 +411,8 @@ int32_t launch_gemv(GJobs js, int m, Pro P, const int8_t *gq, const float *gd, c
     return 0;
 }
 
-GJob job(const DW &w, float *y, int ldy, int add) {
-    GJob j;
+MatvecJob job(const DeviceMatrix &w, float *y, int ldy, int add) {
+    MatvecJob j;
     j.q = w.q;
     j.s = w.s;
     j.y = y;
@@ -428,16 +426,16 @@ GJob job(const DW &w, float *y, int ldy, int add) {
 }
 
 // rows r0 .. r0 + n - 1 of w as a job of their own (its output y is row r0's)
-GJob job_rows(const DW &w, int r0, int n, float *y, int ldy) {
-    GJob j = job(w, y, ldy, 0);
-    j.q = (const char *)w.q + (size_t)r0 * dw_q_row_bytes(w.type, w.ne0);
+MatvecJob job_rows(const DeviceMatrix &w, int r0, int n, float *y, int ldy) {
+    MatvecJob j = job(w, y, ldy, 0);
+    j.q = (const char *)w.q + (size_t)r0 * matrix_quant_row_bytes(w.type, w.ne0);
     if (w.s) j.s = w.s + (size_t)r0 * (w.ne0 / 32);
     j.n = n;
     return j;
 }
 
-Pro pro(int mode, const float *a, const float *b, int lda, const float *w, int hs, float eps) {
-    Pro P;
+Prologue prologue(int mode, const float *a, const float *b, int lda, const float *w, int hs, float eps) {
+    Prologue P;
     P.mode = mode;
     P.a = a;
     P.b = b;

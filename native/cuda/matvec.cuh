@@ -5,14 +5,14 @@
 #pragma once
 #include "device_matrix.cuh"
 
-struct GJob {
+struct MatvecJob {
     const void *q;
     const uint16_t *s;
     float *y;
     int type, n, k, ldy, add, row0; // row0: first global row of this job (multiple of RPW)
 };
-struct GJobs {
-    GJob j[4];
+struct MatvecJobs {
+    MatvecJob j[4];
     int nj;
     int nwarps; // warps needed in all (set by launch_gemv)
 };
@@ -22,7 +22,7 @@ struct GJobs {
 //   0: a                       1: RMSNorm(a) * w (whole row)      2: silu(a) * b
 //   3: per head of hs values: (a * rsqrt(mean(a^2) + eps)) * w[j % hs] * silu(b)   (gated norm)
 // out2 (mode 1, block 0 only): the float activations (the final-norm hidden state h_out).
-struct Pro {
+struct Prologue {
     int mode;
     const float *a, *b;
     int lda;
@@ -34,12 +34,12 @@ struct Pro {
 };
 
 // One matrix as a job writing y (row stride ldy), added to y when add is set.
-GJob job(const DW &w, float *y, int ldy, int add);
+MatvecJob job(const DeviceMatrix &w, float *y, int ldy, int add);
 // Rows r0 .. r0 + n - 1 of w as a job of their own (its output y is row r0's).
-GJob job_rows(const DW &w, int r0, int n, float *y, int ldy);
-Pro pro(int mode, const float *a, const float *b, int lda, const float *w, int hs, float eps);
+MatvecJob job_rows(const DeviceMatrix &w, int r0, int n, float *y, int ldy);
+Prologue prologue(int mode, const float *a, const float *b, int lda, const float *w, int hs, float eps);
 // Opt the gemv kernels in to the device's dynamic shared memory (kcuda_init).
 int32_t gemv_smem_optin(void);
 // Launch the product of js over m rows. gq / gd / gf: activations in global memory (P.mode == -1:
 // int8 quants, f32 block scales, f32 values, row stride ldx); otherwise the prologue builds them.
-int32_t launch_gemv(GJobs js, int m, Pro P, const int8_t *gq, const float *gd, const float *gf, int ldx);
+int32_t launch_gemv(MatvecJobs js, int m, Prologue P, const int8_t *gq, const float *gd, const float *gf, int ldx);

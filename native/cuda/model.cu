@@ -12,10 +12,10 @@ int32_t dalloc(kcuda_model *md, void **p, size_t bytes) {
 
 static void graphs_free(kcuda_model *md) {
     for (Slot &s : md->sl) {
-        if (s.g1) cudaGraphExecDestroy(s.g1);
-        s.g1 = nullptr;
-        for (auto &kv : s.gm) cudaGraphExecDestroy(kv.second);
-        s.gm.clear();
+        if (s.graph_m1) cudaGraphExecDestroy(s.graph_m1);
+        s.graph_m1 = nullptr;
+        for (auto &kv : s.graphs_m) cudaGraphExecDestroy(kv.second);
+        s.graphs_m.clear();
     }
 }
 
@@ -25,12 +25,12 @@ static void model_free(kcuda_model *md) {
     graphs_free(md);
     for (auto &l : md->L) {
         for (int r = 0; r < KCUDA_W_COUNT; r++) {
-            dw_free(l.w[r]);
+            matrix_free(l.w[r]);
             if (l.v[r]) cudaFree(l.v[r]);
         }
     }
-    dw_free(md->tok);
-    dw_free(md->out);
+    matrix_free(md->tok);
+    matrix_free(md->out);
     if (md->out_norm) cudaFree(md->out_norm);
     if (md->cos_tab) cudaFree(md->cos_tab);
     if (md->sin_tab) cudaFree(md->sin_tab);
@@ -40,11 +40,11 @@ static void model_free(kcuda_model *md) {
         if (s.pin_hout) cudaFreeHost(s.pin_hout);
         if (s.pin_logits) cudaFreeHost(s.pin_logits);
         for (int i = 0; i < KC_LM_PIECES; i++)
-            if (s.ev[i]) cudaEventDestroy(s.ev[i]);
+            if (s.copied[i]) cudaEventDestroy(s.copied[i]);
     }
-    if (md->cps) cudaStreamDestroy(md->cps);
+    if (md->copy_stream) cudaStreamDestroy(md->copy_stream);
     for (int i = 0; i < KC_LM_PIECES; i++)
-        if (md->lmev[i]) cudaEventDestroy(md->lmev[i]);
+        if (md->lm_piece_done[i]) cudaEventDestroy(md->lm_piece_done[i]);
     delete md;
 }
 
@@ -96,7 +96,7 @@ KCUDA_API int32_t kcuda_model_set_tensor(kcuda_model *md, int32_t layer, int32_t
         if (!dst) return KCUDA_E_ARG;
         return vec_upload(dst, type, data, ne0 * ne1, nbytes);
     }
-    DW *dst;
+    DeviceMatrix *dst;
     if (layer < 0) {
         if (role == KCUDA_W_TOKEN_EMBD) dst = &md->tok;
         else if (role == KCUDA_W_OUTPUT) dst = &md->out;
@@ -104,7 +104,7 @@ KCUDA_API int32_t kcuda_model_set_tensor(kcuda_model *md, int32_t layer, int32_t
     } else {
         dst = &md->L[layer].w[role];
     }
-    return dw_upload(*dst, type, data, ne0, ne1, nbytes);
+    return matrix_upload(*dst, type, data, ne0, ne1, nbytes);
 }
 
 KCUDA_API int32_t kcuda_model_set_rope(kcuda_model *md, const float *cos_tab, const float *sin_tab,
@@ -126,7 +126,7 @@ KCUDA_API int32_t kcuda_model_set_rope(kcuda_model *md, const float *cos_tab, co
     return 0;
 }
 
-static int dw_ok(const DW &w, int64_t ne0, int64_t ne1) {
+static int matrix_has_shape(const DeviceMatrix &w, int64_t ne0, int64_t ne1) {
     return w.type >= 0 && w.ne0 == ne0 && w.ne1 == ne1;
 }
 
@@ -141,8 +141,8 @@ KCUDA_API int32_t kcuda_model_prepare(kcuda_model *md, int32_t max_m) {
     const int Hv = hp[KCUDA_HP_SSM_HV], dv = hp[KCUDA_HP_SSM_DV], max_pos = hp[KCUDA_HP_MAX_POS];
     const int C = 2 * Hk * dk + Hv * dv;
     // required tensors and shapes
-    if (!dw_ok(md->tok, E, V) || !md->out_norm) return KCUDA_E_STATE;
-    if (md->out.type >= 0 && !dw_ok(md->out, E, V)) return KCUDA_E_STATE;
+    if (!matrix_has_shape(md->tok, E, V) || !md->out_norm) return KCUDA_E_STATE;
+    if (md->out.type >= 0 && !matrix_has_shape(md->out, E, V)) return KCUDA_E_STATE;
     if (md->nfull > 0) {
         if (!md->cos_tab || md->rope_max_pos < max_pos || md->half_tab < hp[KCUDA_HP_N_ROT] / 2) return KCUDA_E_STATE;
         if (D > 1024 || H <= 0 || Hkv <= 0 || hp[KCUDA_HP_N_ROT] > D) return KCUDA_E_UNSUPPORTED;
@@ -151,18 +151,18 @@ KCUDA_API int32_t kcuda_model_prepare(kcuda_model *md, int32_t max_m) {
     for (int il = 0; il < md->nl; il++) {
         Layer &l = md->L[il];
         if (!l.v[KCUDA_W_ATTN_NORM] || !l.v[KCUDA_W_POST_ATTN_NORM]) return KCUDA_E_STATE;
-        if (!dw_ok(l.w[KCUDA_W_FFN_GATE], E, F) || !dw_ok(l.w[KCUDA_W_FFN_UP], E, F) ||
-            !dw_ok(l.w[KCUDA_W_FFN_DOWN], F, E))
+        if (!matrix_has_shape(l.w[KCUDA_W_FFN_GATE], E, F) || !matrix_has_shape(l.w[KCUDA_W_FFN_UP], E, F) ||
+            !matrix_has_shape(l.w[KCUDA_W_FFN_DOWN], F, E))
             return KCUDA_E_STATE;
         if (l.rec) {
-            if (!dw_ok(l.w[KCUDA_W_SSM_QKV], E, C) || !dw_ok(l.w[KCUDA_W_SSM_GATE], E, (int64_t)Hv * dv) ||
-                !dw_ok(l.w[KCUDA_W_SSM_BETA], E, Hv) || !dw_ok(l.w[KCUDA_W_SSM_ALPHA], E, Hv) ||
-                !dw_ok(l.w[KCUDA_W_SSM_OUT], (int64_t)Hv * dv, E) || !l.v[KCUDA_W_SSM_A] ||
+            if (!matrix_has_shape(l.w[KCUDA_W_SSM_QKV], E, C) || !matrix_has_shape(l.w[KCUDA_W_SSM_GATE], E, (int64_t)Hv * dv) ||
+                !matrix_has_shape(l.w[KCUDA_W_SSM_BETA], E, Hv) || !matrix_has_shape(l.w[KCUDA_W_SSM_ALPHA], E, Hv) ||
+                !matrix_has_shape(l.w[KCUDA_W_SSM_OUT], (int64_t)Hv * dv, E) || !l.v[KCUDA_W_SSM_A] ||
                 !l.v[KCUDA_W_SSM_DT_BIAS] || !l.v[KCUDA_W_SSM_CONV1D] || !l.v[KCUDA_W_SSM_NORM])
                 return KCUDA_E_STATE;
         } else {
-            if (!dw_ok(l.w[KCUDA_W_ATTN_Q], E, (int64_t)2 * H * D) || !dw_ok(l.w[KCUDA_W_ATTN_K], E, (int64_t)Hkv * D) ||
-                !dw_ok(l.w[KCUDA_W_ATTN_V], E, (int64_t)Hkv * D) || !dw_ok(l.w[KCUDA_W_ATTN_OUTPUT], (int64_t)H * D, E) ||
+            if (!matrix_has_shape(l.w[KCUDA_W_ATTN_Q], E, (int64_t)2 * H * D) || !matrix_has_shape(l.w[KCUDA_W_ATTN_K], E, (int64_t)Hkv * D) ||
+                !matrix_has_shape(l.w[KCUDA_W_ATTN_V], E, (int64_t)Hkv * D) || !matrix_has_shape(l.w[KCUDA_W_ATTN_OUTPUT], (int64_t)H * D, E) ||
                 !l.v[KCUDA_W_ATTN_Q_NORM] || !l.v[KCUDA_W_ATTN_K_NORM])
                 return KCUDA_E_STATE;
         }
@@ -202,30 +202,30 @@ KCUDA_API int32_t kcuda_model_prepare(kcuda_model *md, int32_t max_m) {
         }
     }
     if (md->nfull) {
-        AL(qg, M * 2 * H * D * 4);
-        AL(kb, M * Hkv * D * 4);
-        AL(vb, M * Hkv * D * 4);
-        AL(qr, M * H * D * 4);
-        AL(att, M * H * D * 4);
-        AL(scr, M * H * (size_t)max_pos * 4);
-        AL(kc, (size_t)md->nfull * max_pos * Hkv * D * 4);
-        AL(vc, (size_t)md->nfull * max_pos * Hkv * D * 4);
+        AL(q_gate, M * 2 * H * D * 4);
+        AL(k_new, M * Hkv * D * 4);
+        AL(v_new, M * Hkv * D * 4);
+        AL(q_rope, M * H * D * 4);
+        AL(attn_out, M * H * D * 4);
+        AL(scores, M * H * (size_t)max_pos * 4);
+        AL(k_cache, (size_t)md->nfull * max_pos * Hkv * D * 4);
+        AL(v_cache, (size_t)md->nfull * max_pos * Hkv * D * 4);
     }
 #undef AL
     for (Slot &s : md->sl) {
         CK(cudaMallocHost((void **)&s.h_in, (M + 1) * 4));
         CK(cudaMallocHost((void **)&s.pin_hout, M * E * 4));
         CK(cudaMallocHost((void **)&s.pin_logits, M * (size_t)V * 4));
-        for (int i = 0; i < KC_LM_PIECES; i++) CK(cudaEventCreateWithFlags(&s.ev[i], cudaEventDisableTiming));
+        for (int i = 0; i < KC_LM_PIECES; i++) CK(cudaEventCreateWithFlags(&s.copied[i], cudaEventDisableTiming));
     }
-    for (int i = 0; i < KC_LM_PIECES; i++) CK(cudaEventCreateWithFlags(&md->lmev[i], cudaEventDisableTiming));
-    if (!md->cps) CK(cudaStreamCreateWithFlags(&md->cps, cudaStreamNonBlocking));
-    if (KC_COPY_THREADS > 0 && md->cp_th.empty()) {
+    for (int i = 0; i < KC_LM_PIECES; i++) CK(cudaEventCreateWithFlags(&md->lm_piece_done[i], cudaEventDisableTiming));
+    if (!md->copy_stream) CK(cudaStreamCreateWithFlags(&md->copy_stream, cudaStreamNonBlocking));
+    if (KC_COPY_THREADS > 0 && md->copy_threads.empty()) {
         try {
-            for (int i = 1; i <= KC_COPY_THREADS; i++) md->cp_th.emplace_back(copy_worker, md, i);
+            for (int i = 1; i <= KC_COPY_THREADS; i++) md->copy_threads.emplace_back(copy_worker, md, i);
         } catch (...) {
             copy_threads_stop(md); // run with the caller's thread alone
-            md->cp_stop = 0;
+            md->copy_stop = 0;
         }
     }
     md->opt_graph = g_opt_graph;
@@ -253,8 +253,8 @@ KCUDA_API int32_t kcuda_seq_reset(kcuda_model *md) {
     const int Hv = hp[KCUDA_HP_SSM_HV], dv = hp[KCUDA_HP_SSM_DV];
     const int C = 2 * Hk * dk + Hv * dv;
     if (md->nfull) {
-        CK(cudaMemsetAsync(md->kc, 0, (size_t)md->nfull * max_pos * Hkv * D * 4, g_stream));
-        CK(cudaMemsetAsync(md->vc, 0, (size_t)md->nfull * max_pos * Hkv * D * 4, g_stream));
+        CK(cudaMemsetAsync(md->k_cache, 0, (size_t)md->nfull * max_pos * Hkv * D * 4, g_stream));
+        CK(cudaMemsetAsync(md->v_cache, 0, (size_t)md->nfull * max_pos * Hkv * D * 4, g_stream));
     }
     if (md->nrec) {
         CK(cudaMemsetAsync(md->ring, 0, (size_t)md->nrec * md->ring_rows * C * 4, g_stream));
@@ -266,13 +266,13 @@ KCUDA_API int32_t kcuda_seq_reset(kcuda_model *md) {
     md->opt_graph_m = g_opt_graph_m;
     for (int s = 0; s < KC_SLOTS; s++) {
         Slot &sl = md->sl[s];
-        if (md->opt_graph && !sl.g1) CKS(capture(md, 1, s, &sl.g1));
+        if (md->opt_graph && !sl.graph_m1) CKS(capture(md, 1, s, &sl.graph_m1));
         if (md->opt_graph_m) {
             for (int m = 2; m <= md->max_m; m++)
-                if (!sl.gm.count(m)) {
+                if (!sl.graphs_m.count(m)) {
                     cudaGraphExec_t ge = nullptr;
                     CKS(capture(md, m, s, &ge));
-                    sl.gm[m] = ge;
+                    sl.graphs_m[m] = ge;
                 }
         }
     }
@@ -282,7 +282,7 @@ KCUDA_API int32_t kcuda_seq_reset(kcuda_model *md) {
 
 KCUDA_API int32_t kcuda_model_counters(kcuda_model *md, int64_t *out, int32_t n) {
     if (!md || !out) return KCUDA_E_ARG;
-    for (int i = 0; i < n; i++) out[i] = i < KCUDA_C_COUNT ? md->cnt[i] : 0;
+    for (int i = 0; i < n; i++) out[i] = i < KCUDA_C_COUNT ? md->counters[i] : 0;
     return 0;
 }
 
@@ -290,7 +290,7 @@ KCUDA_API void kcuda_model_free(kcuda_model *md) {
     if (!md) return;
     if (g_ready) {
         cudaStreamSynchronize(g_stream);
-        if (md->cps) cudaStreamSynchronize(md->cps);
+        if (md->copy_stream) cudaStreamSynchronize(md->copy_stream);
     }
     model_free(md);
 }

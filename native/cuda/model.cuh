@@ -10,10 +10,10 @@
 #include "matvec.cuh"
 
 struct Layer {
-    int rec = 0;
-    int idx = 0; // index among layers of its kind
-    DW w[KCUDA_W_COUNT];
-    float *v[KCUDA_W_COUNT] = {};
+    int rec = 0;                      // a Gated DeltaNet layer (else gated full attention)
+    int idx = 0;                      // index among the layers of its kind (state and caches)
+    DeviceMatrix w[KCUDA_W_COUNT];    // the layer's matrices by role (KCUDA_W_*)
+    float *v[KCUDA_W_COUNT] = {};     // its vectors by role, f32 on the device
 };
 
 // What one pass writes and the host reads back: the outputs on the device, the pinned staging
@@ -24,53 +24,68 @@ struct Layer {
 struct Slot {
     float *hout = nullptr, *logits = nullptr;         // device [max_m][E], [max_m][V]
     float *pin_hout = nullptr, *pin_logits = nullptr; // pinned staging, the same shapes
-    int *h_in = nullptr;                              // pinned: [0] = pos, [1..m] tokens
-    cudaEvent_t ev[KC_LM_PIECES] = {};                // the logits of piece p are in the staging
-    cudaGraphExec_t g1 = nullptr;                     // the M=1 graph
-    std::map<int, cudaGraphExec_t> gm;                // per-M graphs
+    int *h_in = nullptr;                              // pinned [1 + max_m]: [0] = pos, [1..m] tokens
+    cudaEvent_t copied[KC_LM_PIECES] = {};            // the logits of piece p are in the staging
+    cudaGraphExec_t graph_m1 = nullptr;               // the M=1 graph
+    std::map<int, cudaGraphExec_t> graphs_m;          // per-M graphs, by M
 };
 
+// E embedding width, V vocabulary, F feed-forward width; attention: H query heads, Hkv KV heads
+// of D values; DeltaNet: Hk key heads of dk, Hv value heads of dv, C = 2 * Hk * dk + Hv * dv
+// conv channels (q, k, v).
 struct kcuda_model {
-    int32_t hp[KCUDA_HP_COUNT];
+    int32_t hp[KCUDA_HP_COUNT];       // hyperparameters by KCUDA_HP_*
     float eps;
-    int nl, nrec, nfull;
-    std::vector<Layer> L;
-    DW tok, out;
-    float *out_norm = nullptr;
-    float *cos_tab = nullptr, *sin_tab = nullptr;
+    int nl, nrec, nfull;              // layers: all, Gated DeltaNet, full attention
+    std::vector<Layer> L;             // [nl]
+    DeviceMatrix tok, out;            // embedding [V][E]; LM head [V][E] (absent: tied to tok)
+    float *out_norm = nullptr;        // [E]
+    float *cos_tab = nullptr, *sin_tab = nullptr; // [rope_max_pos][half_tab]
     int rope_max_pos = 0, half_tab = 0;
-    int max_m = 0, prepared = 0;
+    int max_m = 0, prepared = 0;      // rows a pass may hold
     int opt_graph = 1, opt_graph_m = 0;
     // state
-    float *kc = nullptr, *vc = nullptr;      // [nfull][max_pos][Hkv*D]
-    float *ring = nullptr;                   // [nrec][ring_rows][C]: conv inputs by position
-    int ring_rows = 0;
-    float *ssm = nullptr;                    // [nrec][Hv][dv][dk]
-    // scratch
-    int *d_in = nullptr;                     // [0] = pos, [1..m] tokens
-    float *x = nullptr;                      // [max_m][E]
-    float *xf = nullptr; int8_t *xq = nullptr; float *xd = nullptr; int ldx = 0;
-    float *qkv = nullptr, *z = nullptr, *beta = nullptr, *alpha = nullptr, *ybuf = nullptr;
-    float *qg = nullptr, *kb = nullptr, *vb = nullptr, *qr = nullptr, *att = nullptr, *scr = nullptr;
-    float *gate = nullptr, *up = nullptr;
+    float *k_cache = nullptr, *v_cache = nullptr; // [nfull][max_pos][Hkv * D]
+    float *ring = nullptr;                        // [nrec][ring_rows][C]: conv inputs by position
+    int ring_rows = 0;                            // K - 1 + max_m
+    float *ssm = nullptr;                         // [nrec][Hv][dv][dk]
+    // scratch of a pass (m <= max_m rows)
+    int *d_in = nullptr;                          // [1 + max_m]: [0] = pos, [1..m] tokens
+    float *x = nullptr;                           // [max_m][E]: the residual stream
+    float *xf = nullptr;                          // [max_m][ldx]: a product's float input rows
+    int8_t *xq = nullptr;                         // [max_m][ldx]: ... quantized per 32-block
+    float *xd = nullptr;                          // [max_m][ldx / 32]: ... their block scales
+    int ldx = 0;                                  // the widest product input, rounded up to 32
+    float *qkv = nullptr;                         // [max_m][C]: DeltaNet q, k, v before the conv
+    float *z = nullptr;                           // [max_m][Hv * dv]: DeltaNet output gate
+    float *beta = nullptr, *alpha = nullptr;      // [max_m][Hv]: DeltaNet write strength, decay input
+    float *ybuf = nullptr;                        // [max_m][Hv * dv]: DeltaNet output before its norm
+    float *q_gate = nullptr;                      // [max_m][H][2][D]: each head's query, then its gate
+    float *k_new = nullptr, *v_new = nullptr;     // [max_m][Hkv * D]: this pass's keys and values
+    float *q_rope = nullptr;                      // [max_m][H * D]: queries normed and rotated
+    float *attn_out = nullptr;                    // [max_m][H * D]: gated attention output
+    float *scores = nullptr;                      // [max_m][H][max_pos]: attention probabilities
+    float *gate = nullptr, *up = nullptr;         // [max_m][F]
     Slot sl[KC_SLOTS];
-    cudaStream_t cps = nullptr;          // the copies back
-    cudaEvent_t lmev[KC_LM_PIECES] = {}; // piece p of the LM head is done (recorded by the pass)
+    cudaStream_t copy_stream = nullptr;           // the copies back
+    cudaEvent_t lm_piece_done[KC_LM_PIECES] = {}; // piece p of the LM head is done (recorded by the pass)
     // copy helpers: thread i (1..n) takes chunks c with c % (n + 1) == i and the caller the rest,
-    // or, on their own (cp_async), c % n == i - 1 (thread 1 also h_out)
-    std::vector<std::thread> cp_th;
-    std::mutex cp_mu;
-    std::condition_variable cp_cv, cp_done;
-    unsigned cp_gen = 0;
-    int cp_busy = 0, cp_stop = 0;
-    int32_t cp_err = 0;
-    // the copy-out job (copy_job), set before cp_gen is bumped: slot cp_slot's outputs of cp_m
-    // rows to cp_hdst [m][cp_e] and cp_dst [m][cp_v]; cp_async: the copy threads do it all
-    float *cp_dst = nullptr, *cp_hdst = nullptr;
-    int cp_nch = 0, cp_per = 1, cp_m = 0, cp_v = 0, cp_e = 0; // cp_per: chunks per LM head piece
-    int cp_slot = 0, cp_async = 0;
-    int cp_pending = 0; // rows of the pass the copy threads are copying out on their own (0: none)
-    int64_t cnt[KCUDA_C_COUNT] = {};
+    // or, on their own (copy_alone), c % n == i - 1 (thread 1 also h_out)
+    std::vector<std::thread> copy_threads;
+    std::mutex copy_mutex;
+    std::condition_variable copy_wake_cv, copy_done_cv;
+    unsigned copy_generation = 0;
+    int copy_busy = 0, copy_stop = 0;
+    int32_t copy_error = 0;
+    // the copy-out job (copy_job), set before copy_generation is bumped: slot copy_slot's outputs
+    // of copy_rows rows to copy_hout_to [copy_rows][copy_embd] and copy_logits_to
+    // [copy_rows][copy_vocab], in copy_chunks chunks of vocabulary columns, copy_chunks_per_piece
+    // to an LM head piece; copy_alone: the copy threads do it all
+    float *copy_logits_to = nullptr, *copy_hout_to = nullptr;
+    int copy_chunks = 0, copy_chunks_per_piece = 1, copy_rows = 0, copy_vocab = 0, copy_embd = 0;
+    int copy_slot = 0, copy_alone = 0;
+    int copy_pending_rows = 0; // rows of the pass the copy threads are copying out on their own (0: none)
+    int64_t counters[KCUDA_C_COUNT] = {};
     std::vector<void *> allocs;
 };
 

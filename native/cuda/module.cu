@@ -14,7 +14,7 @@ int g_pdl = 0;
 // Per-op gemm cache (host weight pointer -> device copy)
 
 struct CacheEnt {
-    DW w;
+    DeviceMatrix w;
     int64_t bytes;
     int n, k;
 };
@@ -23,7 +23,7 @@ static void *g_op_buf = nullptr;
 static size_t g_op_bytes = 0;
 
 static void op_free_all(void) {
-    for (auto &kv : g_wcache) dw_free(kv.second.w);
+    for (auto &kv : g_wcache) matrix_free(kv.second.w);
     g_wcache.clear();
     if (g_op_buf) cudaFree(g_op_buf);
     g_op_buf = nullptr;
@@ -126,7 +126,7 @@ KCUDA_API int32_t kcuda_gemm_gw(int32_t wtype, const void *w, int64_t w_bytes, i
     auto it = g_wcache.find(w);
     if (it != g_wcache.end() && (it->second.bytes != w_bytes || it->second.n != n_out || it->second.k != k ||
                                  it->second.w.type != wtype)) {
-        dw_free(it->second.w);
+        matrix_free(it->second.w);
         g_wcache.erase(it);
         it = g_wcache.end();
     }
@@ -135,9 +135,9 @@ KCUDA_API int32_t kcuda_gemm_gw(int32_t wtype, const void *w, int64_t w_bytes, i
         ce.bytes = w_bytes;
         ce.n = n_out;
         ce.k = k;
-        int32_t st = dw_upload(ce.w, wtype, w, k, n_out, w_bytes);
+        int32_t st = matrix_upload(ce.w, wtype, w, k, n_out, w_bytes);
         if (st) {
-            dw_free(ce.w);
+            matrix_free(ce.w);
             return st;
         }
         it = g_wcache.emplace(w, ce).first;
@@ -156,10 +156,10 @@ KCUDA_API int32_t kcuda_gemm_gw(int32_t wtype, const void *w, int64_t w_bytes, i
     float *dy = (float *)((char *)dd + (db + 255) / 256 * 256);
     CK(cudaMemcpyAsync(dq, xq, qb, cudaMemcpyHostToDevice, g_stream));
     CK(cudaMemcpyAsync(dd, xd, db, cudaMemcpyHostToDevice, g_stream));
-    GJobs js = {};
+    MatvecJobs js = {};
     js.nj = 1;
     js.j[0] = job(it->second.w, dy, n_out, 0);
-    CKS(launch_gemv(js, m, pro(-1, nullptr, nullptr, 0, nullptr, 1, 0.0f), dq, dd, nullptr, k));
+    CKS(launch_gemv(js, m, prologue(-1, nullptr, nullptr, 0, nullptr, 1, 0.0f), dq, dd, nullptr, k));
     CK(cudaMemcpyAsync(y, dy, yb, cudaMemcpyDeviceToHost, g_stream));
     CK(cudaStreamSynchronize(g_stream));
     return 0;

@@ -5,11 +5,11 @@
 // Full attention. Prep: per head block, RMSNorm with q_norm/k_norm, NeoX RoPE on n_rot dims,
 // k and v stored in the cache at pos + mi. Blocks [0,H): query; [H,H+Hkv): key; then value.
 
-__global__ void k_qkprep(const float *qg, int ldqg, const float *kb, const float *vb, int ldkv, const float *__restrict__ qn,
+__global__ void k_qkprep(const float *q_gate, int ld_q_gate, const float *k_new, const float *v_new, int ld_kv_new, const float *__restrict__ qn,
                          const float *__restrict__ kn, const float *__restrict__ cos_tab,
                          const float *__restrict__ sin_tab, int half_tab, int half,
                          const int *__restrict__ in, int H, int Hkv, int D, float eps, float *qout,
-                         float *kc, float *vc, int max_pos) {
+                         float *k_cache, float *v_cache, int max_pos) {
     KC_PDL_TRIGGER();
     KC_PDL_WAIT();
     extern __shared__ float sm[];
@@ -19,21 +19,21 @@ __global__ void k_qkprep(const float *qg, int ldqg, const float *kb, const float
     if (hb >= H + Hkv) {
         int vh = hb - H - Hkv;
         for (int i = threadIdx.x; i < D; i += blockDim.x)
-            vc[(size_t)pos * Hkv * D + vh * D + i] = vb[(size_t)mi * ldkv + vh * D + i];
+            v_cache[(size_t)pos * Hkv * D + vh * D + i] = v_new[(size_t)mi * ld_kv_new + vh * D + i];
         return;
     }
     const float *src;
     const float *w;
     float *dst;
     if (hb < H) {
-        src = qg + (size_t)mi * ldqg + (size_t)2 * hb * D;
+        src = q_gate + (size_t)mi * ld_q_gate + (size_t)2 * hb * D;
         w = qn;
         dst = qout + (size_t)mi * H * D + hb * D;
     } else {
         int kh = hb - H;
-        src = kb + (size_t)mi * ldkv + kh * D;
+        src = k_new + (size_t)mi * ld_kv_new + kh * D;
         w = kn;
-        dst = kc + (size_t)pos * Hkv * D + kh * D;
+        dst = k_cache + (size_t)pos * Hkv * D + kh * D;
     }
     float *x = sm;
     __shared__ float s_sc;

@@ -14,8 +14,8 @@ static int32_t rows_check(const kcuda_model *md, const int32_t *tokens, int32_t 
 // Queue one pass of m rows at positions pos.. writing slot s, and the copies of its outputs
 // back to the slot's pinned staging on the copy stream: h_out once the LM head's first piece is
 // done (the final norm ran before it), then the logits of each piece in one copy once the piece
-// is (one copy per chunk made the copies of an M-row pass trail its last kernel by 54 us instead
-// of 38: latency note, section 13), each piece followed by an event that the host waits for.
+// is (fewer copies trail the pass's last kernel less), each piece followed by an event that the
+// host waits for.
 // Returns at once: nothing here waits for the device.
 static int32_t pass_queue(kcuda_model *md, const int32_t *tokens, int32_t m, int32_t pos, int s) {
     Slot &sl = md->sl[s];
@@ -24,18 +24,18 @@ static int32_t pass_queue(kcuda_model *md, const int32_t *tokens, int32_t m, int
     for (int i = 0; i < m; i++) sl.h_in[1 + i] = tokens[i];
     CK(cudaMemcpyAsync(md->d_in, sl.h_in, (size_t)(m + 1) * 4, cudaMemcpyHostToDevice, g_stream));
     if (m == 1) {
-        if (md->opt_graph && sl.g1) {
-            CK(cudaGraphLaunch(sl.g1, g_stream));
-            md->cnt[KCUDA_C_GRAPH_REPLAYS]++;
+        if (md->opt_graph && sl.graph_m1) {
+            CK(cudaGraphLaunch(sl.graph_m1, g_stream));
+            md->counters[KCUDA_C_GRAPH_REPLAYS]++;
         } else {
             CKS(forward(md, 1, s));
-            md->cnt[KCUDA_C_STREAM_STEPS]++;
+            md->counters[KCUDA_C_STREAM_STEPS]++;
         }
     } else {
-        auto it = md->opt_graph_m ? sl.gm.find(m) : sl.gm.end();
-        if (it != sl.gm.end()) {
+        auto it = md->opt_graph_m ? sl.graphs_m.find(m) : sl.graphs_m.end();
+        if (it != sl.graphs_m.end()) {
             CK(cudaGraphLaunch(it->second, g_stream));
-            md->cnt[KCUDA_C_MROW_GRAPH_REPLAYS]++;
+            md->counters[KCUDA_C_MROW_GRAPH_REPLAYS]++;
         } else {
             CKS(forward(md, m, s));
         }
@@ -43,13 +43,13 @@ static int32_t pass_queue(kcuda_model *md, const int32_t *tokens, int32_t m, int
     int nch = 1, np = 1;
     lm_split(m, V, &nch, &np);
     for (int p = 0; p < np; p++) {
-        CK(cudaStreamWaitEvent(md->cps, md->lmev[p], 0));
-        if (p == 0) CK(cudaMemcpyAsync(sl.pin_hout, sl.hout, (size_t)m * E * 4, cudaMemcpyDeviceToHost, md->cps));
+        CK(cudaStreamWaitEvent(md->copy_stream, md->lm_piece_done[p], 0));
+        if (p == 0) CK(cudaMemcpyAsync(sl.pin_hout, sl.hout, (size_t)m * E * 4, cudaMemcpyDeviceToHost, md->copy_stream));
         const int v0 = lm_piece_col(p, nch, np, V), v1 = lm_piece_col(p + 1, nch, np, V);
         if (v1 > v0)
             CK(cudaMemcpy2DAsync(sl.pin_logits + v0, (size_t)V * 4, sl.logits + v0, (size_t)V * 4,
-                                 (size_t)(v1 - v0) * 4, (size_t)m, cudaMemcpyDeviceToHost, md->cps));
-        CK(cudaEventRecord(sl.ev[p], md->cps));
+                                 (size_t)(v1 - v0) * 4, (size_t)m, cudaMemcpyDeviceToHost, md->copy_stream));
+        CK(cudaEventRecord(sl.copied[p], md->copy_stream));
     }
     return 0;
 }
@@ -60,37 +60,37 @@ static int copy_job(kcuda_model *md, int32_t m, int s, float *h_out, float *logi
     const int V = md->hp[KCUDA_HP_N_VOCAB];
     int nch = 1, np = 1;
     lm_split(m, V, &nch, &np);
-    md->cp_dst = logits;
-    md->cp_hdst = h_out;
-    md->cp_nch = nch;
-    md->cp_per = nch / np;
-    md->cp_m = m;
-    md->cp_v = V;
-    md->cp_e = md->hp[KCUDA_HP_N_EMBD];
-    md->cp_slot = s;
-    md->cp_async = async;
+    md->copy_logits_to = logits;
+    md->copy_hout_to = h_out;
+    md->copy_chunks = nch;
+    md->copy_chunks_per_piece = nch / np;
+    md->copy_rows = m;
+    md->copy_vocab = V;
+    md->copy_embd = md->hp[KCUDA_HP_N_EMBD];
+    md->copy_slot = s;
+    md->copy_alone = async;
     return nch;
 }
 
 static void copy_wake(kcuda_model *md, int nthreads) {
     {
-        std::lock_guard<std::mutex> lk(md->cp_mu);
-        md->cp_err = 0;
-        md->cp_busy = nthreads;
-        md->cp_gen++;
+        std::lock_guard<std::mutex> lk(md->copy_mutex);
+        md->copy_error = 0;
+        md->copy_busy = nthreads;
+        md->copy_generation++;
     }
-    md->cp_cv.notify_all();
+    md->copy_wake_cv.notify_all();
 }
 
 static int32_t copy_wait(kcuda_model *md) {
-    std::unique_lock<std::mutex> lk(md->cp_mu);
-    md->cp_done.wait(lk, [&] { return md->cp_busy == 0; });
-    return md->cp_err;
+    std::unique_lock<std::mutex> lk(md->copy_mutex);
+    md->copy_done_cv.wait(lk, [&] { return md->copy_busy == 0; });
+    return md->copy_error;
 }
 
 static void count_pass(kcuda_model *md, int32_t m) {
-    if (m == 1) md->cnt[KCUDA_C_STEPS]++;
-    else md->cnt[KCUDA_C_MROW_CALLS]++;
+    if (m == 1) md->counters[KCUDA_C_STEPS]++;
+    else md->counters[KCUDA_C_MROW_CALLS]++;
 }
 
 // Wait for the pass queued into slot s and copy its outputs out of the staging: the host copies
@@ -99,8 +99,8 @@ static void count_pass(kcuda_model *md, int32_t m) {
 static int32_t pass_collect(kcuda_model *md, int32_t m, int s, float *h_out, float *logits) {
     const int nch = copy_job(md, m, s, h_out, logits, 0);
     // helpers for M rows only: at M=1 the caller reads the logits next (greedy pick), and a
-    // copy by this thread leaves them in its own cache (measured faster on the H200)
-    const int nthr = (nch > 1 && m > 1) ? (int)md->cp_th.size() + 1 : 1;
+    // copy by this thread leaves them in its own cache
+    const int nthr = (nch > 1 && m > 1) ? (int)md->copy_threads.size() + 1 : 1;
     if (nthr > 1) copy_wake(md, nthr - 1);
     int32_t err = copy_hout(md);
     if (!err) err = copy_share(md, 0, nthr);
@@ -116,17 +116,17 @@ static int32_t pass_collect(kcuda_model *md, int32_t m, int s, float *h_out, flo
 // The same copy-out done by the copy threads alone while this thread queues the next pass
 // (kcuda_prompt); collect_end waits for it. Without copy threads, this thread does it now.
 static int32_t collect_begin(kcuda_model *md, int32_t m, int s, float *h_out, float *logits) {
-    if (md->cp_th.empty()) return pass_collect(md, m, s, h_out, logits);
+    if (md->copy_threads.empty()) return pass_collect(md, m, s, h_out, logits);
     copy_job(md, m, s, h_out, logits, 1);
-    md->cp_pending = m;
-    copy_wake(md, (int)md->cp_th.size());
+    md->copy_pending_rows = m;
+    copy_wake(md, (int)md->copy_threads.size());
     return 0;
 }
 
 static int32_t collect_end(kcuda_model *md) {
-    const int32_t m = md->cp_pending;
+    const int32_t m = md->copy_pending_rows;
     if (!m) return 0;
-    md->cp_pending = 0;
+    md->copy_pending_rows = 0;
     CKS(copy_wait(md));
     count_pass(md, m);
     return 0;
@@ -149,7 +149,7 @@ KCUDA_API int32_t kcuda_step(kcuda_model *md, int32_t token, int32_t pos, float 
 // n rows in passes of m queued back to back. Pass i + 1 is queued before pass i is copied out,
 // and the copy threads copy pass i out while this thread queues pass i + 2: the device does not
 // idle between passes for the copy back and the return to the caller, nor (in stream mode)
-// for this thread's copying (latency note, section 14). Passes cycle through three slots; before
+// for this thread's copying. Passes cycle through three slots; before
 // pass i + 3 reuses a slot, pass i has been copied out, so no pass overwrites outputs still on
 // their way back. Row r's outputs go to row r % ring of h_out / logits.
 KCUDA_API int32_t kcuda_prompt(kcuda_model *md, const int32_t *tokens, int32_t n, int32_t m, int32_t pos,

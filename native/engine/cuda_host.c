@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "env_options.h"
 #include "kite_cuda.h"
 
 #if defined(_WIN32)
@@ -28,8 +29,6 @@ typedef HMODULE kc_lib_t;
 #define KC_MODULE_NAME "libkite_cuda.so"
 typedef void *kc_lib_t;
 #endif
-
-#define KC_FLOPS_MIN_DEFAULT 1000000LL
 
 /* The function table: one pointer per entry of the X-macro. */
 typedef struct kc_table {
@@ -122,27 +121,12 @@ static int exe_dir(char *out, size_t cap) {
 
 /* ---- environment ------------------------------------------------------------------------- */
 
-static int env_on(const char *name, int dflt) {
-    const char *v = getenv(name);
-    if (!v)
-        return dflt;
-    return v[0] != 0 && strcmp(v, "0") != 0;
-}
-
 static void read_env(void) {
-    const char *g = getenv("KITE_CUDA_GRAPH");
-    g_info.gate_graph = !(g && strcmp(g, "0") == 0); /* only "0" turns it off */
-    const char *gm = getenv("KITE_CUDA_GRAPH_M");
-    g_info.gate_graph_m = gm && gm[0] && strcmp(gm, "0") != 0; /* only non-"0" turns it on */
-    g_info.force_cpu = env_on("KITE_CUDA_FORCE_CPU", 0);
-    g_info.flops_min = KC_FLOPS_MIN_DEFAULT;
-    const char *f = getenv("KITE_CUDA_FLOPS_MIN");
-    if (f && f[0]) {
-        char *end = NULL;
-        long long v = strtoll(f, &end, 10);
-        if (end && *end == 0 && v >= 0)
-            g_info.flops_min = (int64_t)v;
-    }
+    const kt_env *env = kt_env_get();
+    g_info.gate_graph = env->cuda_graph;
+    g_info.gate_graph_m = env->cuda_graph_m;
+    g_info.force_cpu = env->cuda_force_cpu;
+    g_info.flops_min = env->cuda_flops_min;
 }
 
 /* ---- binding ----------------------------------------------------------------------------- */
@@ -227,8 +211,8 @@ void kc_init(void) {
     /* 1. explicit path */
     st = &g_info.search[g_info.n_search++];
     kc_copy(st->how, sizeof st->how, "KITE_CUDA_LIB");
-    const char *lp = getenv("KITE_CUDA_LIB");
-    if (!lp || !lp[0]) {
+    const char *lp = kt_env_get()->cuda_lib;
+    if (!lp) {
         kc_copy(st->result, sizeof st->result, "not set");
     } else {
         loaded = try_load(st, lp, 1);

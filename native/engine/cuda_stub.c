@@ -1,22 +1,15 @@
 /* cuda_stub.c - the CUDA host layer of a build without KITE_CUDA: nothing is ever available,
  * every offload returns 0 (the CPU runs it). Same interface as cuda_host.c. */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "cuda_host.h"
+#include "env_options.h"
 #include "kite_cuda.h"
 
 static kc_counters counters;
 
-static int env_flag(const char *name, int dflt) {
-    const char *s = getenv(name);
-    if (!s || !*s)
-        return dflt;
-    return strcmp(s, "0") != 0;
-}
-
-void kc_init(void) {}
+void kc_init(void) { (void)kt_env_get(); /* its warnings, once, at start */ }
 void kc_shutdown(void) {}
 int kc_available(void) { return 0; }
 
@@ -31,11 +24,11 @@ void kc_get_info(kc_info *out) {
     out->init_status = KCUDA_E_NODEVICE;
     snprintf(out->reason, sizeof out->reason, "built without KITE_CUDA");
     snprintf(out->note, sizeof out->note, "built without KITE_CUDA: no module is searched");
-    out->gate_graph = env_flag("KITE_CUDA_GRAPH", 1);
-    out->gate_graph_m = env_flag("KITE_CUDA_GRAPH_M", 0);
-    out->force_cpu = env_flag("KITE_CUDA_FORCE_CPU", 0);
-    const char *fm = getenv("KITE_CUDA_FLOPS_MIN");
-    out->flops_min = (fm && *fm) ? strtoll(fm, NULL, 10) : 1000000;
+    const kt_env *env = kt_env_get();
+    out->gate_graph = env->cuda_graph;
+    out->gate_graph_m = env->cuda_graph_m;
+    out->force_cpu = env->cuda_force_cpu;
+    out->flops_min = env->cuda_flops_min;
     out->resident = 0;
 }
 

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cuda_host.h"
+#include "env_options.h"
 #include "json.h"
 #include "kite_cuda.h"
 #include "model.h"
@@ -322,10 +323,7 @@ static int cmd_run(int argc, char **argv) {
     /* touch the output pages now, outside the request window (no page faults in a step) */
     memset(h_all, 0, rows_kept * E * sizeof(float));
     memset(l_all, 0, rows_kept * V * sizeof(float));
-    const char *delay_s = getenv("KITE_DEBUG_STEP_DELAY_US");
-    long delay_us = 0;
-    if (delay_s && *delay_s && parse_int(delay_s, 0, 1L << 30, &delay_us))
-        delay_us = 0;
+    const long delay_us = kt_env_get()->step_delay_us;
 
     for (int it = 0; it < o.iters; it++) {
         kt_state_reset(&st, &md); /* outside the request window */

@@ -8,6 +8,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
+#include "env_options.h"
 #include "platform.h"
 
 #if defined(_WIN32)
@@ -214,12 +215,5 @@ void kt_pool_free(kt_pool *p) {
 }
 
 int kt_threads_default(void) {
-    const char *s = getenv("KITE_THREADS");
-    if (s && *s) {
-        char *end;
-        long v = strtol(s, &end, 10);
-        if (*end == '\0' && v > 0 && v <= 1024)
-            return (int)v;
-    }
-    return kt_cpu_count();
+    return kt_env_get()->threads;
 }

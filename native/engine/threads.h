@@ -21,7 +21,7 @@ typedef void (*kt_unit_fn)(void *arg, int unit, int tid);
 void kt_pool_for(kt_pool *pool, int n, kt_unit_fn fn, void *arg);
 void kt_pool_free(kt_pool *pool);
 
-/* KITE_THREADS when set to a positive number, else the number of online cores. */
+/* KITE_THREADS when set (env_options.h), else the number of online cores. */
 int kt_threads_default(void);
 
 #endif

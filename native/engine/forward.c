@@ -10,10 +10,11 @@
  * recurrence and the attention their heads (each unit over all m rows in order). No unit
  * shares a float reduction with another, so the bytes do not depend on the thread count.
  */
+#include "forward.h"
+
 #include <string.h>
 
 #include "kite_math.h"
-#include "model.h"
 #include "quant.h"
 
 /* ---- small operations ---------------------------------------------------------------------- */

@@ -10,6 +10,7 @@
 #include "json.h"
 #include "kite_cuda.h"
 #include "model.h"
+#include "session.h"
 #include "platform.h"
 #include "quant.h"
 #include "selftest.h"
@@ -299,7 +300,7 @@ static int cmd_run(int argc, char **argv) {
             goto done;
         }
     double t1 = kt_now_ms();
-    if (kt_model_prepare(&md, o.threads, o.mt, err, sizeof err) ||
+    if (kt_session_prepare(&md, o.threads, o.mt, err, sizeof err) ||
         kt_state_init(&st, &md, err, sizeof err)) {
         runtime_error(err);
         goto done;
@@ -326,7 +327,7 @@ static int cmd_run(int argc, char **argv) {
     const long delay_us = kt_env_get()->step_delay_us;
 
     for (int it = 0; it < o.iters; it++) {
-        kt_state_reset(&st, &md); /* outside the request window */
+        kt_session_reset(&st, &md); /* outside the request window */
         double w0 = kt_now_ms();
         /* the prompt in one call: on the device its passes run back to back, so a prompt
          * row's step_ms is the prompt's time over its rows */

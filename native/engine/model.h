@@ -1,14 +1,9 @@
 /* model.h - the Qwen3.5 text model ("qwen35" GGUF): weights, hyper-parameters, sequence state.
  *
- * Life cycle:
+ * Life cycle (session.h drives it and adds the device):
  *   kt_model_load      map the GGUF, read the hyper-parameters, find and check every tensor;
- *   kt_model_prepare   RoPE tables, thread pool, scratch for up to max_m rows, and the device
- *                      upload (kc_model_begin / kc_model_tensor / kc_model_ready) when available;
- *   kt_state_reset     a new sequence (kc_seq_reset when the model is resident on the device);
- *   kt_process_rows    m tokens at the next positions: the device first (kc_step / kc_step_m),
- *                      else the CPU forward pass (kt_forward_rows, in forward.c);
- *   kt_process_prompt  a prompt in passes of m rows, queued back to back on the device
- *                      (kc_prompt), else pass by pass.
+ *   kt_model_prepare   RoPE tables, thread pool, scratch for up to max_m rows;
+ *   kt_state_init      the sequence state; kt_state_reset starts a new sequence.
  */
 #ifndef KITE_MODEL_H
 #define KITE_MODEL_H
@@ -96,8 +91,8 @@ typedef struct kt_model {
     float *rope_cos, *rope_sin; /* [max_pos][n_rot / 2] */
     kt_pool *pool;
     int max_m;
-    int resident;              /* uploaded to the device */
-    kt_counters counters;
+    int resident;              /* uploaded to the device (session.c) */
+    kt_counters counters;      /* where the rows ran (session.c) */
 } kt_model;
 
 /* Sequence state: KV cache, conv and recurrent state, scratch for max_m rows. */
@@ -132,22 +127,5 @@ void kt_model_free(kt_model *md);
 int kt_state_init(kt_state *st, const kt_model *md, char *err, size_t errlen);
 void kt_state_reset(kt_state *st, const kt_model *md);
 void kt_state_free(kt_state *st);
-
-/* m tokens (1 <= m <= max_m) at positions st->pos .. st->pos + m - 1. h_out [m][E],
- * logits [m][V]. 0 on success, -1 with a message (positions past max_pos, out of memory). */
-int kt_process_rows(kt_model *md, kt_state *st, const int32_t *tokens, int m, float *h_out,
-                    float *logits, char *err, size_t errlen);
-
-/* n tokens in passes of m rows, one call: on the device the passes are queued back to back
- * (kc_prompt), else each pass is kt_process_rows. Row r's outputs go to row r % ring of h_out
- * [ring][E] and logits [ring][V] (ring >= n, or a multiple of m). Same bytes and counters as
- * kt_process_rows pass by pass. */
-int kt_process_prompt(kt_model *md, kt_state *st, const int32_t *tokens, int n, int m,
-                      float *h_out, float *logits, int ring, char *err, size_t errlen);
-
-/* The CPU forward pass (forward.c): same contract, no device. Byte-identical to m calls
- * with one row each. */
-int kt_forward_rows(const kt_model *md, kt_state *st, const int32_t *tokens, int m, int pos,
-                    float *h_out, float *logits);
 
 #endif

@@ -16,6 +16,7 @@
 #include "gguf.h"
 #include "kite_math.h"
 #include "model.h"
+#include "session.h"
 #include "quant.h"
 #include "threads.h"
 
@@ -886,12 +887,12 @@ static int run_model(kt_model *md, int threads, int max_m, const int32_t *tok, i
                      float *h, float *l, char *err, size_t errlen) {
     kt_pool_free(md->pool);
     md->pool = NULL;
-    if (kt_model_prepare(md, threads, max_m, err, errlen))
+    if (kt_session_prepare(md, threads, max_m, err, errlen))
         return -1;
     kt_state st;
     if (kt_state_init(&st, md, err, errlen))
         return -1;
-    kt_state_reset(&st, md);
+    kt_session_reset(&st, md);
     int rc = 0;
     for (int p = 0; p < n && rc == 0; p += m) {
         int mm = n - p < m ? n - p : m;
@@ -1028,7 +1029,7 @@ static void test_device_model(const uint8_t *data, size_t size, const char *tag)
             check(0, name, md.resident ? err : "the model was not uploaded");
             continue;
         }
-        kt_state_reset(&st, &md);
+        kt_session_reset(&st, &md);
         kt_counters before = md.counters;
         int ok = 1;
         memset(hd, 0, (size_t)n * E * 4);

@@ -13,6 +13,7 @@
 
 #include "cuda_host.h"
 #include "model.h"
+#include "session.h"
 #include "quant.h"
 
 /* Only run the forward pass when the state and scratch stay below this many floats: a file of a
@@ -48,7 +49,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         return 0;
     }
     if (state_floats(&md) <= FUZZ_FORWARD_FLOATS &&
-        kt_model_prepare(&md, 1, 2, err, sizeof err) == 0) {
+        kt_session_prepare(&md, 1, 2, err, sizeof err) == 0) {
         kt_state st;
         if (kt_state_init(&st, &md, err, sizeof err) == 0) {
             const int E = md.hp.n_embd, V = md.hp.n_vocab;
@@ -56,7 +57,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             float *l = malloc(2 * (size_t)V * sizeof(float));
             if (h && l) {
                 int32_t tok[2] = {0, V - 1};
-                kt_state_reset(&st, &md);
+                kt_session_reset(&st, &md);
                 (void)kt_process_rows(&md, &st, tok, 2, h, l, err, sizeof err);
                 (void)kt_process_rows(&md, &st, tok, 1, h, l, err, sizeof err);
             }

@@ -14,8 +14,9 @@
 
 #include <string.h>
 
+#include "kernels.h"
 #include "kite_math.h"
-#include "quant.h"
+#include "vec_math.h"
 
 /* ---- small operations ---------------------------------------------------------------------- */
 

@@ -6,7 +6,8 @@
 
 #include "cuda_host.h"
 #include "gguf.h"
-#include "quant.h"
+#include "kernels.h"
+#include "vec_math.h"
 
 /* Below this many multiply-adds a gemm runs on the calling thread alone. */
 #define GEMM_THREAD_MIN 32768

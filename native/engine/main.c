@@ -8,14 +8,15 @@
 #include "cuda_host.h"
 #include "env_options.h"
 #include "json.h"
+#include "kernels.h"
 #include "kite_cuda.h"
 #include "model.h"
-#include "session.h"
 #include "platform.h"
-#include "quant.h"
 #include "selftest.h"
+#include "session.h"
 #include "sha256.h"
 #include "threads.h"
+#include "vec_math.h"
 
 #define KITE_VERSION "0.1.0"
 
@@ -118,7 +119,7 @@ static void write_build(kt_json *j) {
     json_obj_begin(j, "build");
     json_str(j, "compiler", KITE_COMPILER);
     json_bool(j, "kite_cuda", ci.compiled);
-    json_str(j, "simd", quant_simd_name());
+    json_str(j, "simd", kernels_simd_name());
     json_str(j, "os", kt_os_name());
     json_str(j, "arch", kt_arch_name());
     json_obj_end(j);
@@ -150,7 +151,7 @@ static int cmd_info(int argc, char **argv) {
     kc_get_info(&ci);
     printf("kite %s (ABI %d)\n", KITE_VERSION, KCUDA_ABI_VERSION);
     printf("build: %s, %s/%s, simd %s, KITE_CUDA %s\n", KITE_COMPILER, kt_os_name(),
-           kt_arch_name(), quant_simd_name(), ci.compiled ? "on" : "off");
+           kt_arch_name(), kernels_simd_name(), ci.compiled ? "on" : "off");
     printf("threads (default): %d\n", kt_threads_default());
     printf("cuda module:\n");
     for (int i = 0; i < ci.n_search && i < 3; i++)
@@ -510,7 +511,7 @@ int main(int argc, char **argv) {
         usage();
         return 2;
     }
-    quant_init();
+    kernels_init();
     kc_init();
     int rc;
     if (strcmp(argv[1], "info") == 0)

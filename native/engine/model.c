@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels.h"
 #include "kite_cuda.h"
 #include "kite_math.h"
-#include "quant.h"
 
 #define KT_DIM_MAX (1 << 24)   /* sanity bound on every hyper-parameter and derived width */
 #define KT_LAYER_MAX 4096

@@ -14,11 +14,12 @@
 #include "cuda_host.h"
 #include "gemm.h"
 #include "gguf.h"
+#include "kernels.h"
 #include "kite_math.h"
 #include "model.h"
 #include "session.h"
-#include "quant.h"
 #include "threads.h"
+#include "vec_math.h"
 
 static int n_pass, n_fail;
 
@@ -376,7 +377,7 @@ static void test_half(void) {
         float f = kite_f16_to_f32((uint16_t)h);
         if (f != f)
             continue;
-        if (kite_f32_to_f16(f) != h || quant_f16((uint16_t)h) != f)
+        if (kite_f32_to_f16(f) != h || kernels_f16((uint16_t)h) != f)
             bad = (int)h;
     }
     int ok = bad < 0 && kite_f16_to_f32(0x3c00) == 1.0f && kite_f16_to_f32(0x7bff) == 65504.0f &&
@@ -429,7 +430,7 @@ static void test_quant(void) {
         worst = 0.0f;
         for (int i = 0; i < 256; i++) {
             int blk = i / 32;
-            float dd = fabsf(quant_f16((uint16_t)(b.p[blk * (t ? 18 : 34)] |
+            float dd = fabsf(kernels_f16((uint16_t)(b.p[blk * (t ? 18 : 34)] |
                                                   (b.p[blk * (t ? 18 : 34) + 1] << 8))));
             float e = fabsf(x[i] - y[i]);
             worst = e > worst ? e : worst;
@@ -509,10 +510,10 @@ static void test_kernels_quant(int level, const float *x, const float *wf, int n
     int8_t xq[32 * 72], xp[32 * 72];
     float xd[72], y2[2];
     int32_t xs[72];
-    quant_use_simd(level);
+    kernels_use_simd(level);
     quantize_row_act(x, n, xq, xd);
     act_prep_q4(xq, n / 32, xs, xp);
-    const char *lname = level >= QUANT_SIMD_AVX512 ? "avx512" : level ? "avx2" : "dispatch";
+    const char *lname = level >= KT_SIMD_AVX512 ? "avx512" : level ? "avx2" : "dispatch";
     for (int t = 0; t < 2; t++) {
         const int type = t ? GGUF_T_Q4_0 : GGUF_T_Q8_0;
         buf b = {0};
@@ -547,14 +548,14 @@ static void test_kernels_quant(int level, const float *x, const float *wf, int n
         char name[64];
         snprintf(name, sizeof name, "dot_%s_%s_vs_scalar", t ? "q4_0" : "q8_0", lname);
         check(same, name, "bytes differ");
-        if (level == quant_simd_max()) {
+        if (level == kernels_simd_max()) {
             snprintf(name, sizeof name, "dot_%s_vs_double", t ? "q4_0" : "q8_0");
             check(rel < 1e-5, name, "relative error %.3g", rel);
         }
         free(wd);
         free(b.p);
     }
-    quant_use_simd(QUANT_SIMD_BEST);
+    kernels_use_simd(KT_SIMD_BEST);
 }
 
 /* Element-wise SIMD steps against their scalar forms: activation quantization and SiLU, over
@@ -576,7 +577,7 @@ static void test_elementwise(const float *x, int n) {
     for (int i = 96; i < 128; i++) /* one block of zeros: d = 0 */
         v[i] = 0.0f;
     v[130] = kite_bits_f32(0x7fc00000u); /* a NaN inside a block: its q is 0 */
-    quant_use_simd(QUANT_SIMD_BEST);
+    kernels_use_simd(KT_SIMD_BEST);
     quantize_row_act(v, N, q1, d1);
     quantize_row_act_scalar(v, N, q2, d2);
     check(memcmp(q1, q2, N) == 0 && memcmp(d1, d2, sizeof d1) == 0, "quantize_act_vs_scalar",
@@ -630,13 +631,13 @@ static void test_argmax(void) {
             for (int i = 1; i < n; i++)
                 if (v[i] > v[best])
                     best = i;
-            for (int level = 0; level <= quant_simd_max(); level++) {
-                quant_use_simd(level);
+            for (int level = 0; level <= kernels_simd_max(); level++) {
+                kernels_use_simd(level);
                 ok &= vec_argmax(v, n) == best;
             }
         }
     }
-    quant_use_simd(QUANT_SIMD_BEST);
+    kernels_use_simd(KT_SIMD_BEST);
     check(ok, "argmax_vs_loop", "a level picks another index");
     free(v);
 }
@@ -648,11 +649,11 @@ static void test_kernels(void) {
         x[i] = rng_uniform(-2.0f, 2.0f);
         wf[i] = rng_uniform(-1.0f, 1.0f);
     }
-    for (int level = quant_simd_max() ? QUANT_SIMD_AVX2 : 0; level <= quant_simd_max(); level++)
+    for (int level = kernels_simd_max() ? KT_SIMD_AVX2 : 0; level <= kernels_simd_max(); level++)
         test_kernels_quant(level, x, wf, n);
     test_elementwise(x, n);
     test_argmax();
-    int have = quant_have_avx2();
+    int have = (kernels_simd_max() >= KT_SIMD_AVX2);
     const char *types[3] = {"f32", "f16", "bf16"};
     int tids[3] = {GGUF_T_F32, GGUF_T_F16, GGUF_T_BF16};
     for (int t = 0; t < 3; t++) {
@@ -703,7 +704,7 @@ static void test_kernels(void) {
                 memcmp(s1, s2, sizeof(float) * (size_t)len) == 0;
     }
     check(same, "dot_delta_rule_vs_scalar", "bytes differ");
-    quant_use_simd(QUANT_SIMD_BEST);
+    kernels_use_simd(KT_SIMD_BEST);
     free(x);
     free(wf);
 }
@@ -926,15 +927,15 @@ static void test_model_memory(const uint8_t *data, size_t size, const char *tag)
     snprintf(name, sizeof name, "%s_forward_finite", tag);
     check(rc == 0 && finite, name, "rc %d", rc);
     struct { int threads, max_m, m, simd; const char *what; } v[] = {
-        {1, 4, 4, QUANT_SIMD_BEST, "rows_m4_vs_m1"}, {2, 5, 5, QUANT_SIMD_BEST, "rows_m5_vs_m1"},
-        {3, 1, 1, QUANT_SIMD_BEST, "threads_3_vs_1"}, {2, 3, 3, 0, "scalar_vs_simd"},
-        {2, 1, 1, QUANT_SIMD_AVX2, "avx2_vs_best"}};
+        {1, 4, 4, KT_SIMD_BEST, "rows_m4_vs_m1"}, {2, 5, 5, KT_SIMD_BEST, "rows_m5_vs_m1"},
+        {3, 1, 1, KT_SIMD_BEST, "threads_3_vs_1"}, {2, 3, 3, 0, "scalar_vs_simd"},
+        {2, 1, 1, KT_SIMD_AVX2, "avx2_vs_best"}};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
-        quant_use_simd(v[i].simd);
+        kernels_use_simd(v[i].simd);
         memset(h2, 0, (size_t)n * E * 4);
         memset(l2, 0, (size_t)n * V * 4);
         rc = run_model(&md, v[i].threads, v[i].max_m, tok, n, v[i].m, h2, l2, err, sizeof err);
-        quant_use_simd(QUANT_SIMD_BEST);
+        kernels_use_simd(KT_SIMD_BEST);
         snprintf(name, sizeof name, "%s_%s", tag, v[i].what);
         check(rc == 0 && memcmp(h1, h2, (size_t)n * E * 4) == 0 &&
                   memcmp(l1, l2, (size_t)n * V * 4) == 0,

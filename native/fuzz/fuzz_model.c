@@ -12,9 +12,9 @@
 #include <string.h>
 
 #include "cuda_host.h"
+#include "kernels.h"
 #include "model.h"
 #include "session.h"
-#include "quant.h"
 
 /* Only run the forward pass when the state and scratch stay below this many floats: a file of a
  * few hundred kilobytes can declare shapes whose state is gigabytes, which is legal but slow. */
@@ -35,7 +35,7 @@ static size_t state_floats(const kt_model *md) {
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc;
     (void)argv;
-    quant_init();
+    kernels_init();
     kc_init(); /* stub build: no device, every offload on the CPU */
     return 0;
 }

@@ -14,6 +14,7 @@
 #include "cuda_host.h"
 #include "gemm.h"
 #include "gguf.h"
+#include "gguf_writer.h"
 #include "kernels.h"
 #include "kite_math.h"
 #include "model.h"
@@ -53,238 +54,60 @@ static float rng_uniform(float lo, float hi) { /* [lo, hi) */
     return lo + (hi - lo) * (float)(rng_u32() >> 8) * (1.0f / 16777216.0f);
 }
 
-/* ---- a GGUF writer for built-in files -------------------------------------------------------- */
-
-typedef struct buf {
-    uint8_t *p;
-    size_t n, cap;
-} buf;
-
-static void put(buf *b, const void *d, size_t n) {
-    if (b->n + n > b->cap) {
-        size_t nc = b->cap ? b->cap * 2 : 4096;
-        while (nc < b->n + n)
-            nc *= 2;
-        b->p = realloc(b->p, nc);
-        if (!b->p) {
-            fprintf(stderr, "selftest: out of memory\n");
-            exit(1);
-        }
-        b->cap = nc;
-    }
-    memcpy(b->p + b->n, d, n);
-    b->n += n;
-}
-
-static void put_u32(buf *b, uint32_t v) {
-    uint8_t t[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
-    put(b, t, 4);
-}
-
-static void put_u64(buf *b, uint64_t v) {
-    put_u32(b, (uint32_t)v);
-    put_u32(b, (uint32_t)(v >> 32));
-}
-
-static void put_str(buf *b, const char *s) {
-    put_u64(b, strlen(s));
-    put(b, s, strlen(s));
-}
-
-typedef struct wtensor {
-    char name[96];
-    int type, n_dims;
-    int64_t ne[4];
-    buf data;
-} wtensor;
-
-typedef struct writer {
-    buf kv;
-    int n_kv;
-    wtensor t[160];
-    int n_t;
-} writer;
-
-static void kv_u32(writer *w, const char *key, uint32_t v) {
-    put_str(&w->kv, key);
-    put_u32(&w->kv, GGUF_V_U32);
-    put_u32(&w->kv, v);
-    w->n_kv++;
-}
-
-static void kv_f32(writer *w, const char *key, float v) {
-    put_str(&w->kv, key);
-    put_u32(&w->kv, GGUF_V_F32);
-    put_u32(&w->kv, kite_f32_bits(v));
-    w->n_kv++;
-}
-
-static void kv_str(writer *w, const char *key, const char *v) {
-    put_str(&w->kv, key);
-    put_u32(&w->kv, GGUF_V_STRING);
-    put_str(&w->kv, v);
-    w->n_kv++;
-}
-
-static void kv_bools(writer *w, const char *key, const int *v, int n) {
-    put_str(&w->kv, key);
-    put_u32(&w->kv, GGUF_V_ARRAY);
-    put_u32(&w->kv, GGUF_V_BOOL);
-    put_u64(&w->kv, (uint64_t)n);
-    for (int i = 0; i < n; i++) {
-        uint8_t c = (uint8_t)(v[i] != 0);
-        put(&w->kv, &c, 1);
-    }
-    w->n_kv++;
-}
-
-/* Quantize a row of float values into the given type and append it. */
-static void put_row(buf *b, int type, const float *x, int n) {
-    if (type == GGUF_T_F32) {
-        for (int i = 0; i < n; i++)
-            put_u32(b, kite_f32_bits(x[i]));
-    } else if (type == GGUF_T_F16 || type == GGUF_T_BF16) {
-        for (int i = 0; i < n; i++) {
-            uint16_t h = type == GGUF_T_F16 ? kite_f32_to_f16(x[i]) : kite_f32_to_bf16(x[i]);
-            uint8_t t[2] = {(uint8_t)h, (uint8_t)(h >> 8)};
-            put(b, t, 2);
-        }
-    } else if (type == GGUF_T_Q8_0) {
-        for (int blk = 0; blk < n / QK; blk++) {
-            const float *xb = x + blk * QK;
-            float amax = 0.0f;
-            for (int i = 0; i < QK; i++)
-                amax = fabsf(xb[i]) > amax ? fabsf(xb[i]) : amax;
-            float d = amax / 127.0f, id = d ? 1.0f / d : 0.0f;
-            uint16_t h = kite_f32_to_f16(d);
-            uint8_t t[2] = {(uint8_t)h, (uint8_t)(h >> 8)};
-            put(b, t, 2);
-            for (int i = 0; i < QK; i++) {
-                int8_t q = (int8_t)rintf(xb[i] * id);
-                put(b, &q, 1);
-            }
-        }
-    } else if (type == GGUF_T_Q4_0) {
-        for (int blk = 0; blk < n / QK; blk++) {
-            const float *xb = x + blk * QK;
-            float amax = 0.0f, mx = 0.0f;
-            for (int i = 0; i < QK; i++)
-                if (fabsf(xb[i]) > amax) {
-                    amax = fabsf(xb[i]);
-                    mx = xb[i];
-                }
-            float d = mx / -8.0f, id = d ? 1.0f / d : 0.0f;
-            uint16_t h = kite_f32_to_f16(d);
-            uint8_t t[2] = {(uint8_t)h, (uint8_t)(h >> 8)};
-            put(b, t, 2);
-            for (int j = 0; j < 16; j++) {
-                int q0 = (int)(xb[j] * id + 8.5f), q1 = (int)(xb[j + 16] * id + 8.5f);
-                q0 = q0 < 0 ? 0 : (q0 > 15 ? 15 : q0);
-                q1 = q1 < 0 ? 0 : (q1 > 15 ? 15 : q1);
-                uint8_t c = (uint8_t)(q0 | (q1 << 4));
-                put(b, &c, 1);
-            }
-        }
-    }
-}
-
-/* A tensor [ne0, ne1] of random values in [lo, hi) (plus offset). */
-static void tensor(writer *w, const char *name, int type, int64_t ne0, int64_t ne1, float lo,
+/* A tensor [ne0, ne1] of random values in [lo, hi), drawn row by row. */
+static void tensor(gguf_writer *w, const char *name, int type, int64_t ne0, int64_t ne1, float lo,
                    float hi) {
-    wtensor *t = &w->t[w->n_t++];
-    memset(t, 0, sizeof *t);
-    snprintf(t->name, sizeof t->name, "%s", name);
-    t->type = type;
-    t->n_dims = ne1 > 1 ? 2 : 1;
-    t->ne[0] = ne0;
-    t->ne[1] = ne1;
-    float *row = malloc((size_t)ne0 * sizeof(float));
-    for (int64_t r = 0; r < ne1; r++) {
-        for (int64_t i = 0; i < ne0; i++)
-            row[i] = rng_uniform(lo, hi);
-        put_row(&t->data, type, row, (int)ne0);
+    float *values = malloc((size_t)(ne0 * ne1) * sizeof(float));
+    if (!values) {
+        fprintf(stderr, "kite: error: out of memory in selftest\n");
+        exit(1);
     }
-    free(row);
-}
-
-static void finish(writer *w, buf *out) {
-    memset(out, 0, sizeof *out);
-    put(out, "GGUF", 4);
-    put_u32(out, 3);
-    put_u64(out, (uint64_t)w->n_t);
-    put_u64(out, (uint64_t)w->n_kv);
-    put(out, w->kv.p, w->kv.n);
-    uint64_t off = 0;
-    for (int i = 0; i < w->n_t; i++) {
-        wtensor *t = &w->t[i];
-        put_str(out, t->name);
-        put_u32(out, (uint32_t)t->n_dims);
-        for (int d = 0; d < t->n_dims; d++)
-            put_u64(out, (uint64_t)t->ne[d]);
-        put_u32(out, (uint32_t)t->type);
-        put_u64(out, off);
-        off += (t->data.n + 31) / 32 * 32;
-    }
-    static const uint8_t zeros[32] = {0};
-    put(out, zeros, (32 - out->n % 32) % 32);
-    for (int i = 0; i < w->n_t; i++) {
-        put(out, w->t[i].data.p, w->t[i].data.n);
-        put(out, zeros, (32 - w->t[i].data.n % 32) % 32);
-        free(w->t[i].data.p);
-    }
-    free(w->kv.p);
+    for (int64_t i = 0; i < ne0 * ne1; i++)
+        values[i] = rng_uniform(lo, hi);
+    gguf_writer_tensor(w, name, type, ne0, ne1, values);
+    free(values);
 }
 
 /* ---- the reader ------------------------------------------------------------------------------- */
 
 /* A small GGUF: two key-values, one tensor [32, 2] F32 (256 bytes). Field offsets reported. */
 typedef struct small_gguf {
-    buf b;
+    kt_buf b;
     size_t off_kv_count, off_kv_type, off_str_len, off_n_dims, off_dim0, off_ttype, off_toff;
 } small_gguf;
 
 static void make_small(small_gguf *s) {
     memset(s, 0, sizeof *s);
-    buf *b = &s->b;
-    put(b, "GGUF", 4);
-    put_u32(b, 3);
-    put_u64(b, 1);                        /* tensors */
+    kt_buf *b = &s->b;
+    buf_put(b, "GGUF", 4);
+    buf_put_u32(b, 3);
+    buf_put_u64(b, 1);                        /* tensors */
     s->off_kv_count = b->n;
-    put_u64(b, 2);                        /* key-values */
+    buf_put_u64(b, 2);                        /* key-values */
     s->off_str_len = b->n;
-    put_str(b, "general.architecture");
+    buf_put_str(b, "general.architecture");
     s->off_kv_type = b->n;
-    put_u32(b, GGUF_V_STRING);
-    put_str(b, "test");
-    put_str(b, "test.list");
-    put_u32(b, GGUF_V_ARRAY);
-    put_u32(b, GGUF_V_I32);
-    put_u64(b, 3);
-    put_u32(b, 7); put_u32(b, (uint32_t)-8); put_u32(b, 9);
-    put_str(b, "w");
+    buf_put_u32(b, GGUF_V_STRING);
+    buf_put_str(b, "test");
+    buf_put_str(b, "test.list");
+    buf_put_u32(b, GGUF_V_ARRAY);
+    buf_put_u32(b, GGUF_V_I32);
+    buf_put_u64(b, 3);
+    buf_put_u32(b, 7); buf_put_u32(b, (uint32_t)-8); buf_put_u32(b, 9);
+    buf_put_str(b, "w");
     s->off_n_dims = b->n;
-    put_u32(b, 2);
+    buf_put_u32(b, 2);
     s->off_dim0 = b->n;
-    put_u64(b, 32);
-    put_u64(b, 2);
+    buf_put_u64(b, 32);
+    buf_put_u64(b, 2);
     s->off_ttype = b->n;
-    put_u32(b, GGUF_T_F32);
+    buf_put_u32(b, GGUF_T_F32);
     s->off_toff = b->n;
-    put_u64(b, 0);
+    buf_put_u64(b, 0);
     static const uint8_t zeros[32] = {0};
-    put(b, zeros, (32 - b->n % 32) % 32);
+    buf_put(b, zeros, (32 - b->n % 32) % 32);
     for (int i = 0; i < 64; i++)
-        put_u32(b, kite_f32_bits((float)i));
-}
-
-static void set_u32(buf *b, size_t off, uint32_t v) {
-    for (int i = 0; i < 4; i++)
-        b->p[off + i] = (uint8_t)(v >> (8 * i));
-}
-
-static void set_u64(buf *b, size_t off, uint64_t v) {
-    for (int i = 0; i < 8; i++)
-        b->p[off + i] = (uint8_t)(v >> (8 * i));
+        buf_put_u32(b, kite_f32_bits((float)i));
 }
 
 /* Open a copy of exactly n bytes (so that ASan sees any read past the end). */
@@ -354,12 +177,12 @@ static void test_reader(void) {
         {"gguf_offset_huge", s.off_toff, 1, ~0ull - 31, "outside the file"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        buf c = {0};
-        put(&c, s.b.p, s.b.n);
+        kt_buf c = {0};
+        buf_put(&c, s.b.p, s.b.n);
         if (bad[i].is64)
-            set_u64(&c, bad[i].off, bad[i].val);
+            buf_set_u64(&c, bad[i].off, bad[i].val);
         else
-            set_u32(&c, bad[i].off, (uint32_t)bad[i].val);
+            buf_set_u32(&c, bad[i].off, (uint32_t)bad[i].val);
         err[0] = '\0';
         rc = try_open(c.p, c.n, err, sizeof err);
         check(rc != 0 && strstr(err, bad[i].expect) != NULL, bad[i].name,
@@ -423,8 +246,8 @@ static void test_quant(void) {
     /* weight blocks written by the selftest's quantizers dequantize within one step */
     for (int t = 0; t < 2; t++) {
         int type = t ? GGUF_T_Q4_0 : GGUF_T_Q8_0;
-        buf b = {0};
-        put_row(&b, type, x, 256);
+        kt_buf b = {0};
+        gguf_put_row(&b, type, x, 256);
         dequant_row(type, b.p, 256, y);
         ok = 1;
         worst = 0.0f;
@@ -516,9 +339,9 @@ static void test_kernels_quant(int level, const float *x, const float *wf, int n
     const char *lname = level >= KT_SIMD_AVX512 ? "avx512" : level ? "avx2" : "dispatch";
     for (int t = 0; t < 2; t++) {
         const int type = t ? GGUF_T_Q4_0 : GGUF_T_Q8_0;
-        buf b = {0};
-        put_row(&b, type, wf, n);
-        put_row(&b, type, x, n); /* a second row for the two-row kernels */
+        kt_buf b = {0};
+        gguf_put_row(&b, type, wf, n);
+        gguf_put_row(&b, type, x, n); /* a second row for the two-row kernels */
         const size_t rb = (size_t)gguf_row_bytes(type, n);
         float *wd = malloc(sizeof(float) * (size_t)n);
         dequant_row(type, b.p, n, wd);
@@ -657,8 +480,8 @@ static void test_kernels(void) {
     const char *types[3] = {"f32", "f16", "bf16"};
     int tids[3] = {GGUF_T_F32, GGUF_T_F16, GGUF_T_BF16};
     for (int t = 0; t < 3; t++) {
-        buf b = {0};
-        put_row(&b, tids[t], wf, n);
+        kt_buf b = {0};
+        gguf_put_row(&b, tids[t], wf, n);
         int lens[5] = {n, n - 3, 31 * 32, 8 * 32, 7};
         int same = 1;
         double rel = 0.0;
@@ -720,12 +543,12 @@ static void test_gemm(void) {
     int tids[5] = {GGUF_T_F32, GGUF_T_F16, GGUF_T_BF16, GGUF_T_Q8_0, GGUF_T_Q4_0};
     int ok = 1, ok_ref = 1;
     for (int t = 0; t < 5; t++) {
-        buf b = {0};
+        kt_buf b = {0};
         float *row = malloc(sizeof(float) * k);
         for (int r = 0; r < n_out; r++) {
             for (int i = 0; i < k; i++)
                 row[i] = rng_uniform(-1.0f, 1.0f);
-            put_row(&b, tids[t], row, k);
+            gguf_put_row(&b, tids[t], row, k);
         }
         free(row);
         kt_weight w = {tids[t], k, n_out, (size_t)gguf_row_bytes(tids[t], k), b.p, b.n};
@@ -770,7 +593,7 @@ static void test_gemm_fused(void) {
     int tids[3] = {GGUF_T_F16, GGUF_T_Q8_0, GGUF_T_Q4_0};
     int ok_n = 1, ok_glu = 1;
     for (int ti = 0; ti < 3; ti++) {
-        buf b[3] = {{0}};
+        kt_buf b[3] = {{0}};
         kt_weight w[3];
         const kt_weight *wp[3];
         float row[K];
@@ -778,7 +601,7 @@ static void test_gemm_fused(void) {
             for (int o = 0; o < n_out[q]; o++) {
                 for (int i = 0; i < K; i++)
                     row[i] = rng_uniform(-1.0f, 1.0f);
-                put_row(&b[q], tids[ti], row, K);
+                gguf_put_row(&b[q], tids[ti], row, K);
             }
             w[q] = (kt_weight){tids[ti], K, n_out[q], (size_t)gguf_row_bytes(tids[ti], K), b[q].p, b[q].n};
             wp[q] = &w[q];
@@ -821,32 +644,32 @@ static void test_gemm_fused(void) {
 
 /* ---- a small random qwen35 model ------------------------------------------------------------ */
 
-static void make_model(buf *out) {
+static void make_model(kt_buf *out) {
     enum { E = 64, H = 2, HKV = 1, D = 32, F = 96, HK = 2, HV = 4, DK = 16, DV = 16, K = 4, V = 520,
            NL = 4 };
     const int C = 2 * HK * DK + HV * DV;
     int rec[NL] = {1, 0, 1, 1};
     int types[NL] = {GGUF_T_Q8_0, GGUF_T_Q4_0, GGUF_T_F16, GGUF_T_BF16};
-    static writer w;
+    static gguf_writer w;
     memset(&w, 0, sizeof w);
-    kv_str(&w, "general.architecture", "qwen35");
-    kv_u32(&w, "qwen35.block_count", NL);
-    kv_u32(&w, "qwen35.context_length", 64);
-    kv_u32(&w, "qwen35.embedding_length", E);
-    kv_u32(&w, "qwen35.feed_forward_length", F);
-    kv_u32(&w, "qwen35.attention.head_count", H);
-    kv_u32(&w, "qwen35.attention.head_count_kv", HKV);
-    kv_u32(&w, "qwen35.attention.key_length", D);
-    kv_u32(&w, "qwen35.attention.value_length", D);
-    kv_u32(&w, "qwen35.rope.dimension_count", 8);
-    kv_f32(&w, "qwen35.rope.freq_base", 1.0e7f);
-    kv_f32(&w, "qwen35.attention.layer_norm_rms_epsilon", 1e-6f);
-    kv_u32(&w, "qwen35.ssm.conv_kernel", K);
-    kv_u32(&w, "qwen35.ssm.state_size", DK);
-    kv_u32(&w, "qwen35.ssm.group_count", HK);
-    kv_u32(&w, "qwen35.ssm.time_step_rank", HV);
-    kv_u32(&w, "qwen35.ssm.inner_size", HV * DV);
-    kv_bools(&w, "qwen35.attention.recurrent_layers", rec, NL);
+    gguf_writer_str(&w, "general.architecture", "qwen35");
+    gguf_writer_u32(&w, "qwen35.block_count", NL);
+    gguf_writer_u32(&w, "qwen35.context_length", 64);
+    gguf_writer_u32(&w, "qwen35.embedding_length", E);
+    gguf_writer_u32(&w, "qwen35.feed_forward_length", F);
+    gguf_writer_u32(&w, "qwen35.attention.head_count", H);
+    gguf_writer_u32(&w, "qwen35.attention.head_count_kv", HKV);
+    gguf_writer_u32(&w, "qwen35.attention.key_length", D);
+    gguf_writer_u32(&w, "qwen35.attention.value_length", D);
+    gguf_writer_u32(&w, "qwen35.rope.dimension_count", 8);
+    gguf_writer_f32(&w, "qwen35.rope.freq_base", 1.0e7f);
+    gguf_writer_f32(&w, "qwen35.attention.layer_norm_rms_epsilon", 1e-6f);
+    gguf_writer_u32(&w, "qwen35.ssm.conv_kernel", K);
+    gguf_writer_u32(&w, "qwen35.ssm.state_size", DK);
+    gguf_writer_u32(&w, "qwen35.ssm.group_count", HK);
+    gguf_writer_u32(&w, "qwen35.ssm.time_step_rank", HV);
+    gguf_writer_u32(&w, "qwen35.ssm.inner_size", HV * DV);
+    gguf_writer_bools(&w, "qwen35.attention.recurrent_layers", rec, NL);
     tensor(&w, "token_embd.weight", GGUF_T_F32, E, V, -1.0f, 1.0f);
     tensor(&w, "output_norm.weight", GGUF_T_F32, E, 1, 0.8f, 1.2f);
     tensor(&w, "output.weight", GGUF_T_Q8_0, E, V, -0.3f, 0.3f);
@@ -880,7 +703,7 @@ static void make_model(buf *out) {
         }
 #undef T
     }
-    finish(&w, out);
+    gguf_writer_finish(&w, out);
 }
 
 /* Run the tokens through a loaded model in passes of m rows; outputs [n][E], [n][V]. */
@@ -974,11 +797,11 @@ static void test_device_gemm(void) {
         x[i] = rng_uniform(-1.0f, 1.0f);
     for (int t = 0; t < 2; t++) {
         int type = t ? GGUF_T_Q4_0 : GGUF_T_Q8_0;
-        buf b = {0};
+        kt_buf b = {0};
         for (int r = 0; r < n_out; r++) {
             for (int i = 0; i < k; i++)
                 row[i] = rng_uniform(-1.0f, 1.0f);
-            put_row(&b, type, row, k);
+            gguf_put_row(&b, type, row, k);
         }
         kt_weight w = {type, k, n_out, (size_t)gguf_row_bytes(type, k), b.p, b.n};
         for (int m = 1; m <= 4; m += 3) {
@@ -1069,7 +892,7 @@ int kt_selftest(const char *model_path) {
     test_kernels();
     test_gemm();
     test_gemm_fused();
-    buf m = {0};
+    kt_buf m = {0};
     make_model(&m);
     test_model_memory(m.p, m.n, "model_random");
     /* the random model's file, cut short, must be refused without a crash */

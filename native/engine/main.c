@@ -220,276 +220,329 @@ static int write_file_atomic(const char *dir, const char *name, const void *data
     return 0;
 }
 
-static int cmd_run(int argc, char **argv) {
-    run_opts o = {0};
-    o.mt = 1;
-    o.iters = 1;
-    o.threads = 0;
+/* The options of `run` into o (o->prompt allocated); 0, or the usage error's exit status. */
+static int parse_run_args(int argc, char **argv, run_opts *o) {
     const char *prompt_s = NULL;
+    memset(o, 0, sizeof *o);
+    o->mt = 1;
+    o->iters = 1;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         long v;
         if (strcmp(a, "--json") == 0) {
-            o.json = 1;
+            o->json = 1;
             continue;
         }
         if (i + 1 >= argc)
             return usage_error("run: '%s' needs a value (or is unknown)", a);
         const char *val = argv[++i];
-        if (strcmp(a, "--model") == 0) o.model = val;
+        if (strcmp(a, "--model") == 0) o->model = val;
         else if (strcmp(a, "--prompt") == 0) prompt_s = val;
-        else if (strcmp(a, "--dump") == 0) o.dump = val;
+        else if (strcmp(a, "--dump") == 0) o->dump = val;
         else if (strcmp(a, "--steps") == 0) {
             if (parse_int(val, 0, 1 << 20, &v)) return usage_error("run: bad --steps '%s'", val);
-            o.steps = (int)v;
+            o->steps = (int)v;
         } else if (strcmp(a, "--mt") == 0) {
             if (parse_int(val, 1, 4096, &v)) return usage_error("run: bad --mt '%s'", val);
-            o.mt = (int)v;
+            o->mt = (int)v;
         } else if (strcmp(a, "--threads") == 0) {
             if (parse_int(val, 1, 1024, &v)) return usage_error("run: bad --threads '%s'", val);
-            o.threads = (int)v;
+            o->threads = (int)v;
         } else if (strcmp(a, "--iters") == 0) {
             if (parse_int(val, 1, 1 << 20, &v)) return usage_error("run: bad --iters '%s'", val);
-            o.iters = (int)v;
+            o->iters = (int)v;
         } else if (strcmp(a, "--ctx") == 0) {
             if (parse_int(val, 1, 1 << 20, &v)) return usage_error("run: bad --ctx '%s'", val);
-            o.ctx = (int)v;
+            o->ctx = (int)v;
         } else
             return usage_error("run: unknown option '%s'", a);
     }
-    if (!o.model)
+    if (!o->model)
         return usage_error("run: --model is required%s", NULL);
     if (!prompt_s)
         return usage_error("run: --prompt is required%s", NULL);
-    if (parse_prompt(prompt_s, &o)) {
-        free(o.prompt);
+    if (parse_prompt(prompt_s, o))
         return usage_error("run: bad --prompt '%s' (comma-separated token ids)", prompt_s);
-    }
-    if (o.threads == 0)
-        o.threads = kt_threads_default();
+    if (o->threads == 0)
+        o->threads = kt_threads_default();
+    return 0;
+}
 
+/* What a run produces: the kept output rows, the generated tokens, the timings. */
+typedef struct run_outputs {
+    size_t rows_kept;          /* every row with --dump, else the rows of one pass */
+    float *h_all;              /* [rows_kept][E] */
+    float *l_all;              /* [rows_kept][V] */
+    int32_t *gen;              /* [steps] generated tokens */
+    double *step_ms;           /* [P + N] per row, last iteration */
+    double *request_ms, *prefill_ms, *decode_ms; /* [iters] */
+    double load_ms, prepare_ms;
+} run_outputs;
+
+static int outputs_alloc(run_outputs *out, const run_opts *o, const kt_model *md) {
+    const size_t E = md->hp.n_embd, V = md->hp.n_vocab, R = (size_t)o->n_prompt + o->steps;
+    out->rows_kept = o->dump ? R : (size_t)o->mt;
+    out->h_all = malloc(out->rows_kept * E * sizeof(float));
+    out->l_all = malloc(out->rows_kept * V * sizeof(float));
+    out->gen = calloc((size_t)o->steps + 1, sizeof(int32_t));
+    out->step_ms = calloc(R, sizeof(double));
+    out->request_ms = calloc((size_t)o->iters, sizeof(double));
+    out->prefill_ms = calloc((size_t)o->iters, sizeof(double));
+    out->decode_ms = calloc((size_t)o->iters, sizeof(double));
+    if (!out->h_all || !out->l_all || !out->gen || !out->step_ms || !out->request_ms ||
+        !out->prefill_ms || !out->decode_ms)
+        return -1;
+    /* touch the output pages now, outside the request window (no page faults in a step) */
+    memset(out->h_all, 0, out->rows_kept * E * sizeof(float));
+    memset(out->l_all, 0, out->rows_kept * V * sizeof(float));
+    return 0;
+}
+
+static void outputs_free(run_outputs *out) {
+    free(out->h_all); free(out->l_all); free(out->gen); free(out->step_ms);
+    free(out->request_ms); free(out->prefill_ms); free(out->decode_ms);
+}
+
+/* The model file loaded and checked against the request; 0, or -1 after the message (the model
+ * then closed). */
+static int load_for_request(kt_model *md, const run_opts *o, run_outputs *out) {
     char err[1024];
-    int rc = 1;
+    double t0 = kt_now_ms();
+    if (kt_model_load(md, o->model, o->ctx, err, sizeof err)) {
+        runtime_error(err);
+        return -1;
+    }
+    out->load_ms = kt_now_ms() - t0;
+    err[0] = '\0';
+    if (o->n_prompt + o->steps > md->hp.max_pos)
+        snprintf(err, sizeof err, "prompt (%d) + steps (%d) exceed the context length %d (--ctx)",
+                 o->n_prompt, o->steps, md->hp.max_pos);
+    for (int i = 0; i < o->n_prompt && !err[0]; i++)
+        if (o->prompt[i] >= md->hp.n_vocab)
+            snprintf(err, sizeof err, "prompt token %d is outside the vocabulary (%d)", o->prompt[i],
+                     md->hp.n_vocab);
+    if (err[0]) {
+        runtime_error(err);
+        kt_model_free(md);
+        return -1;
+    }
+    return 0;
+}
+
+/* One request: a new sequence, then inside the timed window the prompt in one call and the
+ * greedy steps, each generated token fed back. */
+static int run_request(kt_model *md, kt_state *st, const run_opts *o, run_outputs *out, int it,
+                       long delay_us) {
+    const size_t E = md->hp.n_embd, V = md->hp.n_vocab;
+    const int P = o->n_prompt;
+    char err[1024];
+    kt_session_reset(st, md); /* outside the request window */
+    double w0 = kt_now_ms();
+    /* on the device the prompt's passes run back to back, so a prompt row's step_ms is the
+     * prompt's time over its rows */
+    if (kt_process_prompt(md, st, o->prompt, P, o->mt, out->h_all, out->l_all,
+                          (int)out->rows_kept, err, sizeof err)) {
+        runtime_error(err);
+        return -1;
+    }
+    kt_busy_wait_us(delay_us * P);
+    double w1 = kt_now_ms();
+    for (int i = 0; i < P; i++)
+        out->step_ms[i] = (w1 - w0) / P;
+    const float *last_logits = out->l_all + (size_t)((P - 1) % (int)out->rows_kept) * V;
+    for (int s = 0; s < o->steps; s++) {
+        const int row = P + s;
+        const size_t slot = o->dump ? (size_t)row : 0;
+        int32_t tok = (int32_t)vec_argmax(last_logits, (int)V);
+        out->gen[s] = tok;
+        double s0 = kt_now_ms();
+        if (kt_process_rows(md, st, &tok, 1, out->h_all + slot * E, out->l_all + slot * V, err,
+                            sizeof err)) {
+        runtime_error(err);
+        return -1;
+    }
+        kt_busy_wait_us(delay_us);
+        out->step_ms[row] = kt_now_ms() - s0;
+        last_logits = out->l_all + slot * V;
+    }
+    double w2 = kt_now_ms();
+    out->prefill_ms[it] = w1 - w0;
+    out->decode_ms[it] = w2 - w1;
+    out->request_ms[it] = w2 - w0;
+    return 0;
+}
+
+static void json_ints(kt_json *j, const char *key, const int32_t *v, int n) {
+    json_arr_begin(j, key);
+    for (int i = 0; i < n; i++)
+        json_int(j, NULL, v[i]);
+    json_arr_end(j);
+}
+
+static void json_nums(kt_json *j, const char *key, const double *v, int n) {
+    json_arr_begin(j, key);
+    for (int i = 0; i < n; i++)
+        json_num(j, NULL, v[i]);
+    json_arr_end(j);
+}
+
+static void json_shape(kt_json *j, const char *key, int rows, int cols) {
+    json_arr_begin(j, key);
+    json_int(j, NULL, rows);
+    json_int(j, NULL, cols);
+    json_arr_end(j);
+}
+
+static void write_meta_model(kt_json *j, const kt_model *md, const run_opts *o) {
+    char digest[65] = "";
+    json_obj_begin(j, "model");
+    json_str(j, "path", o->model);
+    json_int(j, "bytes", (int64_t)md->gguf.size);
+    if (o->dump) { /* the digest costs a read of the whole file: only for dumps */
+        if (md->gguf.size)
+            sha256_hex(md->gguf.base, md->gguf.size, digest);
+        json_str(j, "sha256", digest);
+    } else {
+        json_null(j, "sha256");
+    }
+    json_str(j, "arch", md->arch);
+    json_int(j, "n_layer", md->hp.n_layer);
+    json_int(j, "n_embd", md->hp.n_embd);
+    json_int(j, "n_vocab", md->hp.n_vocab);
+    json_int(j, "weight_bytes", (int64_t)md->weight_bytes);
+    json_int(j, "max_pos", md->hp.max_pos);
+    json_bool(j, "tied_output", md->tied);
+    json_obj_begin(j, "types");
+    for (int t = 0; t < 31; t++)
+        if (md->type_count[t] && gguf_type_name(t))
+            json_int(j, gguf_type_name(t), md->type_count[t]);
+    json_obj_end(j);
+    json_obj_end(j);
+}
+
+static void write_meta_counters(kt_json *j, const kt_model *md) {
+    kc_counters kc;
+    kc_get_counters(&kc);
+    json_obj_begin(j, "counters");
+    json_int(j, "gpu_steps", md->counters.gpu_steps);
+    json_int(j, "cpu_steps", md->counters.cpu_steps);
+    json_int(j, "mrow_calls", md->counters.mrow_calls);
+    json_int(j, "cpu_mrow_calls", md->counters.cpu_mrow_calls);
+    json_int(j, "offload_gpu", kc.offload_gpu);
+    json_int(j, "offload_cpu", kc.offload_cpu);
+    json_int(j, "graph_captures", kc.graph_captures);
+    json_int(j, "graph_replays", kc.graph_replays);
+    json_int(j, "mrow_graph_replays", kc.mrow_graph_replays);
+    json_int(j, "stream_steps", kc.stream_steps);
+    json_int(j, "module_gpu_steps", kc.gpu_steps);
+    json_int(j, "module_mrow_calls", kc.mrow_calls);
+    json_obj_end(j);
+}
+
+/* The meta object (docs/ENGINE.md, meta.json) into j. */
+static void write_meta(kt_json *j, const kt_model *md, const run_opts *o, const run_outputs *out,
+                       long delay_us) {
+    const int R = o->n_prompt + o->steps;
+    json_obj_begin(j, NULL);
+    json_str(j, "kite_version", KITE_VERSION);
+    write_meta_model(j, md, o);
+    json_obj_begin(j, "request");
+    json_ints(j, "prompt", o->prompt, o->n_prompt);
+    json_int(j, "prompt_len", o->n_prompt);
+    json_int(j, "steps", o->steps);
+    json_int(j, "mt", o->mt);
+    json_int(j, "threads", kt_pool_size(md->pool));
+    json_int(j, "iters", o->iters);
+    json_int(j, "step_delay_us", delay_us);
+    json_obj_end(j);
+    json_ints(j, "tokens", out->gen, o->steps);
+    json_obj_begin(j, "shapes");
+    json_shape(j, "h_out", R, md->hp.n_embd);
+    json_shape(j, "logits", R, md->hp.n_vocab);
+    json_obj_end(j);
+    write_backend(j, "backend");
+    write_meta_counters(j, md);
+    json_obj_begin(j, "timings");
+    json_num(j, "load_ms", out->load_ms);
+    json_num(j, "prepare_ms", out->prepare_ms);
+    json_nums(j, "request_ms", out->request_ms, o->iters);
+    json_nums(j, "step_ms", out->step_ms, R);
+    json_nums(j, "prefill_ms", out->prefill_ms, o->iters);
+    json_nums(j, "decode_ms", out->decode_ms, o->iters);
+    json_obj_end(j);
+    json_obj_end(j);
+}
+
+/* --dump DIR: h_out.f32, logits.f32 and meta.json, each written whole or not at all. */
+static int write_dumps(const char *dir, const kt_model *md, const run_outputs *out, int rows,
+                       const kt_json *meta) {
+    const size_t E = md->hp.n_embd, V = md->hp.n_vocab;
+    char err[1024];
+    if (write_file_atomic(dir, "h_out.f32", out->h_all, (size_t)rows * E * sizeof(float)) ||
+        write_file_atomic(dir, "logits.f32", out->l_all, (size_t)rows * V * sizeof(float)) ||
+        write_file_atomic(dir, "meta.json", meta->buf, meta->len)) {
+        snprintf(err, sizeof err, "cannot write the dumps into '%s'", dir);
+        runtime_error(err);
+        return -1;
+    }
+    return 0;
+}
+
+/* Load, prepare, run the requests, then report: meta.json and the dumps, or --json. */
+static int cmd_run(int argc, char **argv) {
+    run_opts o;
+    int rc = parse_run_args(argc, argv, &o);
+    if (rc) {
+        free(o.prompt);
+        return rc;
+    }
+    const long delay_us = kt_env_get()->step_delay_us;
+    char err[1024];
     kt_model md;
     kt_state st;
+    run_outputs out;
     memset(&st, 0, sizeof st);
-    float *h_all = NULL, *l_all = NULL;
-    double *step_ms = NULL, *request_ms = NULL, *prefill_ms = NULL, *decode_ms = NULL;
-    int32_t *gen = NULL;
-    int model_ok = 0, state_ok = 0;
-
-    double t0 = kt_now_ms();
-    if (kt_model_load(&md, o.model, o.ctx, err, sizeof err)) {
-        runtime_error(err);
+    memset(&out, 0, sizeof out);
+    if (load_for_request(&md, &o, &out)) {
         free(o.prompt);
         return 1;
     }
-    model_ok = 1;
-    double load_ms = kt_now_ms() - t0;
-    const int E = md.hp.n_embd, V = md.hp.n_vocab, P = o.n_prompt, N = o.steps, R = P + N;
-    if (R > md.hp.max_pos) {
-        snprintf(err, sizeof err, "prompt (%d) + steps (%d) exceed the context length %d (--ctx)",
-                 P, N, md.hp.max_pos);
-        runtime_error(err);
-        goto done;
-    }
-    for (int i = 0; i < P; i++)
-        if (o.prompt[i] >= V) {
-            snprintf(err, sizeof err, "prompt token %d is outside the vocabulary (%d)",
-                     o.prompt[i], V);
-            runtime_error(err);
-            goto done;
-        }
+    rc = 1;
     double t1 = kt_now_ms();
     if (kt_session_prepare(&md, o.threads, o.mt, err, sizeof err) ||
         kt_state_init(&st, &md, err, sizeof err)) {
         runtime_error(err);
         goto done;
     }
-    state_ok = 1;
-    double prepare_ms = kt_now_ms() - t1;
-
-    /* outputs: every row with --dump, else only the rows of the current pass */
-    size_t rows_kept = o.dump ? (size_t)R : (size_t)o.mt;
-    h_all = malloc(rows_kept * E * sizeof(float));
-    l_all = malloc(rows_kept * V * sizeof(float));
-    step_ms = calloc((size_t)R, sizeof(double));
-    request_ms = calloc((size_t)o.iters, sizeof(double));
-    prefill_ms = calloc((size_t)o.iters, sizeof(double));
-    decode_ms = calloc((size_t)o.iters, sizeof(double));
-    gen = calloc((size_t)N + 1, sizeof(int32_t));
-    if (!h_all || !l_all || !step_ms || !request_ms || !prefill_ms || !decode_ms || !gen) {
+    out.prepare_ms = kt_now_ms() - t1;
+    if (outputs_alloc(&out, &o, &md)) {
         runtime_error("out of memory for the outputs");
         goto done;
     }
-    /* touch the output pages now, outside the request window (no page faults in a step) */
-    memset(h_all, 0, rows_kept * E * sizeof(float));
-    memset(l_all, 0, rows_kept * V * sizeof(float));
-    const long delay_us = kt_env_get()->step_delay_us;
-
-    for (int it = 0; it < o.iters; it++) {
-        kt_session_reset(&st, &md); /* outside the request window */
-        double w0 = kt_now_ms();
-        /* the prompt in one call: on the device its passes run back to back, so a prompt
-         * row's step_ms is the prompt's time over its rows */
-        if (kt_process_prompt(&md, &st, o.prompt, P, o.mt, h_all, l_all, (int)rows_kept, err,
-                              sizeof err)) {
-            runtime_error(err);
+    for (int it = 0; it < o.iters; it++)
+        if (run_request(&md, &st, &o, &out, it, delay_us))
             goto done;
-        }
-        kt_busy_wait_us(delay_us * P);
-        double w1 = kt_now_ms();
-        for (int i = 0; i < P; i++)
-            step_ms[i] = (w1 - w0) / P;
-        int row = P;
-        float *last_logits = l_all + (size_t)((P - 1) % (int)rows_kept) * V;
-        for (int s = 0; s < N; s++) {
-            int32_t tok = (int32_t)vec_argmax(last_logits, V);
-            gen[s] = tok;
-            size_t slot = o.dump ? (size_t)row : 0;
-            double s0 = kt_now_ms();
-            if (kt_process_rows(&md, &st, &tok, 1, h_all + slot * E, l_all + slot * V, err,
-                                sizeof err)) {
-                runtime_error(err);
-                goto done;
-            }
-            kt_busy_wait_us(delay_us);
-            step_ms[row] = kt_now_ms() - s0;
-            last_logits = l_all + slot * V;
-            row++;
-        }
-        double w2 = kt_now_ms();
-        prefill_ms[it] = w1 - w0;
-        decode_ms[it] = w2 - w1;
-        request_ms[it] = w2 - w0;
+    if (o.dump && kt_mkdir_p(o.dump) != 0) {
+        snprintf(err, sizeof err, "cannot create the dump folder '%s'", o.dump);
+        runtime_error(err);
+        goto done;
     }
-
-    {
-        char digest[65] = "";
-        if (o.dump) {
-            if (kt_mkdir_p(o.dump) != 0) {
-                snprintf(err, sizeof err, "cannot create the dump folder '%s'", o.dump);
-                runtime_error(err);
-                goto done;
-            }
-            if (md.gguf.size)
-                sha256_hex(md.gguf.base, md.gguf.size, digest);
-        }
-        kc_counters kc;
-        kc_get_counters(&kc);
-        kt_json j;
-        json_init(&j);
-        json_obj_begin(&j, NULL);
-        json_str(&j, "kite_version", KITE_VERSION);
-        json_obj_begin(&j, "model");
-        json_str(&j, "path", o.model);
-        json_int(&j, "bytes", (int64_t)md.gguf.size);
-        if (o.dump)
-            json_str(&j, "sha256", digest);
-        else
-            json_null(&j, "sha256");
-        json_str(&j, "arch", md.arch);
-        json_int(&j, "n_layer", md.hp.n_layer);
-        json_int(&j, "n_embd", E);
-        json_int(&j, "n_vocab", V);
-        json_int(&j, "weight_bytes", (int64_t)md.weight_bytes);
-        json_int(&j, "max_pos", md.hp.max_pos);
-        json_bool(&j, "tied_output", md.tied);
-        json_obj_begin(&j, "types");
-        for (int t = 0; t < 31; t++)
-            if (md.type_count[t] && gguf_type_name(t))
-                json_int(&j, gguf_type_name(t), md.type_count[t]);
-        json_obj_end(&j);
-        json_obj_end(&j);
-        json_obj_begin(&j, "request");
-        json_arr_begin(&j, "prompt");
-        for (int i = 0; i < P; i++)
-            json_int(&j, NULL, o.prompt[i]);
-        json_arr_end(&j);
-        json_int(&j, "prompt_len", P);
-        json_int(&j, "steps", N);
-        json_int(&j, "mt", o.mt);
-        json_int(&j, "threads", kt_pool_size(md.pool));
-        json_int(&j, "iters", o.iters);
-        json_int(&j, "step_delay_us", delay_us);
-        json_obj_end(&j);
-        json_arr_begin(&j, "tokens");
-        for (int s = 0; s < N; s++)
-            json_int(&j, NULL, gen[s]);
-        json_arr_end(&j);
-        json_obj_begin(&j, "shapes");
-        json_arr_begin(&j, "h_out");
-        json_int(&j, NULL, R);
-        json_int(&j, NULL, E);
-        json_arr_end(&j);
-        json_arr_begin(&j, "logits");
-        json_int(&j, NULL, R);
-        json_int(&j, NULL, V);
-        json_arr_end(&j);
-        json_obj_end(&j);
-        write_backend(&j, "backend");
-        json_obj_begin(&j, "counters");
-        json_int(&j, "gpu_steps", md.counters.gpu_steps);
-        json_int(&j, "cpu_steps", md.counters.cpu_steps);
-        json_int(&j, "mrow_calls", md.counters.mrow_calls);
-        json_int(&j, "cpu_mrow_calls", md.counters.cpu_mrow_calls);
-        json_int(&j, "offload_gpu", kc.offload_gpu);
-        json_int(&j, "offload_cpu", kc.offload_cpu);
-        json_int(&j, "graph_captures", kc.graph_captures);
-        json_int(&j, "graph_replays", kc.graph_replays);
-        json_int(&j, "mrow_graph_replays", kc.mrow_graph_replays);
-        json_int(&j, "stream_steps", kc.stream_steps);
-        json_int(&j, "module_gpu_steps", kc.gpu_steps);
-        json_int(&j, "module_mrow_calls", kc.mrow_calls);
-        json_obj_end(&j);
-        json_obj_begin(&j, "timings");
-        json_num(&j, "load_ms", load_ms);
-        json_num(&j, "prepare_ms", prepare_ms);
-        json_arr_begin(&j, "request_ms");
-        for (int i = 0; i < o.iters; i++)
-            json_num(&j, NULL, request_ms[i]);
-        json_arr_end(&j);
-        json_arr_begin(&j, "step_ms");
-        for (int i = 0; i < R; i++)
-            json_num(&j, NULL, step_ms[i]);
-        json_arr_end(&j);
-        json_arr_begin(&j, "prefill_ms");
-        for (int i = 0; i < o.iters; i++)
-            json_num(&j, NULL, prefill_ms[i]);
-        json_arr_end(&j);
-        json_arr_begin(&j, "decode_ms");
-        for (int i = 0; i < o.iters; i++)
-            json_num(&j, NULL, decode_ms[i]);
-        json_arr_end(&j);
-        json_obj_end(&j);
-        json_obj_end(&j);
-        if (j.oom) {
-            json_free(&j);
-            runtime_error("out of memory writing the meta data");
-            goto done;
-        }
-        if (o.dump) {
-            if (write_file_atomic(o.dump, "h_out.f32", h_all, (size_t)R * E * sizeof(float)) ||
-                write_file_atomic(o.dump, "logits.f32", l_all, (size_t)R * V * sizeof(float)) ||
-                write_file_atomic(o.dump, "meta.json", j.buf, j.len)) {
-                json_free(&j);
-                snprintf(err, sizeof err, "cannot write the dumps into '%s'", o.dump);
-                runtime_error(err);
-                goto done;
-            }
-        }
+    kt_json j;
+    json_init(&j);
+    write_meta(&j, &md, &o, &out, delay_us);
+    if (j.oom)
+        runtime_error("out of memory writing the meta data");
+    else if (!o.dump || write_dumps(o.dump, &md, &out, o.n_prompt + o.steps, &j) == 0) {
         if (o.json)
             printf("%s\n", j.buf);
-        json_free(&j);
+        rc = 0;
     }
-    rc = 0;
+    json_free(&j);
 done:
-    if (state_ok)
-        kt_state_free(&st);
-    if (model_ok)
-        kt_model_free(&md);
-    free(h_all); free(l_all); free(step_ms); free(request_ms); free(prefill_ms);
-    free(decode_ms); free(gen); free(o.prompt);
+    kt_state_free(&st);
+    kt_model_free(&md);
+    outputs_free(&out);
+    free(o.prompt);
     return rc;
 }
 

@@ -24,11 +24,21 @@
 
 int kt_map_file(kt_mapped_file *mf, const char *path, char *err, size_t errlen) {
     memset(mf, 0, sizeof *mf);
+    DWORD attributes = GetFileAttributesA(path);
+    if (attributes != INVALID_FILE_ATTRIBUTES && (attributes & FILE_ATTRIBUTE_DIRECTORY)) {
+        snprintf(err, errlen, "'%s' is not a regular file (a directory)", path);
+        return -1;
+    }
     HANDLE f = CreateFileA(path, GENERIC_READ, FILE_SHARE_READ, NULL, OPEN_EXISTING,
                            FILE_ATTRIBUTE_NORMAL, NULL);
     if (f == INVALID_HANDLE_VALUE) {
         snprintf(err, errlen, "cannot open '%s' (Windows error %lu)", path,
                  (unsigned long)GetLastError());
+        return -1;
+    }
+    if (GetFileType(f) != FILE_TYPE_DISK) { /* a pipe or a character device (NUL, CON) */
+        snprintf(err, errlen, "'%s' is not a regular file (a pipe or a device)", path);
+        CloseHandle(f);
         return -1;
     }
     LARGE_INTEGER sz;
@@ -121,9 +131,16 @@ const char *kt_os_name(void) { return "windows"; }
 
 #else /* POSIX */
 
+/* What a path that is not a regular file is, for the message. */
+static const char *file_kind(mode_t mode) {
+    return S_ISDIR(mode) ? "a directory" : S_ISFIFO(mode) ? "a FIFO" : S_ISCHR(mode) ? "a character device"
+         : S_ISBLK(mode) ? "a block device" : S_ISSOCK(mode) ? "a socket" : "of another kind";
+}
+
 int kt_map_file(kt_mapped_file *mf, const char *path, char *err, size_t errlen) {
     memset(mf, 0, sizeof *mf);
-    int fd = open(path, O_RDONLY);
+    /* non-blocking: opening a FIFO must not wait for a writer before fstat can refuse it */
+    int fd = open(path, O_RDONLY | O_NONBLOCK);
     if (fd < 0) {
         snprintf(err, errlen, "cannot open '%s': %s", path, strerror(errno));
         return -1;
@@ -135,7 +152,7 @@ int kt_map_file(kt_mapped_file *mf, const char *path, char *err, size_t errlen) 
         return -1;
     }
     if (!S_ISREG(st.st_mode)) {
-        snprintf(err, errlen, "'%s' is not a regular file", path);
+        snprintf(err, errlen, "'%s' is not a regular file (%s)", path, file_kind(st.st_mode));
         close(fd);
         return -1;
     }

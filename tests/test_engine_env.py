@@ -79,8 +79,9 @@ def test_bad_values_warn_once_and_use_the_default(engine, name, value, key, want
 
 def test_bad_step_delay_warns_and_runs_without_delay(kite_bin, qwen35_fixtures):
     model = qwen35_fixtures / "tiny-a" / "tiny-a-q8_0.gguf"
-    res = run_kite(kite_bin, "run", "--model", model, "--prompt", "1,2", "--json",
-                   env={"KITE_DEBUG_STEP_DELAY_US": "-1"})
+    res = run_kite(
+        kite_bin, "run", "--model", model, "--prompt", "1,2", "--json", env={"KITE_DEBUG_STEP_DELAY_US": "-1"}
+    )
     assert res.returncode == 0, res.stderr
     assert res.stderr.startswith("kite: warning: KITE_DEBUG_STEP_DELAY_US='-1' is not a whole number"), res.stderr
     assert json.loads(res.stdout)["request"]["step_delay_us"] == 0

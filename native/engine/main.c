@@ -1,6 +1,7 @@
 /* main.c - the kite command line: info, run, selftest (docs/ENGINE.md). */
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -439,6 +440,14 @@ static void write_meta_counters(kt_json *j, const kt_model *md) {
     json_obj_end(j);
 }
 
+/* NaN and infinite values among n floats. */
+static int64_t count_nonfinite(const float *v, size_t n) {
+    int64_t count = 0;
+    for (size_t i = 0; i < n; i++)
+        count += !isfinite(v[i]);
+    return count;
+}
+
 /* The meta object (docs/ENGINE.md, meta.json) into j. */
 static void write_meta(kt_json *j, const kt_model *md, const run_opts *o, const run_outputs *out,
                        long delay_us) {
@@ -459,6 +468,10 @@ static void write_meta(kt_json *j, const kt_model *md, const run_opts *o, const 
     json_obj_begin(j, "shapes");
     json_shape(j, "h_out", R, md->hp.n_embd);
     json_shape(j, "logits", R, md->hp.n_vocab);
+    json_obj_end(j);
+    json_obj_begin(j, "nonfinite"); /* in the rows kept: all P + N with --dump, else the last pass */
+    json_int(j, "h_out", count_nonfinite(out->h_all, out->rows_kept * md->hp.n_embd));
+    json_int(j, "logits", count_nonfinite(out->l_all, out->rows_kept * md->hp.n_vocab));
     json_obj_end(j);
     write_backend(j, "backend");
     write_meta_counters(j, md);

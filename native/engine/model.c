@@ -2,6 +2,7 @@
  * threads), and the sequence state. Where each pass runs is session.c's choice. */
 #include "model.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -161,6 +162,56 @@ static void add_ref(kt_model *md, int layer, int role, const gguf_tensor *t) {
     md->n_refs++;
 }
 
+static uint32_t load_bits(const uint8_t *v, int width) { /* little-endian, 2 or 4 bytes */
+    uint32_t bits = (uint32_t)(v[0] | (v[1] << 8));
+    return width == 4 ? bits | (uint32_t)v[2] << 16 | (uint32_t)v[3] << 24 : bits;
+}
+
+/* The first of n values (stride bytes apart, width 2 or 4 bytes) whose exponent bits (mask) are
+ * all set, i.e. NaN or infinite; -1 when there is none. In chunks without an early exit, so the
+ * common all-finite case runs as one flat loop. */
+static int64_t first_all_ones(const uint8_t *p, int64_t n, int stride, int width, uint32_t mask) {
+    enum { CHUNK = 4096 };
+    for (int64_t c = 0; c < n; c += CHUNK) {
+        const int64_t end = n - c < CHUNK ? n : c + CHUNK;
+        uint32_t any = 0;
+        for (int64_t i = c; i < end; i++)
+            any |= (load_bits(p + i * stride, width) & mask) == mask;
+        if (!any)
+            continue;
+        for (int64_t i = c; i < end; i++)
+            if ((load_bits(p + i * stride, width) & mask) == mask)
+                return i;
+    }
+    return -1;
+}
+
+/* A weight matrix whose values (f32, f16, bf16) or block scales (Q8_0, Q4_0) include a NaN or an
+ * infinity is refused, with the tensor and the place named. */
+static int check_finite(const gguf_tensor *t, char *err, size_t errlen) {
+    const uint8_t *p = (const uint8_t *)t->data;
+    int64_t at = -1;
+    int scale = 0;
+    switch (t->type) {
+    case GGUF_T_F32: at = first_all_ones(p, (int64_t)t->nbytes / 4, 4, 4, 0x7f800000u); break;
+    case GGUF_T_F16: at = first_all_ones(p, (int64_t)t->nbytes / 2, 2, 2, 0x7c00u); break;
+    case GGUF_T_BF16: at = first_all_ones(p, (int64_t)t->nbytes / 2, 2, 2, 0x7f80u); break;
+    case GGUF_T_Q8_0:
+        at = first_all_ones(p, (int64_t)t->nbytes / Q8_0_BYTES, Q8_0_BYTES, 2, 0x7c00u);
+        scale = 1;
+        break;
+    case GGUF_T_Q4_0:
+        at = first_all_ones(p, (int64_t)t->nbytes / Q4_0_BYTES, Q4_0_BYTES, 2, 0x7c00u);
+        scale = 1;
+        break;
+    }
+    if (at < 0)
+        return 0;
+    return errf(err, errlen, "tensor '%s' holds a non-finite %s (NaN or infinity) at %s %lld",
+                t->name, scale ? "block scale" : "value", scale ? "block" : "element",
+                (long long)at);
+}
+
 /* A matrix [k -> n_out] (ggml ne = [k, n_out]). */
 static int matrix(kt_model *md, int layer, int role, const char *name, int k, int n_out,
                   kt_weight *w, char *err, size_t errlen) {
@@ -172,6 +223,8 @@ static int matrix(kt_model *md, int layer, int role, const char *name, int k, in
         return errf(err, errlen, "tensor '%s': shape [%lld, %lld, %lld, %lld], expected [%d, %d]",
                     t->name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
                     (long long)t->ne[3], k, n_out);
+    if (check_finite(t, err, errlen))
+        return -1;
     w->type = t->type;
     w->k = k;
     w->n_out = n_out;
@@ -199,6 +252,10 @@ static int vector(kt_model *md, int layer, int role, const char *name, int64_t n
     for (int64_t r = 0; r < ne1; r++)
         dequant_row(t->type, (const uint8_t *)t->data + r * gguf_row_bytes(t->type, ne0), (int)ne0,
                     v + r * ne0);
+    for (int64_t i = 0; i < ne0 * ne1; i++)
+        if (!isfinite(v[i]))
+            return errf(err, errlen, "tensor '%s' holds a non-finite value (NaN or infinity) at "
+                        "element %lld", t->name, (long long)i);
     *out = v;
     add_ref(md, layer, role, t);
     return 0;

@@ -5,9 +5,13 @@
  * a machine without a device: kcuda_init fails with KCUDA_E_NODEVICE, every offload and model
  * call is refused, and the engine runs the CPU path (output byte-identical to the stub build).
  *
- * Variants for the loader's refusal paths (compile definitions):
+ * Variants (compile definitions):
  *   KITE_FAKE_OMIT_STEP_M  leave kcuda_step_m out (one export missing: refused whole)
  *   KITE_FAKE_ABI_DELTA=n  report KCUDA_ABI_VERSION + n from kcuda_abi_version (refused)
+ *   KITE_FAKE_DEVICE       report a device and take every per-op offload (kcuda_gemm_gw),
+ *                          writing zeros and one stderr line "kite fake module: gemm_gw FLOPS"
+ *                          (FLOPS = 2 m n_out k) per call; the model stays on the CPU. A test
+ *                          of which products the engine offloads (KITE_CUDA_FLOPS_MIN).
  *
  * The prototypes below are generated from KCUDA_ENTRY_POINTS, so a signature that drifts from
  * kite_cuda.h is a compile error here.
@@ -15,6 +19,7 @@
 #define KCUDA_BUILD 1
 #include "kite_cuda.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #ifndef KITE_FAKE_ABI_DELTA
@@ -25,7 +30,11 @@
 KCUDA_ENTRY_POINTS(KITE_FAKE_DECLARE)
 #undef KITE_FAKE_DECLARE
 
+#ifdef KITE_FAKE_DEVICE
+static const char fake_note[] = "kite fake module: fake device (takes every per-op offload, no CUDA)";
+#else
 static const char fake_note[] = "kite fake module: no device (loader test module, no CUDA)";
+#endif
 
 static void fake_copy(char *dst, int32_t len, const char *src)
 {
@@ -44,10 +53,16 @@ KCUDA_API int32_t kcuda_abi_version(void)
     return KCUDA_ABI_VERSION + KITE_FAKE_ABI_DELTA;
 }
 
+#ifdef KITE_FAKE_DEVICE
+#define FAKE_DEVICE_STATUS 0
+#else
+#define FAKE_DEVICE_STATUS KCUDA_E_NODEVICE
+#endif
+
 KCUDA_API int32_t kcuda_init(char *note, int32_t note_len)
 {
     fake_copy(note, note_len, fake_note);
-    return KCUDA_E_NODEVICE;
+    return FAKE_DEVICE_STATUS;
 }
 
 KCUDA_API void kcuda_shutdown(void)
@@ -58,28 +73,34 @@ KCUDA_API int32_t kcuda_device_info(char *name, int32_t name_len, int32_t *cc_ma
                                     int32_t *cc_minor, int64_t *mem_total,
                                     int32_t *driver_version, int32_t *runtime_version)
 {
-    fake_copy(name, name_len, "");
+    fake_copy(name, name_len, FAKE_DEVICE_STATUS == 0 ? "kite fake device" : "");
     if (cc_major) *cc_major = 0;
     if (cc_minor) *cc_minor = 0;
     if (mem_total) *mem_total = 0;
     if (driver_version) *driver_version = 0;
     if (runtime_version) *runtime_version = 0;
-    return KCUDA_E_NODEVICE;
+    return FAKE_DEVICE_STATUS;
 }
 
 KCUDA_API int32_t kcuda_set_option(int32_t key, int64_t value)
 {
     (void)key;
     (void)value;
-    return KCUDA_E_NODEVICE;
+    return FAKE_DEVICE_STATUS;
 }
 
 KCUDA_API int32_t kcuda_gemm_gw(int32_t wtype, const void *w, int64_t w_bytes, int32_t n_out,
                                 int32_t k, const int8_t *xq, const float *xd, int32_t m, float *y)
 {
-    (void)wtype; (void)w; (void)w_bytes; (void)n_out; (void)k; (void)xq; (void)xd; (void)m;
-    (void)y;
+    (void)wtype; (void)w; (void)w_bytes; (void)xq; (void)xd;
+#ifdef KITE_FAKE_DEVICE
+    memset(y, 0, (size_t)m * (size_t)n_out * sizeof(float));
+    fprintf(stderr, "kite fake module: gemm_gw %lld\n", 2LL * m * n_out * k);
+    return 0;
+#else
+    (void)n_out; (void)k; (void)m; (void)y;
     return KCUDA_E_NODEVICE;
+#endif
 }
 
 KCUDA_API kcuda_model *kcuda_model_create(const int32_t *hp, int32_t n_hp,

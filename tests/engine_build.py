@@ -48,6 +48,27 @@ def build_engine(name: str) -> Path:
     return exe
 
 
+def build_test_variant(name: str, options: dict[str, str]) -> Path:
+    """A test-only engine build with these CMake options (not one of configs/engine.yaml's
+    builds, e.g. KITE_TEST_HOOKS=ON), incremental, into build/test-<name>/; returns the engine."""
+    if name in _built:
+        return _built[name]
+    if shutil.which("cmake") is None:
+        pytest.skip("cmake is not installed")
+    folder = BUILD_ROOT / f"test-{name}"
+    generator = ["-G", "Ninja"] if shutil.which("ninja") else []
+    configure = ["cmake", "-S", str(REPO / "native"), "-B", str(folder), *generator, "-DCMAKE_BUILD_TYPE=Release"]
+    configure += [f"-D{key}={value}" for key, value in options.items()]
+    for argv in (configure, ["cmake", "--build", str(folder), "--parallel", "2"]):
+        res = subprocess.run(argv, capture_output=True, text=True, timeout=1200)
+        if res.returncode != 0:
+            raise RuntimeError(f"test build {name} failed: {' '.join(argv)}\n{res.stdout[-3000:]}{res.stderr[-3000:]}")
+    exe = folder / "bin" / ("kite.exe" if sys.platform == "win32" else "kite")
+    assert exe.exists(), f"the build did not produce {exe}"
+    _built[name] = exe
+    return exe
+
+
 @pytest.fixture(scope="session")
 def kite_bin() -> Path:
     """The engine, stub build (KITE_CUDA=OFF), Release."""

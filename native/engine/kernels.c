@@ -2,6 +2,8 @@
  * that selftest asks for; plus the steps that are the same at every tier. */
 #include "kernels.h"
 
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels_tier.h"
@@ -14,6 +16,25 @@
 float kt_f16_table[65536];
 static int cpu_level;  /* the best KT_SIMD_* this CPU runs */
 static int simd_on;    /* the KT_SIMD_* in use */
+
+/* Test builds only (CMake option KITE_TEST_HOOKS): KITE_TEST_PLANT_ULP=avx2 or avx512 moves
+ * that tier's quantized block dots one ULP up, a planted wrong kernel that selftest must catch. */
+#if defined(KITE_TEST_HOOKS)
+static int planted_tier = -1;
+
+static void plant_read(void) {
+    const char *s = getenv("KITE_TEST_PLANT_ULP");
+    planted_tier = !s ? -1 : strcmp(s, "avx2") == 0 ? KT_SIMD_AVX2
+                 : strcmp(s, "avx512") == 0 ? KT_SIMD_AVX512 : -1;
+}
+
+static float planted(float v, int tier) {
+    return tier == planted_tier ? nextafterf(v, INFINITY) : v;
+}
+#else
+#define plant_read() ((void)0)
+#define planted(v, tier) (v)
+#endif
 
 float kernels_f16(uint16_t h) {
     return kt_f16_table[h];
@@ -44,6 +65,7 @@ void kernels_init(void) {
     }
 #endif
     simd_on = cpu_level;
+    plant_read();
 }
 
 int kernels_simd_max(void) { return cpu_level; }
@@ -98,7 +120,7 @@ void quantize_row_act(const float *x, int k, int8_t *q, float *d) {
 float dot_q8_0(const void *w, const int8_t *xq, const float *xd, int nb) {
 #if KITE_HAVE_AVX2_CODE
     if (simd_on)
-        return dot_q8_0_avx2(w, xq, xd, nb);
+        return planted(dot_q8_0_avx2(w, xq, xd, nb), KT_SIMD_AVX2);
 #endif
     return dot_q8_0_scalar(w, xq, xd, nb);
 }
@@ -107,11 +129,11 @@ float dot_q4_0(const void *w, const int8_t *xq, const float *xd, const int32_t *
                const int8_t *xp, int nb) {
 #if KITE_HAVE_AVX512_CODE
     if (simd_on >= KT_SIMD_AVX512)
-        return dot_q4_0_avx512(w, xq, xd, xs, xp, nb);
+        return planted(dot_q4_0_avx512(w, xq, xd, xs, xp, nb), KT_SIMD_AVX512);
 #endif
 #if KITE_HAVE_AVX2_CODE
     if (simd_on)
-        return dot_q4_0_avx2(w, xq, xd, xs, xp, nb);
+        return planted(dot_q4_0_avx2(w, xq, xd, xs, xp, nb), KT_SIMD_AVX2);
 #endif
     (void)xs;
     (void)xp;
@@ -136,8 +158,8 @@ void dot_q4_0_rows(const void *w, size_t row_bytes, int n, const int8_t *xq, con
             if (simd_on >= KT_SIMD_AVX512) {
                 float o[2];
                 dot2_q4_0_avx512(a, gap, xq, xd, xs, xp, nb, o);
-                y[k * h + i] = o[0];
-                y[(k + 1) * h + i] = o[1];
+                y[k * h + i] = planted(o[0], KT_SIMD_AVX512);
+                y[(k + 1) * h + i] = planted(o[1], KT_SIMD_AVX512);
                 continue;
             }
 #endif

@@ -110,32 +110,18 @@ def test_truncated_fixture(kite_bin, qwen35_fixtures, tmp_path):
         _check(kite_bin, p, None)
 
 
-def test_bad_gguf_under_sanitizers(kite_asan_bin, tmp_path, request):
-    cases = _write_cases(tmp_path / "bad")
-    for path, expect in cases.values():
+def test_bad_gguf_under_sanitizers(kite_asan_bin, tmp_path):
+    for path, expect in _write_cases(tmp_path / "bad").values():
         _check(kite_asan_bin, path, expect)
-    try:
-        fx = request.getfixturevalue("qwen35_fixtures")
-    except pytest.skip.Exception:
-        fx = None  # the built-in cases above still ran
-    if fx is not None:
-        for p in _fixture_cuts(fx, tmp_path / "cuts"):
-            _check(kite_asan_bin, p, None)
-        # and a good model runs clean, selftest included
-        res = run_kite(
-            kite_asan_bin,
-            "run",
-            "--model",
-            fx / "tiny-b" / "tiny-b-q8_0.gguf",
-            "--prompt",
-            "1,2,3,4,5",
-            "--mt",
-            "2",
-            "--steps",
-            "2",
-            "--threads",
-            "2",
-        )
-        assert res.returncode == 0 and "runtime error" not in res.stderr, res.stderr
     res = run_kite(kite_asan_bin, "selftest", timeout=300)
     assert res.returncode == 0 and "runtime error" not in res.stderr, res.stdout + res.stderr
+
+
+def test_fixture_cuts_and_a_good_run_under_sanitizers(kite_asan_bin, qwen35_fixtures, tmp_path):
+    for p in _fixture_cuts(qwen35_fixtures, tmp_path / "cuts"):
+        _check(kite_asan_bin, p, None)
+    model = qwen35_fixtures / "tiny-b" / "tiny-b-q8_0.gguf"
+    res = run_kite(
+        kite_asan_bin, "run", "--model", model, "--prompt", "1,2,3,4,5", "--mt", "2", "--steps", "2", "--threads", "2"
+    )
+    assert res.returncode == 0 and "runtime error" not in res.stderr, res.stderr

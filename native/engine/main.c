@@ -13,6 +13,7 @@
 #include "kite_cuda.h"
 #include "model.h"
 #include "platform.h"
+#include "run_files.h"
 #include "selftest.h"
 #include "session.h"
 #include "sha256.h"
@@ -182,45 +183,6 @@ typedef struct run_opts {
     int n_prompt, steps, mt, threads, iters, json, ctx;
 } run_opts;
 
-static int parse_prompt(const char *s, run_opts *o) {
-    size_t n = 1;
-    for (const char *p = s; *p; p++)
-        n += *p == ',';
-    o->prompt = malloc(n * sizeof(int32_t));
-    if (!o->prompt)
-        return -1;
-    o->n_prompt = 0;
-    const char *p = s;
-    while (*p) {
-        char *end;
-        errno = 0;
-        long v = strtol(p, &end, 10);
-        if (end == p || errno || v < 0 || v > INT32_MAX || (*end != ',' && *end != '\0'))
-            return -1;
-        o->prompt[o->n_prompt++] = (int32_t)v;
-        p = *end == ',' ? end + 1 : end;
-        if (*end == ',' && *p == '\0')
-            return -1;
-    }
-    return o->n_prompt > 0 ? 0 : -1;
-}
-
-static int write_file_atomic(const char *dir, const char *name, const void *data, size_t n) {
-    char path[4096], tmp[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    snprintf(tmp, sizeof tmp, "%s/.%s.tmp", dir, name);
-    FILE *f = fopen(tmp, "wb");
-    if (!f)
-        return -1;
-    size_t w = n ? fwrite(data, 1, n, f) : 0;
-    int bad = (w != n) | (fclose(f) != 0);
-    if (bad || kt_rename_replace(tmp, path) != 0) {
-        remove(tmp);
-        return -1;
-    }
-    return 0;
-}
-
 /* The options of `run` into o (o->prompt allocated); 0, or the usage error's exit status. */
 static int parse_run_args(int argc, char **argv, run_opts *o) {
     const char *prompt_s = NULL;
@@ -262,7 +224,7 @@ static int parse_run_args(int argc, char **argv, run_opts *o) {
         return usage_error("run: --model is required%s", NULL);
     if (!prompt_s)
         return usage_error("run: --prompt is required%s", NULL);
-    if (parse_prompt(prompt_s, o))
+    if (!(o->prompt = kt_parse_token_list(prompt_s, &o->n_prompt)))
         return usage_error("run: bad --prompt '%s' (comma-separated token ids)", prompt_s);
     if (o->threads == 0)
         o->threads = kt_threads_default();
@@ -491,9 +453,9 @@ static int write_dumps(const char *dir, const kt_model *md, const run_outputs *o
                        const kt_json *meta) {
     const size_t E = md->hp.n_embd, V = md->hp.n_vocab;
     char err[1024];
-    if (write_file_atomic(dir, "h_out.f32", out->h_all, (size_t)rows * E * sizeof(float)) ||
-        write_file_atomic(dir, "logits.f32", out->l_all, (size_t)rows * V * sizeof(float)) ||
-        write_file_atomic(dir, "meta.json", meta->buf, meta->len)) {
+    if (kt_write_file_atomic(dir, "h_out.f32", out->h_all, (size_t)rows * E * sizeof(float)) ||
+        kt_write_file_atomic(dir, "logits.f32", out->l_all, (size_t)rows * V * sizeof(float)) ||
+        kt_write_file_atomic(dir, "meta.json", meta->buf, meta->len)) {
         snprintf(err, sizeof err, "cannot write the dumps into '%s'", dir);
         runtime_error(err);
         return -1;

@@ -12,7 +12,6 @@
  * logits in tests/data/qwen35 were made; `--kv-type f16 --flash-attn auto` are llama.cpp's own defaults.
  * Exit status as kite's: 0 success, 1 runtime failure ("kite-llama: error: ..."), 2 usage. */
 #include <errno.h>
-#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -25,8 +24,7 @@ struct gguf_context; /* llama.h names it in a prototype before declaring it (a C
 
 #include "json.h"
 #include "platform.h"
-
-#define MAX_PROMPT 65536
+#include "run_files.h"
 
 typedef struct run_options {
     const char *model_path;
@@ -80,40 +78,6 @@ static int parse_int(const char *s, int lo, int hi, int *out) {
     if (errno || end == s || *end || v < lo || v > hi)
         return -1;
     *out = (int)v;
-    return 0;
-}
-
-static int parse_prompt(const char *s, run_options *o) {
-    o->prompt = malloc(MAX_PROMPT * sizeof *o->prompt);
-    if (!o->prompt)
-        return -1;
-    for (const char *p = s; *p;) {
-        char *end;
-        errno = 0;
-        long v = strtol(p, &end, 10);
-        if (errno || end == p || v < 0 || v > INT32_MAX || o->n_prompt >= MAX_PROMPT || (*end && *end != ','))
-            return -1;
-        o->prompt[o->n_prompt++] = (int32_t)v;
-        p = *end == ',' ? end + 1 : end;
-        if (*end == ',' && *p == '\0')
-            return -1;
-    }
-    return o->n_prompt > 0 ? 0 : -1;
-}
-
-static int write_file_atomic(const char *dir, const char *name, const void *data, size_t n) {
-    char path[4096], tmp[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    snprintf(tmp, sizeof tmp, "%s/.%s.tmp", dir, name);
-    FILE *f = fopen(tmp, "wb");
-    if (!f)
-        return -1;
-    size_t written = n ? fwrite(data, 1, n, f) : 0;
-    int bad = (written != n) | (fclose(f) != 0);
-    if (bad || kt_rename_replace(tmp, path) != 0) {
-        remove(tmp);
-        return -1;
-    }
     return 0;
 }
 
@@ -202,7 +166,7 @@ static void parse_run_options(int argc, char **argv, run_options *o) {
             usage("an option is missing its value");
         if (!strcmp(a, "--model")) o->model_path = v;
         else if (!strcmp(a, "--dump")) o->dump_dir = v;
-        else if (!strcmp(a, "--prompt")) bad = parse_prompt(v, o);
+        else if (!strcmp(a, "--prompt")) bad = !(o->prompt = kt_parse_token_list(v, &o->n_prompt));
         else if (!strcmp(a, "--steps")) bad = parse_int(v, 0, 1 << 20, &o->steps);
         else if (!strcmp(a, "--mt")) bad = parse_int(v, 1, 4096, &o->rows_per_pass);
         else if (!strcmp(a, "--threads")) bad = parse_int(v, 0, 1024, &o->threads);
@@ -416,9 +380,9 @@ static int cmd_run(int argc, char **argv) {
     if (o.dump_dir) {
         if (kt_mkdir_p(o.dump_dir) != 0)
             die("%s: cannot create the dump folder", o.dump_dir);
-        if (write_file_atomic(o.dump_dir, "h_out.f32", h_all, (size_t)rows * n_embd * sizeof(float)) ||
-            write_file_atomic(o.dump_dir, "logits.f32", logits_all, (size_t)rows * n_vocab * sizeof(float)) ||
-            write_file_atomic(o.dump_dir, "meta.json", j.buf, j.len))
+        if (kt_write_file_atomic(o.dump_dir, "h_out.f32", h_all, (size_t)rows * n_embd * sizeof(float)) ||
+            kt_write_file_atomic(o.dump_dir, "logits.f32", logits_all, (size_t)rows * n_vocab * sizeof(float)) ||
+            kt_write_file_atomic(o.dump_dir, "meta.json", j.buf, j.len))
             die("%s: cannot write the dumps", o.dump_dir);
     }
     if (o.json)

@@ -1,0 +1,53 @@
+/* run_files.c - the token list of --prompt and the dump files of --dump (see run_files.h). */
+#include "run_files.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "platform.h"
+
+int32_t *kt_parse_token_list(const char *text, int *n) {
+    size_t capacity = 1;
+    for (const char *p = text; *p; p++)
+        capacity += *p == ',';
+    int32_t *ids = malloc(capacity * sizeof(int32_t));
+    if (!ids)
+        return NULL;
+    *n = 0;
+    const char *p = text;
+    while (*p) {
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        int bad = end == p || errno || v < 0 || v > INT32_MAX || (*end != ',' && *end != '\0');
+        if (!bad)
+            ids[(*n)++] = (int32_t)v;
+        p = *end == ',' ? end + 1 : end;
+        if (bad || (*end == ',' && *p == '\0')) {
+            free(ids);
+            return NULL;
+        }
+    }
+    if (*n == 0) {
+        free(ids);
+        return NULL;
+    }
+    return ids;
+}
+
+int kt_write_file_atomic(const char *dir, const char *name, const void *data, size_t n) {
+    char path[4096], tmp[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    snprintf(tmp, sizeof tmp, "%s/.%s.tmp", dir, name);
+    FILE *f = fopen(tmp, "wb");
+    if (!f)
+        return -1;
+    size_t written = n ? fwrite(data, 1, n, f) : 0;
+    int bad = (written != n) | (fclose(f) != 0);
+    if (bad || kt_rename_replace(tmp, path) != 0) {
+        remove(tmp);
+        return -1;
+    }
+    return 0;
+}

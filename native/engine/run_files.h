@@ -1,0 +1,16 @@
+/* run_files.h - what `run` reads from its command line and writes to its dump folder, shared by
+ * the engine and the llama.cpp adapter so both speak the same command line. */
+#ifndef KITE_RUN_FILES_H
+#define KITE_RUN_FILES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* "1,2,3" -> a malloc'd array of token ids ([*n]); NULL when empty, malformed or negative. */
+int32_t *kt_parse_token_list(const char *text, int *n);
+
+/* Write data to dir/name through a temporary name and a rename, so a reader never sees half a
+ * file. 0 on success. */
+int kt_write_file_atomic(const char *dir, const char *name, const void *data, size_t n);
+
+#endif

@@ -93,3 +93,47 @@ def test_tolerance_mode():
     assert not d.ok and "max ULP 3 > 2" in d.reason
     assert compare_bytes(a.tobytes(), b.tobytes(), 16, mode="tolerance", nmse=1e-9).ok
     assert not compare_bytes(a.tobytes(), b.tobytes(), 16, mode="tolerance", max_abs=0.0).ok
+
+
+def test_tolerance_never_within_when_nan_fails():
+    """A NaN on one side: the only difference, so max abs is 0 over the finite elements; the text
+    must not call that 'within tolerance'."""
+    a = dump()
+    b = a.copy()
+    b.reshape(-1)[33] = np.nan
+    for limits in ({"max_abs": 1e-3}, {"max_ulp": 4}, {"nmse": 1e-6}):
+        d = compare_bytes(a.tobytes(), b.tobytes(), 16, mode="tolerance", **limits)
+        assert not d.ok, limits
+        assert "within tolerance" not in d.reason and "outside tolerance (NaN" in d.reason, d.reason
+        assert "NaN in B (0 in A, 1 in B), first at index 33 (position 2, element 1)" in d.reason
+    d = compare_bytes(a.tobytes(), b.tobytes(), 16, mode="tolerance", max_abs=1e-3, allow_nan=True)
+    assert d.ok and d.reason.startswith("NaN in B") and "within tolerance" in d.reason
+
+
+def test_nan_and_inf_positions_named_in_every_mode():
+    a = dump()
+    a.reshape(-1)[5] = np.inf
+    a.reshape(-1)[70] = -np.inf
+    b = a.copy()
+    b.reshape(-1)[18] = np.nan
+    for kw in ({}, {"mode": "tolerance", "max_abs": 1.0}, {"mode": "tolerance", "max_ulp": 1},
+               {"mode": "tolerance", "nmse": 1.0}):
+        d = compare_bytes(a.tobytes(), b.tobytes(), 16, **kw)
+        assert not d.ok and (d.inf_a, d.inf_b, d.nan_a, d.nan_b) == (2, 2, 0, 1), kw
+        assert "Inf in A and B (2 in A, 2 in B), first at index 5 (position 0, element 5) of A" in d.reason, kw
+        assert "NaN in B (0 in A, 1 in B), first at index 18 (position 1, element 2)" in d.reason, kw
+    d = compare_bytes(a.tobytes(), a.tobytes(), 16)  # identical infinities pass, and are still named
+    assert d.ok and d.reason == "Inf in A and B (2 in A, 2 in B), first at index 5 (position 0, element 5) of A; " \
+                                "identical bytes"
+
+
+def test_tolerance_inf_against_finite_fails():
+    """Infinite on one side only: no finite max abs covers it (max abs ignores it)."""
+    a = dump()
+    b = a.copy()
+    b.reshape(-1)[40] = np.inf
+    d = compare_bytes(a.tobytes(), b.tobytes(), 16, mode="tolerance", max_abs=10.0)
+    assert not d.ok and d.max_abs == 0.0
+    assert "outside tolerance (1 differing element with an infinity, first at index 40 (position 2, element 8))" \
+        in d.reason
+    assert d.reason.startswith("Inf in B (0 in A, 1 in B), first at index 40")

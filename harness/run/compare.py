@@ -1,4 +1,6 @@
-"""Comparison of raw float32 dumps: identical bytes, or a full account of the differences."""
+"""Comparison of raw float32 dumps: identical bytes, or a full account of the differences.
+NaNs and infinities are located (index, position, element) in every mode; a NaN fails unless
+allowed, and in tolerance mode so does a differing element that is infinite on a side."""
 
 from __future__ import annotations
 
@@ -25,6 +27,8 @@ class DumpDiff:
     nmse: float = 0.0
     nan_a: int = 0
     nan_b: int = 0
+    inf_a: int = 0
+    inf_b: int = 0
     details: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -62,12 +66,16 @@ def compare_bytes(a: bytes, b: bytes, row_len: int = 0, *, mode: str = "memcmp",
     fb = np.frombuffer(b, dtype="<f4")
     nan_a = int(np.count_nonzero(np.isnan(fa)))
     nan_b = int(np.count_nonzero(np.isnan(fb)))
-    d = DumpDiff(identical, identical, "identical bytes", elements=n, row_len=row_len, nan_a=nan_a, nan_b=nan_b)
+    inf_a = int(np.count_nonzero(np.isinf(fa)))
+    inf_b = int(np.count_nonzero(np.isinf(fb)))
+    d = DumpDiff(identical, identical, "identical bytes", elements=n, row_len=row_len, nan_a=nan_a, nan_b=nan_b,
+                 inf_a=inf_a, inf_b=inf_b)
+    nonfinite = _nonfinite_note(fa, fb, nan_a, nan_b, inf_a, inf_b, row_len)
+    nan_fail = bool(nan_a or nan_b) and not allow_nan
     if not identical:
         ua = fa.view(np.uint32)
         ub = fb.view(np.uint32)
-        diff = ua != ub
-        idx = np.flatnonzero(diff)
+        idx = np.flatnonzero(ua != ub)
         d.differing = int(idx.size)
         k = int(idx[0])
         d.first_index = k
@@ -81,6 +89,8 @@ def compare_bytes(a: bytes, b: bytes, row_len: int = 0, *, mode: str = "memcmp",
         both = ~np.isnan(sa) & ~np.isnan(sb)
         if both.any():
             d.max_ulp = int(np.max(np.abs(_ordered(ua[idx][both]) - _ordered(ub[idx][both]))))
+        # an element that differs and is infinite on a side: no finite distance covers it
+        inf_diff = np.flatnonzero(both & ~fin)
         # NMSE = sum((a-b)^2) / sum(a^2): the error is zero outside the differing elements
         err = (sa[fin] - sb[fin]) if fin.any() else np.zeros(0)
         num = float(np.dot(err, err))
@@ -89,11 +99,18 @@ def compare_bytes(a: bytes, b: bytes, row_len: int = 0, *, mode: str = "memcmp",
             ok = np.isfinite(fa)
             den = float(np.dot(fa[ok].astype(np.float64), fa[ok].astype(np.float64)))
         d.nmse = num / den if den > 0 else (0.0 if num == 0 else float("inf"))
+        finite_note = " (finite elements)" if (nan_a or nan_b or inf_a or inf_b) else ""
         d.reason = (f"{d.differing} of {n} elements differ; first at index {k} (position {d.first_position}, "
                     f"element {d.first_element}): {d.first_values[0]!r} vs {d.first_values[1]!r}; "
-                    f"max abs {d.max_abs:.3g}, max ULP {d.max_ulp}, NMSE {d.nmse:.3g}")
+                    f"max abs {d.max_abs:.3g}, max ULP {d.max_ulp}, NMSE {d.nmse:.3g}{finite_note}")
         if mode == "tolerance":
             fails = []
+            if nan_fail:
+                fails.append("NaN")
+            if inf_diff.size:
+                j = int(idx[inf_diff[0]])
+                fails.append(f"{inf_diff.size} differing element{'s' if inf_diff.size != 1 else ''} with an "
+                             f"infinity, first at {_where(j, row_len)}")
             if max_abs is not None and d.max_abs > max_abs:
                 fails.append(f"max abs {d.max_abs:.3g} > {max_abs:g}")
             if max_ulp is not None and d.max_ulp > max_ulp:
@@ -102,10 +119,28 @@ def compare_bytes(a: bytes, b: bytes, row_len: int = 0, *, mode: str = "memcmp",
                 fails.append(f"NMSE {d.nmse:.3g} > {nmse:g}")
             d.ok = not fails
             d.reason = ("within tolerance: " if d.ok else "outside tolerance (" + "; ".join(fails) + "): ") + d.reason
-    if (nan_a or nan_b) and not allow_nan:
-        where = int(np.flatnonzero(np.isnan(fa) if nan_a else np.isnan(fb))[0])
-        pos, el = divmod(where, row_len)
+    if nonfinite:
+        d.reason = nonfinite + "; " + d.reason
+    if nan_fail:
         d.ok = False
-        d.reason = (f"NaN in {'A' if nan_a else 'B'} ({nan_a} in A, {nan_b} in B), first at index {where} "
-                    f"(position {pos}, element {el})" + ("" if identical else "; " + d.reason))
     return d
+
+
+def _where(index: int, row_len: int) -> str:
+    pos, el = divmod(index, row_len)
+    return f"index {index} (position {pos}, element {el})"
+
+
+def _nonfinite_note(fa: np.ndarray, fb: np.ndarray, nan_a: int, nan_b: int, inf_a: int, inf_b: int,
+                    row_len: int) -> str:
+    """Where the NaNs and infinities are (first on the side that has them), or '' when there are none."""
+    parts = []
+    for what, na, nb, test in (("NaN", nan_a, nan_b, np.isnan), ("Inf", inf_a, inf_b, np.isinf)):
+        if not (na or nb):
+            continue
+        side, arr = ("A", fa) if na else ("B", fb)
+        first = int(np.flatnonzero(test(arr))[0])
+        label = "A and B" if na and nb else side
+        parts.append(f"{what} in {label} ({na} in A, {nb} in B), first at {_where(first, row_len)}"
+                     + (f" of {side}" if na and nb else ""))
+    return "; ".join(parts)

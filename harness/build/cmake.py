@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from collections.abc import Callable
 
+from harness.build.diagnostics import first_errors
 from harness.build.external import ExternalSourceError, fetch
 from harness.spec.config import BuildSpec, Config, ProjectSpec
 from harness.spec.digest import file_sha256
@@ -29,6 +30,7 @@ class PartResult:
     reason: str = ""
     log: str | None = None
     seconds: float = 0.0
+    errors: list[str] = field(default_factory=list)  # the compiler's first errors, when it failed
 
 
 @dataclass
@@ -50,6 +52,11 @@ class BuildResult:
     @property
     def module_ok(self) -> bool:
         return self.module.status in ("built", "up-to-date", "prebuilt")
+
+    def errors(self) -> list[str]:
+        """The first compiler errors of every failed part."""
+        parts = [self.engine, self.module, *self.extras.values()]
+        return [e for part in parts if part.status == "failed" for e in part.errors]
 
     def to_json(self) -> dict[str, object]:
         """The result, with the sha256 of the engine and module files as they are now (which
@@ -142,7 +149,10 @@ def cmake_project(cfg: Config, proj: ProjectSpec, bdir: Path, extra_defs: dict[s
     if not r.ok:
         stamp.unlink(missing_ok=True)
         step = "configure" if len(logs) == 1 else "build"
-        return PartResult("failed", f"cmake {step}: {r.describe()}", str(log), time.perf_counter() - t0)
+        errors = [str(d) for d in first_errors(r.stdout + "\n" + r.stderr, cfg.root)]
+        first = f": {errors[0]}" + (f" (+{len(errors) - 1} more)" if len(errors) > 1 else "") if errors else ""
+        return PartResult("failed", f"cmake {step}: {r.describe()}{first}", str(log), time.perf_counter() - t0,
+                          errors)
     stamp.write_text(fp)
     return PartResult("built", "", str(log), time.perf_counter() - t0)
 
@@ -150,6 +160,13 @@ def cmake_project(cfg: Config, proj: ProjectSpec, bdir: Path, extra_defs: dict[s
 def _differs(a: Path, b: Path) -> bool:
     sa, sb = a.stat(), b.stat()
     return sa.st_size != sb.st_size or sa.st_mtime_ns != sb.st_mtime_ns
+
+
+def _say_errors(say: Progress, part: PartResult) -> None:
+    if part.status == "failed" and part.errors:
+        say(f"  first errors (full log: {part.log}):")
+        for e in part.errors:
+            say(f"    {e}")
 
 
 def build(cfg: Config, name: str, *, force: bool = False, progress: Progress | None = None) -> BuildResult:
@@ -190,12 +207,14 @@ def build(cfg: Config, name: str, *, force: bool = False, progress: Progress | N
                                                   f"{bin_dir} or {root / 'engine'}", res.engine.log)
         say(f"build {name}: engine {res.engine.status}" + (f" ({res.engine.reason})" if res.engine.reason else "")
             + f" [{res.engine.seconds:.1f} s]")
+        _say_errors(say, res.engine)
     for proj in spec.extras:
         label = Path(proj.source).name
         say(f"build {name}: {label} ({proj.source})")
         res.extras[proj.source] = cmake_project(cfg, proj, root / label, {"KITE_OUTPUT_DIR": str(bin_dir)},
                                                  root / "logs" / f"{label}.log", [], tools, force)
         say(f"build {name}: {label} {res.extras[proj.source].status}")
+        _say_errors(say, res.extras[proj.source])
     if spec.module:
         res.options["module"] = dict(spec.module.options)
         nvcc = find_nvcc()
@@ -210,5 +229,6 @@ def build(cfg: Config, name: str, *, force: bool = False, progress: Progress | N
                 res.module = PartResult("failed", f"build succeeded but {cfg.module} not found in {bin_dir}",
                                         res.module.log)
         say(f"build {name}: module {res.module.status}" + (f" ({res.module.reason})" if res.module.reason else ""))
+        _say_errors(say, res.module)
     res.seconds = time.perf_counter() - t0
     return res

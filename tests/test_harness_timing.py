@@ -74,3 +74,42 @@ def test_pair_ratio():
     assert timing.pair_ratio(12.0, 10.0, "b/a") == pytest.approx(10 / 12)
     with pytest.raises(ValueError):
         timing.pair_ratio(1.0, 0.0, "a/b")
+
+
+def test_interval_methods_match_the_schema():
+    from harness.spec import criteria as C
+
+    assert set(timing.INTERVALS) == set(C.INTERVALS)
+
+
+def test_order_interval_is_the_binomial_one():
+    """[x(k), x(n+1-k)]: n=10 -> x(2)..x(9) (coverage 97.9%), n=20 -> x(6)..x(15) (95.9%)."""
+    for n, (lo, hi) in {10: (2, 9), 12: (3, 10), 16: (4, 13), 20: (6, 15), 6: (1, 6)}.items():
+        st = timing.order_median_ci(list(range(n, 0, -1)))
+        assert (st.ci_lower, st.ci_upper, st.method) == (lo, hi, "order"), n
+
+
+def test_bca_agrees_with_scipy():
+    """Our BCa against scipy.stats.bootstrap(method="BCa") on skewed samples (scipy is not a
+    dependency: the check runs where it is installed)."""
+    stats = pytest.importorskip("scipy.stats")
+    for seed in range(4):
+        r = np.exp(np.random.default_rng(seed).exponential(0.3, 12))
+        ref = stats.bootstrap((r,), np.median, method="BCa", n_resamples=20000, confidence_level=0.95,
+                              random_state=np.random.default_rng(1)).confidence_interval
+        ours = timing.bca_median_ci(list(r), resamples=20000, seed=1)
+        assert ours.method == "bca" and ours.ci_lower <= ours.median <= ours.ci_upper
+        assert (ours.ci_lower, ours.ci_upper) == pytest.approx((ref.low, ref.high), rel=1e-3), seed
+
+
+def test_stability_flags():
+    calm = [1.10, 1.11, 1.09, 1.10, 1.12, 1.08]
+    st = timing.stability(calm, 1.05)
+    assert st.stable and st.spread < 0.02 and st.note() == ""
+    wide = [1.0, 1.3, 0.8, 1.2, 0.9, 1.4]
+    st = timing.stability(wide, 1.05)
+    assert not st.stable and st.note().startswith("unstable: pair spread ") and "(> 10%)" in st.note()
+    floor = timing.Stats(6, 1.0, 0.97, 1.11, 0.95, 2000, 1)  # the A/A CI reaches 1.05: noise alone could pass
+    st = timing.stability(calm, 1.05, floor)
+    assert not st.stable and st.reasons == ["A/A noise floor CI [0.9700, 1.1100] reaches the threshold 1.05"]
+    assert timing.stability(calm, 1.2, floor).stable

@@ -254,6 +254,7 @@ def run_ab(ctx: Context, crit: C.Criterion, work: Path) -> Outcome:
     case: dict[str, str] = {}  # the schema refuses `cases` here
     pa = prepare(ctx, crit, s.a, work / s.a.name, case)
     runs: list[dict[str, Any]] = []
+    floor: timing.Stats | None = None
     details: dict[str, Any] = {"pass_if": s.pass_if, "ratio": s.ratio, "order": s.order, "runs": runs,
                                "metric_a": vars(s.metric_a), "metric_b": vars(s.metric_b)}
     try:
@@ -283,17 +284,20 @@ def run_ab(ctx: Context, crit: C.Criterion, work: Path) -> Outcome:
             if s.noise_floor:
                 ctx.progress(f"  [{crit.id}] A/A noise floor")
                 aa = _pairs(ctx, crit, s, pa, pa, s.a, "aa.", runs)
-                st = timing.bootstrap_median_ci([p["ratio"] for p in aa], s.confidence, s.resamples, s.seed)
-                details["noise_floor"] = {**vars(st), "pairs": aa}
+                floor = timing.INTERVALS[s.interval]([p["ratio"] for p in aa], s.confidence, s.resamples, s.seed)
+                details["noise_floor"] = {**vars(floor), "pairs": aa}
     except CriterionFail as e:
         e.details = {**details, **e.details}
         raise
-    st = timing.bootstrap_median_ci([p["ratio"] for p in pairs], s.confidence, s.resamples, s.seed)
+    ratios = [p["ratio"] for p in pairs]
+    st = timing.INTERVALS[s.interval](ratios, s.confidence, s.resamples, s.seed)
     details["pairs"] = pairs
     details["stats"] = vars(st)
+    stab = timing.stability(ratios, s.pass_value, floor)
+    details["stability"] = vars(stab)
     ok = timing.passes(st, s.pass_stat, s.pass_op, s.pass_value)
     msg = (f"median {s.ratio} {st.median:.4f}, {s.confidence * 100:g}% CI [{st.ci_lower:.4f}, {st.ci_upper:.4f}] "
-           f"over {st.n} pairs; pass if {s.pass_if}")
+           f"over {st.n} pairs; pass if {s.pass_if}" + (f"; {stab.note()}" if not stab.stable else ""))
     return Outcome("PASS" if ok else "FAIL", msg if ok else "threshold not met: " + msg, details)
 
 

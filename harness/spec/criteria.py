@@ -16,6 +16,9 @@ ORDERS = ("ABBA", "AB")
 REDUCERS = ("median", "mean", "min", "max", "first", "last", "sum", "rest_median")
 RATIOS = ("a/b", "b/a")
 PASS_STATS = ("ci_lower", "ci_upper", "median")
+# A/B confidence interval of the median ratio: percentile bootstrap (the default), BCa bootstrap, or
+# the distribution-free order-statistic interval (docs/TIMING.md gives their measured coverage)
+INTERVALS = ("percentile", "bca", "order")
 # Placeholders the harness resolves (case keys add their own).
 PLACEHOLDERS = ("bin", "module", "testmods", "model", "nonexistent", "engine", "engine_dir", "work",
                 "build", "root")
@@ -92,6 +95,7 @@ class ABSpec:
     resamples: int = 2000
     seed: int = 12345
     noise_floor: bool = False
+    interval: str = "percentile"
 
     @property
     def pass_if(self) -> str:

@@ -29,7 +29,7 @@ KIND_KEYS: dict[str, dict[str, bool]] = {
     "ab_timing": {"build": False, "env": False, "args": False, "a": True, "b": False, "same_run": False,
                   "pairs": True, "warmups": False, "order": False, "metric": False, "metric_a": False,
                   "metric_b": False, "ratio": False, "pass_if": True, "confidence": False,
-                  "bootstrap": False, "noise_floor": False},
+                  "bootstrap": False, "noise_floor": False, "interval": False},
     "run": {"build": False, "env": False, "args": False, "runs": True},
     "artifact": {"build": False, "files": True},
 }
@@ -508,13 +508,14 @@ def _ab(v: _V, path: tuple, c: dict[str, Any], names: set[str]) -> C.ABSpec | No
             if "seed" in bs:
                 seed = v.int_(path + ("bootstrap", "seed"), bs["seed"], 0) or 0
     noise = v.bool_(path + ("noise_floor",), c["noise_floor"]) if "noise_floor" in c else False
-    if len(v.errors) > n0 or a is None or pairs is None or pm is None or None in (warmups, order, ma, mb, ratio,
+    interval = v.enum(path + ("interval",), c["interval"], C.INTERVALS) if "interval" in c else "percentile"
+    if len(v.errors) > n0 or interval is None or a is None or pairs is None or pm is None or None in (warmups, order, ma, mb, ratio,
                                                                                  conf):
         return None
     return C.ABSpec(a=a, b=b, same_run=bool(same_run), pairs=pairs, warmups=warmups, order=order, metric_a=ma,
                     metric_b=mb, ratio=ratio, pass_stat=pm.group(1), pass_op=pm.group(2),
                     pass_value=float(pm.group(3)), confidence=conf, resamples=resamples, seed=seed,
-                    noise_floor=bool(noise))
+                    noise_floor=bool(noise), interval=interval)
 
 
 def _run(v: _V, path: tuple, c: dict[str, Any], names: set[str]) -> C.RunSpec | None:

@@ -1,0 +1,110 @@
+"""One writer per report folder: `.lock` in the folder, held with an OS file lock for the whole run
+and naming its holder (pid, start time, command). The OS drops the lock when the holder dies, so a
+lock file left by a killed run is stale and is taken over; a live holder makes a second run stop."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from harness.errors import HarnessError
+
+LOCK_NAME = ".lock"
+
+if os.name == "nt":
+    import msvcrt
+
+    def _try_lock(f: IO[str]) -> bool:
+        try:
+            f.seek(0)
+            msvcrt.locking(f.fileno(), msvcrt.LK_NBLCK, 1)
+            return True
+        except OSError:
+            return False
+
+    def _unlock(f: IO[str]) -> None:
+        f.seek(0)
+        msvcrt.locking(f.fileno(), msvcrt.LK_UNLCK, 1)
+else:
+    import fcntl
+
+    def _try_lock(f: IO[str]) -> bool:
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            return False
+
+    def _unlock(f: IO[str]) -> None:
+        fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
+def _holder_text(info: dict[str, Any]) -> str:
+    if not info:
+        return "a process that left no details"
+    where = f" on {info['host']}" if info.get("host") and info.get("host") != socket.gethostname() else ""
+    cmd = f", `{' '.join(info['argv'])}`" if info.get("argv") else ""
+    return f"pid {info.get('pid', '?')}{where}, started {info.get('started', '?')}{cmd}"
+
+
+@dataclass
+class ReportLock:
+    """Held from acquire() to release(); `notice` says when a stale lock was taken over."""
+
+    directory: Path
+    handle: IO[str] | None = None
+    notice: str = ""
+
+    @property
+    def path(self) -> Path:
+        return self.directory / LOCK_NAME
+
+    def acquire(self, started: str, argv: list[str]) -> ReportLock:
+        try:
+            f = open(self.path, "a+", encoding="utf-8")
+        except OSError as e:
+            raise HarnessError(f"cannot open the report lock {self.path}: {e.strerror or e}") from None
+        f.seek(0)
+        try:
+            previous = json.loads(f.read() or "{}")
+        except ValueError:
+            previous = {}
+        previous = previous if isinstance(previous, dict) else {}
+        if not _try_lock(f):
+            f.close()
+            raise HarnessError(f"{self.directory} is being written by another verify run "
+                               f"({_holder_text(previous)}); wait for it to end, or resume into another copy")
+        if previous:
+            self.notice = (f"took over a stale lock of {self.directory.name}: its holder "
+                           f"({_holder_text(previous)}) is gone")
+        f.seek(0)
+        f.truncate()
+        f.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": started,
+                            "argv": argv}) + "\n")
+        f.flush()
+        self.handle = f
+        return self
+
+    def release(self) -> None:
+        """Empty the file, then drop the lock: an empty lock file is not stale."""
+        if self.handle is None:
+            return
+        try:
+            self.handle.seek(0)
+            self.handle.truncate()
+            self.handle.flush()
+            _unlock(self.handle)
+        except OSError:
+            pass  # the OS drops the lock when the file is closed anyway
+        self.handle.close()
+        self.handle = None
+
+    def __enter__(self) -> ReportLock:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()

@@ -13,6 +13,8 @@ from collections.abc import Callable
 
 from harness.spec import registry
 from harness.report import document as report
+from harness.report import github
+from harness.report.lock import ReportLock
 from harness.spec import schema
 from harness.report import sysinfo
 from harness.build.cmake import BuildResult, PartResult, build
@@ -56,6 +58,31 @@ def select(crits: list[Criterion], only: list[str], kinds: list[str]) -> list[Cr
     if kinds:
         crits = [c for c in crits if c.kind in kinds]
     return crits
+
+
+def filter_text(opts: VerifyOptions) -> str:
+    """How a run was narrowed (`--only A B`, `--kind K`), or '' for a full run."""
+    parts = []
+    if opts.only:
+        parts.append("--only " + " ".join(opts.only))
+    if opts.kinds:
+        parts.append("--kind " + " ".join(opts.kinds))
+    return " ".join(parts)
+
+
+def reproduce_command(c: Criterion, exploratory: bool) -> str:
+    """One line that runs this criterion alone (it builds and prepares what it needs)."""
+    return f"python -m harness verify {c.file} --only {c.id}" + (" --exploratory" if exploratory else "")
+
+
+def not_run(crits: list[Criterion], rep: report.Report) -> list[str]:
+    """Ids of the criteria with no verdict in the report for their current text."""
+    out = []
+    for c in crits:
+        r = rep.result_for(c.id)
+        if not (r and r.get("digest") == c.digest and r.get("verdict") in ("PASS", "FAIL", "SKIP")):
+            out.append(c.id)
+    return out
 
 
 class Session:
@@ -138,30 +165,48 @@ def existing_build(cfg: Config, name: str) -> BuildResult:
 def verify(cfg: Config, opts: VerifyOptions, say: Callable[[str], None] | None = None) -> int:
     say = say or (lambda s: print(s, file=sys.stderr, flush=True))
     files = opts.files or default_files(cfg)
-    crits = select(load_criteria(cfg, files), opts.only, opts.kinds)
-    reg_path = opts.registry_path or cfg.root / "regressions" / "registry.lock"
-    entries = registry.load(reg_path)
+    every = load_criteria(cfg, files)
+    crits = select(every, opts.only, opts.kinds)
     reports_dir = opts.reports_dir or cfg.root / cfg.reports_dir
     git = sysinfo.git_state(cfg.root)
     if opts.resume is not None:
         rdir = opts.resume
-        try:
+        if not (rdir / "report.json").is_file():
+            raise HarnessError(f"--resume: {rdir} holds no report.json")
+    else:
+        rdir = report.new_report_dir(reports_dir, git.get("short"))
+    lock = ReportLock(rdir).acquire(report.utc_now(), opts.argv)
+    if lock.notice:
+        say(lock.notice)
+    with lock:
+        return _verify_locked(cfg, opts, say, files, every, crits, reports_dir, rdir, git)
+
+
+def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None], files: list[Path],
+                   every: list[Criterion], crits: list[Criterion], reports_dir: Path, rdir: Path,
+                   git: dict[str, Any]) -> int:
+    reg_path = opts.registry_path or cfg.root / "regressions" / "registry.lock"
+    entries = registry.load(reg_path)
+    if opts.resume is not None:
+        try:  # read under the lock: the last writer's results are all there
             rep = report.Report.load(rdir)
         except (OSError, ValueError) as e:
             raise HarnessError(f"--resume: cannot read {rdir}/report.json: {e}") from None
         say(f"resuming {rdir}")
     else:
-        rdir = report.new_report_dir(reports_dir, git.get("short"))
         rep = report.Report(rdir)
+    narrowed = filter_text(opts)
     rep.doc["argv"] = opts.argv
     rep.doc["git"] = git
-    rep.doc["criteria_files"] = {str(f): sorted(c.id for c in crits if c.file.endswith(f.name)) for f in files}
+    rep.doc["filter"] = narrowed
+    rep.doc["criteria_files"] = {str(f): sorted(c.id for c in every if c.file.endswith(f.name)) for f in files}
+    rep.doc["not_run"] = not_run(every, rep)
     rep.doc.setdefault("resumed", [])
     if opts.resume is not None:
         rep.doc["resumed"].append(report.utc_now())
     rep.doc["system"] = sysinfo.system(cfg.root)
     rep.write(status="running")
-    if opts.resume is None:
+    if opts.resume is None and not narrowed:
         report.point_latest(reports_dir, rdir)
     sess = Session(cfg, opts, say, rdir)
     probes = Probes(gpu_info=sess.engine_info, overrides=dict(opts.probe_overrides))
@@ -171,7 +216,6 @@ def verify(cfg: Config, opts: VerifyOptions, say: Callable[[str], None] | None =
         say("no criteria selected" + ("" if files else " (no criteria files under regressions/)"))
     if not opts.no_build and "default" in cfg.builds and crits:
         sess.ensure_build("default")
-    status = "complete"
     try:
         if crits:
             rep.doc["engine_info"] = sess.engine_info()
@@ -180,36 +224,20 @@ def verify(cfg: Config, opts: VerifyOptions, say: Callable[[str], None] | None =
             if prev and prev.get("digest") == c.digest and prev.get("verdict") in ("PASS", "FAIL", "SKIP"):
                 say(f"[{i}/{len(crits)}] {c.id}: {prev['verdict']} (kept from the interrupted run)")
                 continue
-            st = registry.status(entries, c)
-            amends = [{"time": a.time, "reason": a.reason, "digest": a.digest} for a in st.amendments]
             say(f"[{i}/{len(crits)}] {c.id} ({c.kind}): {c.title}")
-            t0 = time.perf_counter()
-            exploratory = False
-            refused = registry.refusal(st, opts.exploratory, "run `harness register`, or use --exploratory")
-            if refused:
-                verdict, reason, details = "FAIL", refused, {}
-            else:
-                exploratory = not st.ok
-                out = evaluate(ctx, c)
-                verdict, reason, details = out.verdict, out.reason, out.details
-                if verdict == "FAIL":
-                    notes = [f"build {n}: module {b.module.status}: {b.module.reason}" for n, b in sess.builds.items()
-                             if n in c.builds() and b.module.status == "failed"]
-                    if notes:
-                        reason += " [" + "; ".join(notes) + "]"
+            res = _run_one(c, ctx, sess, entries, opts, rdir)
             for n in c.builds():
                 if n in sess.builds:
                     rep.doc["builds"][n] = sess.builds[n].to_json()
-            res = report.Result(id=c.id, title=c.title, kind=c.kind, file=c.file, digest=c.digest, verdict=verdict,
-                                reason=reason, registration=st.state, exploratory=exploratory, amendments=amends,
-                                details=details, duration_s=time.perf_counter() - t0,
-                                log_dir=f"logs/{c.id}" if (rdir / "logs" / c.id).exists() else None,
-                                finished=report.utc_now())
+            rep.doc["not_run"] = [x for x in rep.doc["not_run"] if x != c.id]
             rep.add(res)
-            say(f"    {verdict}{' (exploratory: not pre-registered)' if exploratory else ''}: {reason}")
+            say(f"    {res.verdict}{' (exploratory: not pre-registered)' if res.exploratory else ''}: {res.reason}")
+            if res.verdict == "FAIL":
+                for line in report.triage_lines(res.to_json(), rdir):
+                    say(f"    {line}")
     except KeyboardInterrupt:
-        status = "interrupted"
-        rep.write(final=True, status=status)
+        rep.doc["not_run"] = not_run(every, rep)
+        rep.write(final=True, status="interrupted")
         say(f"interrupted; report so far: {rdir} (continue with --resume)")
         return 130
     for n, b in sess.builds.items():
@@ -217,9 +245,45 @@ def verify(cfg: Config, opts: VerifyOptions, say: Callable[[str], None] | None =
     work = rdir / "work"
     if work.is_dir() and not any(work.iterdir()):
         work.rmdir()
-    rep.write(final=True, status=status)
+    missing = not_run(every, rep)
+    rep.doc["not_run"] = missing
+    rep.write(final=True, status="partial" if missing else "complete")
+    github.publish(rep.doc, rdir)
     s = rep.summarize()
-    say(f"{s['passed']} passed, {s['failed']} failed, {s['skipped']} skipped -> {rdir / 'report.md'}")
+    say(f"{s['passed']} passed, {s['failed']} failed, {s['skipped']} skipped -> {rdir / 'report.md'}"
+        + (f" (partial{' (' + narrowed + ')' if narrowed else ''}: {len(missing)} not run: "
+           f"{', '.join(missing)})" if missing else ""))
     selected = {c.id for c in crits}
     failed = any(r["verdict"] == "FAIL" for r in rep.results if r["id"] in selected)
     return 1 if failed else 0
+
+
+def _run_one(c: Criterion, ctx: Context, sess: Session, entries: list[registry.Entry], opts: VerifyOptions,
+             rdir: Path) -> report.Result:
+    st = registry.status(entries, c)
+    amends = [{"time": a.time, "reason": a.reason, "digest": a.digest} for a in st.amendments]
+    t0 = time.perf_counter()
+    exploratory = False
+    refused = registry.refusal(st, opts.exploratory, "run `harness register`, or use --exploratory")
+    if refused:
+        verdict, reason, details = "FAIL", refused, {}
+    else:
+        exploratory = not st.ok
+        out = evaluate(ctx, c)
+        verdict, reason, details = out.verdict, out.reason, out.details
+        if verdict == "FAIL":
+            notes = [f"build {n}: module {b.module.status}: {b.module.reason}" for n, b in sess.builds.items()
+                     if n in c.builds() and b.module.status == "failed"]
+            if notes:
+                reason += " [" + "; ".join(notes) + "]"
+            errors = {n: b.errors() for n, b in sess.builds.items() if n in c.builds() and b.errors()}
+            if errors:
+                details["build_errors"] = errors
+    failed = verdict == "FAIL"
+    return report.Result(id=c.id, title=c.title, kind=c.kind, file=c.file, line=c.line, digest=c.digest,
+                         verdict=verdict, reason=reason, registration=st.state, exploratory=exploratory,
+                         amendments=amends, details=details, duration_s=time.perf_counter() - t0,
+                         log_dir=f"logs/{c.id}" if (rdir / "logs" / c.id).exists() else None,
+                         kept=f"failed/{c.id}" if failed and (rdir / "failed" / c.id).exists() else None,
+                         reproduce=reproduce_command(c, exploratory) if failed else "",
+                         finished=report.utc_now())

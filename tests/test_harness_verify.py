@@ -122,8 +122,9 @@ def test_example_suite_and_junit(fake_repo):
     suite = tree.getroot()
     assert suite.tag == "testsuite" and suite.get("tests") == "6" and suite.get("skipped") == "2"
     assert suite.get("failures") == "0"
-    cases = {tc.get("name"): tc for tc in suite.iter("testcase")}
+    cases = {tc.get("name").split(": ", 1)[0]: tc for tc in suite.iter("testcase")}
     assert set(cases) == {"X1", "X2", "X3", "X4", "X5", "X6"}
+    assert cases["X3"].get("name") == "X3: graph on is at least 5% faster than graph off"
     assert cases["X2"].find("skipped").get("message") == "no GPU: planted for the test"
     assert cases["X1"].find("failure") is None and cases["X1"].get("classname") == "regressions.suite"
 
@@ -133,9 +134,18 @@ def test_junit_failure_parsed(fake_repo):
     assert fake_repo.verify() == 1
     suite = ET.parse(fake_repo.reports / "latest" / "junit.xml").getroot()
     assert suite.get("failures") == "1"
-    f = suite.find("testcase").find("failure")
-    assert "first at index 3 (position 0, element 3)" in f.get("message")
-    assert json.loads(f.text)["comparisons"]
+    tc = suite.find("testcase")
+    assert tc.get("name") == "EQ: graph vs stream" and tc.get("classname") == "regressions.suite"
+    f = tc.find("failure")
+    assert "first at index 3 (position 0, element 3)" in f.get("message") and len(f.get("message")) <= 200
+    body = f.text.splitlines()  # readable lines, not JSON
+    assert body[0].startswith("stream vs graph, h_out: 1 of 112 elements differ")
+    assert "criterion: regressions/suite.yaml:2" in body
+    assert "reproduce: python -m harness verify regressions/suite.yaml --only EQ" in body
+    assert "logs logs/EQ/; kept dumps failed/EQ/" in body
+    assert any(x.startswith("compare stream vs graph, h_out: 1 of 112 elements differ") for x in body)
+    with pytest.raises(ValueError):
+        json.loads(f.text)
 
 
 def test_example_suite_with_gpu(fake_repo):
@@ -341,3 +351,22 @@ def test_ctrl_c_keeps_report_and_resumes(fake_repo, monkeypatch):
     assert fake_repo.verify("--resume") == 0
     doc = fake_repo.report()
     assert doc["status"] == "complete" and [r["id"] for r in doc["results"]] == ["K0", "K1", "K2"]
+
+
+def test_ab_stability_flag_in_row_and_json(fake_repo):
+    """Without noise every A/A ratio is 1: a threshold of 1.0 is within the noise floor's reach
+    (unstable), one of 1.05 is not (stable)."""
+    base = AB.replace('FAKE_NOISE: "0.02"', 'FAKE_NOISE: "0"').replace("    pairs: 10\n", "    pairs: 4\n    noise_floor: true\n")
+    text = (base % "2000").replace('"ci_lower >= 1.05"', '"ci_lower >= 1.0"').replace("id: AB", "id: AB1")
+    text += (base % "2000").split("criteria:\n", 1)[1].replace("id: AB", "id: AB2")
+    setup(fake_repo, text)
+    assert fake_repo.verify() == 0
+    r1, r2 = fake_repo.result("AB1"), fake_repo.result("AB2")
+    assert r1["details"]["stability"] == {"stable": False, "spread": 0.0, "reasons": [
+        "A/A noise floor CI [1.0000, 1.0000] reaches the threshold 1"]}
+    assert r1["reason"].endswith("; unstable: A/A noise floor CI [1.0000, 1.0000] reaches the threshold 1")
+    assert r2["details"]["stability"]["stable"] and "unstable" not in r2["reason"]
+    md = (fake_repo.reports / "latest" / "report.md").read_text()
+    assert next(x for x in md.splitlines() if x.startswith("| AB1 ")).split("|")[3].strip() == "PASS *(unstable)*"
+    assert next(x for x in md.splitlines() if x.startswith("| AB2 ")).split("|")[3].strip() == "PASS"
+    assert "stable: pair spread 0.0%" in md

@@ -23,12 +23,15 @@ class Result:
     digest: str
     verdict: str  # PASS | FAIL | SKIP
     reason: str
+    line: int = 0  # of the criterion's id in its file
     registration: str = "registered"  # registered | unregistered | changed
     exploratory: bool = False
     amendments: list[dict[str, str]] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)
     duration_s: float = 0.0
     log_dir: str | None = None
+    kept: str | None = None  # failed/<id>: the work folder (dumps) of a failed criterion
+    reproduce: str = ""  # a command that runs the failed criterion alone
     finished: str = ""
 
     @property
@@ -196,6 +199,35 @@ class Report:
                                "before is intact (continue with `verify --resume` once there is room)") from None
 
 
+# ---- triage: what a reader of a failure needs -------------------------------------------------
+
+def triage_lines(r: dict[str, Any], rdir: Path | None = None) -> list[str]:
+    """Reproduce command, log and dump folders, compiler errors of a failed criterion; paths under
+    rdir when given, else relative to the report folder."""
+    def where(rel: str) -> str:
+        return f"{rdir / rel}/" if rdir is not None else f"{rel}/"
+
+    out = []
+    if r.get("reproduce"):
+        out.append(f"reproduce: {r['reproduce']}")
+    folders = [f"logs {where(r['log_dir'])}" if r.get("log_dir") else "",
+               f"kept dumps {where(r['kept'])}" if r.get("kept") else ""]
+    if any(folders):
+        out.append("; ".join(f for f in folders if f))
+    for build, errors in ((r.get("details") or {}).get("build_errors") or {}).items():
+        out.append(f"compiler errors (build {build}):")
+        out += [f"  {e}" for e in errors]
+    return out
+
+
+def stability_text(r: dict[str, Any]) -> str:
+    """'' for a stable or non-timing verdict, else the unstable note."""
+    st = (r.get("details") or {}).get("stability")
+    if not isinstance(st, dict) or st.get("stable", True):
+        return ""
+    return "unstable: " + "; ".join(st.get("reasons") or [])
+
+
 # ---- Markdown -------------------------------------------------------------------------------
 
 def _table(rows: list[list[Any]], headers: list[str]) -> str:
@@ -222,8 +254,13 @@ def render_markdown(doc: dict[str, Any]) -> str:
     sysd = doc.get("system") or {}
     s = doc.get("summary") or {}
     lines = ["# kite verify report", ""]
+    narrowed = f" ({doc['filter']})" if doc.get("filter") else ""
     lines.append(f"- started {doc.get('started')}, finished {doc.get('finished') or '(running)'}, "
-                 f"status **{doc.get('status')}**")
+                 f"status **{doc.get('status')}**{narrowed}")
+    missing = doc.get("not_run") or []
+    if missing:
+        lines.append(f"- not run: {', '.join(missing)} ({len(missing)} criteria of the files have no verdict "
+                     "in this report)")
     lines.append(f"- commit `{git.get('commit') or '?'}`" + (" (dirty)" if git.get("dirty") else ""))
     lines.append(f"- machine: {sysd.get('os', '?')}, {sysd.get('cpu', '?')}, {sysd.get('cores', '?')} cores, "
                  f"{sysd.get('ram_gb', '?')} GiB RAM")
@@ -242,14 +279,16 @@ def render_markdown(doc: dict[str, Any]) -> str:
     lines.append("")
     lines.append(f"**{s.get('passed', 0)} passed, {s.get('failed', 0)} failed, {s.get('skipped', 0)} skipped** "
                  f"of {s.get('total', 0)}" + (f" ({s['exploratory']} exploratory, not pre-registered)"
-                                               if s.get("exploratory") else ""))
+                                               if s.get("exploratory") else "")
+                 + (f"; partial{narrowed}: {len(missing)} not run" if missing else ""))
     lines.append("")
     rows = []
     for r in doc.get("results", []):
         label = " *(exploratory: not pre-registered)*" if r.get("exploratory") else ""
+        label += " *(unstable)*" if stability_text(r) else ""
         rows.append([r["id"], r["kind"], r["verdict"] + label, f"{r.get('duration_s', 0):.1f}",
-                     _clip(r.get("reason", ""))])
-    lines.append(_table(rows, ["id", "kind", "verdict", "s", "reason"]))
+                     _clip(r.get("reason", "")), f"`{r['reproduce']}`" if r.get("reproduce") else ""])
+    lines.append(_table(rows, ["id", "kind", "verdict", "s", "reason", "reproduce"]))
     lines.append("")
     for r in doc.get("results", []):
         lines += _detail_md(r)
@@ -262,6 +301,12 @@ def render_markdown(doc: dict[str, Any]) -> str:
         brows = [[n, b["engine"]["status"], b["module"]["status"], sha(b, "engine"), sha(b, "module"),
                   _clip(b["engine"].get("reason") or b["module"].get("reason") or "", 80)] for n, b in builds.items()]
         lines += [_table(brows, ["build", "engine", "module", "engine sha256", "module sha256", "note"]), ""]
+        for n, b in builds.items():
+            for part in ("engine", "module"):
+                errors = b[part].get("errors") or [] if b[part].get("status") == "failed" else []
+                if errors:
+                    lines += [f"First errors of build `{n}` ({part}; full log `{b[part].get('log')}`):", "",
+                              "```", *errors, "```", ""]
     lines += ["## Criteria digests", ""]
     drows = [[r["id"], r["file"], r["digest"][:23] + "…", r.get("registration", "")] for r in doc.get("results", [])]
     lines += [_table(drows, ["id", "file", "digest", "registration"]), ""]
@@ -272,10 +317,28 @@ def render_markdown(doc: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _interval_text(st: dict[str, Any]) -> str:
+    method = st.get("method", "percentile")
+    if method == "order":
+        return "order-statistic interval"
+    return f"{'BCa ' if method == 'bca' else ''}bootstrap {st['resamples']}, seed {st['seed']}"
+
+
 def _detail_md(r: dict[str, Any]) -> list[str]:
     d = r.get("details") or {}
     out = [f"### {r['id']}: {r['title']}", "", f"{r['verdict']}: {r.get('reason', '')}"
            + (" — *exploratory: not pre-registered*" if r.get("exploratory") else ""), ""]
+    if r["verdict"] == "FAIL":
+        where = f"{r['file']}:{r['line']}" if r.get("line") else r["file"]
+        out.append(f"- criterion: `{where}`")
+        for t in triage_lines(r):
+            if t.startswith("  "):
+                out.append(f"    - `{t.strip()}`")
+            elif ": " in t and t.split(": ", 1)[0] == "reproduce":
+                out.append(f"- reproduce: `{t.split(': ', 1)[1]}`")
+            else:
+                out.append(f"- {t}")
+        out.append("")
     if r["kind"] == "equivalence" and d.get("comparisons"):
         rows = [[c.get("case", ""), c["a"], c["b"], c["dump"], "yes" if c["identical"] else "no", c["differing"],
                  c.get("max_ulp"), f"{c.get('max_abs', 0):.3g}", _clip(c["reason"], 70)] for c in d["comparisons"]]
@@ -286,11 +349,15 @@ def _detail_md(r: dict[str, Any]) -> list[str]:
         st = d.get("stats") or {}
         if st:
             out += [f"median ratio {st['median']:.4f}, {st['confidence'] * 100:g}% CI [{st['ci_lower']:.4f}, "
-                    f"{st['ci_upper']:.4f}] (bootstrap {st['resamples']}, seed {st['seed']}); "
+                    f"{st['ci_upper']:.4f}] ({_interval_text(st)}); "
                     f"pass if {d.get('pass_if')}", ""]
         nf = d.get("noise_floor")
         if nf:
             out += [f"A/A noise floor: median {nf['median']:.4f}, CI [{nf['ci_lower']:.4f}, {nf['ci_upper']:.4f}]", ""]
+        stab = d.get("stability")
+        if isinstance(stab, dict):
+            out += [f"**{stability_text(r)}**" if stability_text(r) else
+                    f"stable: pair spread {stab.get('spread', 0) * 100:.1f}%", ""]
     if r["kind"] == "run" and d.get("runs"):
         rows = [[x["name"], x.get("ended", ""), "ok" if x.get("ok") else "FAIL", _clip(x.get("reason", ""), 80)]
                 for x in d["runs"]]
@@ -305,6 +372,31 @@ def _detail_md(r: dict[str, Any]) -> list[str]:
 
 # ---- JUnit ----------------------------------------------------------------------------------
 
+def _failure_body(r: dict[str, Any]) -> str:
+    """A readable account of a failure: the reason, how to reproduce it, where its files are, and
+    the failing parts of its details."""
+    d = r.get("details") or {}
+    lines = [r.get("reason", ""), f"criterion: {r['file']}" + (f":{r['line']}" if r.get("line") else "")]
+    lines += triage_lines(r)
+    for c in d.get("comparisons") or []:
+        if not c.get("ok", c.get("identical")):
+            lines.append(f"compare {c['b']} vs {c['a']}" + (f" [{c['case']}]" if c.get("case") else "")
+                         + f", {c['dump']}: {c['reason']}")
+    for x in d.get("runs") or []:
+        if x.get("ok") is False:
+            lines.append(f"run {x.get('name')}: {x.get('reason')}")
+    for x in d.get("files") or []:
+        if not x.get("ok"):
+            lines.append(f"file {x.get('path')}: " + "; ".join(x.get("problems") or []))
+    st = d.get("stats")
+    if st:
+        lines.append(f"median {st['median']:.4f}, CI [{st['ci_lower']:.4f}, {st['ci_upper']:.4f}] over {st['n']} "
+                     f"pairs; pass if {d.get('pass_if')}")
+    if stability_text(r):
+        lines.append(stability_text(r))
+    return "\n".join(lines)
+
+
 def render_junit(doc: dict[str, Any]) -> str:
     s = doc.get("summary") or {}
     total_t = sum(float(r.get("duration_s", 0)) for r in doc.get("results", []))
@@ -314,14 +406,16 @@ def render_junit(doc: dict[str, Any]) -> str:
                                      "timestamp": str(doc.get("started") or "")})
     for r in doc.get("results", []):
         tc = ET.SubElement(suite, "testcase", {"classname": r["file"].replace("/", ".").removesuffix(".yaml"),
-                                               "name": r["id"], "time": f"{float(r.get('duration_s', 0)):.3f}"})
+                                               "name": f"{r['id']}: {r['title']}",
+                                               "time": f"{float(r.get('duration_s', 0)):.3f}"})
         label = " [exploratory: not pre-registered]" if r.get("exploratory") else ""
         if r["verdict"] == "FAIL":
-            f = ET.SubElement(tc, "failure", {"message": (r.get("reason", "") + label)[:1000], "type": r["kind"]})
-            f.text = json.dumps(r.get("details", {}), indent=1, default=str)[:20000]
+            f = ET.SubElement(tc, "failure", {"message": _clip(r.get("reason", ""), 200) + label, "type": r["kind"]})
+            f.text = _failure_body(r)[:20000]
         elif r["verdict"] == "SKIP":
             ET.SubElement(tc, "skipped", {"message": r.get("reason", "") + label})
         out = ET.SubElement(tc, "system-out")
-        out.text = f"{r['title']}{label}\ndigest {r['digest']}\nlogs {r.get('log_dir') or '-'}"
+        out.text = (f"{r['title']}{label}\ndigest {r['digest']}\nlogs {r.get('log_dir') or '-'}"
+                    + (f"\n{stability_text(r)}" if stability_text(r) else ""))
     ET.indent(suite)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suite, encoding="unicode") + "\n"

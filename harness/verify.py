@@ -204,10 +204,11 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
     rep.doc.setdefault("resumed", [])
     if opts.resume is not None:
         rep.doc["resumed"].append(report.utc_now())
-    rep.doc["system"] = sysinfo.system(cfg.root)
     rep.write(status="running")
     if opts.resume is None and not narrowed:
-        report.point_latest(reports_dir, rdir)
+        report.point_latest(reports_dir, rdir)  # as soon as there is a report: a killed run can resume
+    rep.doc["system"] = sysinfo.system(cfg.root)
+    rep.write()
     sess = Session(cfg, opts, say, rdir)
     probes = Probes(gpu_info=sess.engine_info, overrides=dict(opts.probe_overrides))
     ctx = Context(cfg=cfg, report_dir=rdir, probes=probes, ensure_build=sess.ensure_build,
@@ -251,8 +252,8 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
     github.publish(rep.doc, rdir)
     s = rep.summarize()
     say(f"{s['passed']} passed, {s['failed']} failed, {s['skipped']} skipped -> {rdir / 'report.md'}"
-        + (f" (partial{' (' + narrowed + ')' if narrowed else ''}: {len(missing)} not run: "
-           f"{', '.join(missing)})" if missing else ""))
+        + (f"; partial{' (' + narrowed + ')' if narrowed else ''}: {len(missing)} not run: "
+           f"{', '.join(missing)}" if missing else ""))
     selected = {c.id for c in crits}
     failed = any(r["verdict"] == "FAIL" for r in rep.results if r["id"] in selected)
     return 1 if failed else 0

@@ -121,14 +121,14 @@ def test_failed_and_vacuous_criteria_carry_reproduce_and_folders(fake_repo):
         assert r["log_dir"] == f"logs/{cid}" and r["kept"] == f"failed/{cid}"
         assert (rdir / r["kept"]).is_dir() and (rdir / r["log_dir"]).is_dir()
         assert f"    reproduce: python -m harness verify regressions/suite.yaml --only {cid}" in msgs
-        assert f"    logs {rdir.resolve() / 'logs' / cid}/; kept dumps {rdir.resolve() / 'failed' / cid}/" in [
+        assert f"    logs: {rdir.resolve() / 'logs' / cid}/; kept dumps: {rdir.resolve() / 'failed' / cid}/" in [
             m.replace(str(rdir), str(rdir.resolve())) for m in msgs]
     assert fake_repo.result("VAC")["reason"].startswith("vacuous:")
     assert fake_repo.result("EQ")["line"] == 2 and fake_repo.result("VAC")["line"] == 12
     md = (rdir / "report.md").read_text()
     row = next(x for x in md.splitlines() if x.startswith("| EQ "))
     assert row.rstrip(" |").endswith("`python -m harness verify regressions/suite.yaml --only EQ`")
-    assert "- criterion: `regressions/suite.yaml:12`" in md and "- logs logs/VAC/; kept dumps failed/VAC/" in md
+    assert "- criterion: `regressions/suite.yaml:12`" in md and "- logs: logs/VAC/; kept dumps: failed/VAC/" in md
 
 
 def test_passing_criterion_has_no_reproduce(fake_repo):
@@ -193,7 +193,7 @@ def test_only_is_partial_and_leaves_latest(fake_repo):
     md = (part / "report.md").read_text()
     assert "status **partial** (--only K1)" in md and "- not run: K0, K2" in md
     assert "of 1; partial (--only K1): 2 not run" in md
-    assert msgs[-1].endswith("(partial (--only K1): 2 not run: K0, K2)")
+    assert msgs[-1].endswith("report.md; partial (--only K1): 2 not run: K0, K2")
     assert json.loads((full / "report.json").read_text())["status"] == "complete"
 
 

@@ -142,7 +142,7 @@ def test_junit_failure_parsed(fake_repo):
     assert body[0].startswith("stream vs graph, h_out: 1 of 112 elements differ")
     assert "criterion: regressions/suite.yaml:2" in body
     assert "reproduce: python -m harness verify regressions/suite.yaml --only EQ" in body
-    assert "logs logs/EQ/; kept dumps failed/EQ/" in body
+    assert "logs: logs/EQ/; kept dumps: failed/EQ/" in body
     assert any(x.startswith("compare stream vs graph, h_out: 1 of 112 elements differ") for x in body)
     with pytest.raises(ValueError):
         json.loads(f.text)

@@ -210,8 +210,8 @@ def triage_lines(r: dict[str, Any], rdir: Path | None = None) -> list[str]:
     out = []
     if r.get("reproduce"):
         out.append(f"reproduce: {r['reproduce']}")
-    folders = [f"logs {where(r['log_dir'])}" if r.get("log_dir") else "",
-               f"kept dumps {where(r['kept'])}" if r.get("kept") else ""]
+    folders = [f"logs: {where(r['log_dir'])}" if r.get("log_dir") else "",
+               f"kept dumps: {where(r['kept'])}" if r.get("kept") else ""]
     if any(folders):
         out.append("; ".join(f for f in folders if f))
     for build, errors in ((r.get("details") or {}).get("build_errors") or {}).items():
@@ -259,8 +259,8 @@ def render_markdown(doc: dict[str, Any]) -> str:
                  f"status **{doc.get('status')}**{narrowed}")
     missing = doc.get("not_run") or []
     if missing:
-        lines.append(f"- not run: {', '.join(missing)} ({len(missing)} criteria of the files have no verdict "
-                     "in this report)")
+        lines.append(f"- not run: {', '.join(missing)} (no verdict in this report for "
+                     f"{len(missing)} of the files' criteria)")
     lines.append(f"- commit `{git.get('commit') or '?'}`" + (" (dirty)" if git.get("dirty") else ""))
     lines.append(f"- machine: {sysd.get('os', '?')}, {sysd.get('cpu', '?')}, {sysd.get('cores', '?')} cores, "
                  f"{sysd.get('ram_gb', '?')} GiB RAM")

@@ -17,24 +17,10 @@ from pathlib import Path
 import pytest
 
 from harness.build.diagnostics import first_errors
+from test_harness_verify import eq
 from harness.report import github
 
 REPO = Path(__file__).resolve().parent.parent
-
-EQ = """\
-criteria:
-  - id: EQ
-    title: graph vs stream
-    kind: equivalence
-    build: gpu
-    args: [run, --model, "{model}", --prompt, "1,2,3", --steps, "4"]
-    variants:
-      - name: graph
-      - name: stream
-        env: {KITE_CUDA_GRAPH: "0"%s}
-    compare: {dumps: [h_out, logits]}
-"""
-
 
 def _suite(n: int, prefix: str = "K") -> str:
     return "criteria:\n" + "".join(
@@ -107,9 +93,8 @@ def test_planted_build_error_reaches_console_report_and_junit(fake_repo):
 # ---- reproduce command, folders, JUnit -------------------------------------------------------------
 
 def test_failed_and_vacuous_criteria_carry_reproduce_and_folders(fake_repo):
-    text = EQ % ', FAKE_FLIP_ULP: "logits:5"'
-    text += (EQ % ', FAKE_NO_GPU_STEPS: "1"').split("criteria:\n", 1)[1].replace("id: EQ", "id: VAC").replace(
-        "      - name: stream\n", "      - name: stream\n        preconditions: {counters.gpu_steps: \">0\"}\n")
+    text = eq(', FAKE_FLIP_ULP: "logits:5"')
+    text += eq(', FAKE_NO_GPU_STEPS: "1"').split("criteria:\n", 1)[1].replace("id: EQ", "id: VAC")
     setup(fake_repo, text)
     msgs: list[str] = []
     assert fake_repo.verify(messages=msgs) == 1
@@ -124,11 +109,11 @@ def test_failed_and_vacuous_criteria_carry_reproduce_and_folders(fake_repo):
         assert f"    logs: {rdir.resolve() / 'logs' / cid}/; kept dumps: {rdir.resolve() / 'failed' / cid}/" in [
             m.replace(str(rdir), str(rdir.resolve())) for m in msgs]
     assert fake_repo.result("VAC")["reason"].startswith("vacuous:")
-    assert fake_repo.result("EQ")["line"] == 2 and fake_repo.result("VAC")["line"] == 12
+    assert fake_repo.result("EQ")["line"] == 2 and fake_repo.result("VAC")["line"] == 14
     md = (rdir / "report.md").read_text()
     row = next(x for x in md.splitlines() if x.startswith("| EQ "))
     assert row.rstrip(" |").endswith("`python -m harness verify regressions/suite.yaml --only EQ`")
-    assert "- criterion: `regressions/suite.yaml:12`" in md and "- logs: logs/VAC/; kept dumps: failed/VAC/" in md
+    assert "- criterion: `regressions/suite.yaml:14`" in md and "- logs: logs/VAC/; kept dumps: failed/VAC/" in md
 
 
 def test_passing_criterion_has_no_reproduce(fake_repo):
@@ -141,7 +126,7 @@ def test_passing_criterion_has_no_reproduce(fake_repo):
 # ---- GitHub Actions ------------------------------------------------------------------------------
 
 def test_github_summary_and_annotations(fake_repo, monkeypatch, capsys, tmp_path):
-    setup(fake_repo, EQ % ', FAKE_FLIP_ULP: "logits:5"')
+    setup(fake_repo, eq(', FAKE_FLIP_ULP: "logits:5"'))
     summary = tmp_path / "summary.md"
     summary.write_text("earlier step\n")
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
@@ -158,7 +143,7 @@ def test_github_summary_and_annotations(fake_repo, monkeypatch, capsys, tmp_path
 
 
 def test_no_github_output_elsewhere(fake_repo, monkeypatch, capsys):
-    setup(fake_repo, EQ % ', FAKE_FLIP_ULP: "logits:5"')
+    setup(fake_repo, eq(', FAKE_FLIP_ULP: "logits:5"'))
     monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     assert fake_repo.verify() == 1

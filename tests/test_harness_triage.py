@@ -205,30 +205,6 @@ criteria:
     assert doc["status"] == "partial" and doc["not_run"] == ["K0"]
 
 
-def test_resume_only_ends_partial(fake_repo, monkeypatch):
-    from harness import verify as V
-
-    setup(fake_repo, _suite(3))
-    real = V.evaluate
-
-    def interrupt(ctx, crit):
-        if crit.id == "K1":
-            raise KeyboardInterrupt
-        return real(ctx, crit)
-
-    monkeypatch.setattr(V, "evaluate", interrupt)
-    assert fake_repo.verify() == 130
-    assert fake_repo.report()["not_run"] == ["K1", "K2"]
-    monkeypatch.setattr(V, "evaluate", real)
-    assert fake_repo.verify("--resume", "--only", "K2") == 0
-    doc = fake_repo.report()
-    assert doc["status"] == "partial" and doc["not_run"] == ["K1"]
-    assert [r["id"] for r in doc["results"]] == ["K0", "K2"]
-    assert fake_repo.verify("--resume") == 0
-    doc = fake_repo.report()
-    assert doc["status"] == "complete" and doc["not_run"] == [] and doc["filter"] == ""
-
-
 # ---- one writer per report folder -----------------------------------------------------------------
 
 def _verify_proc(root: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:

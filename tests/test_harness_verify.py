@@ -347,10 +347,15 @@ def test_ctrl_c_keeps_report_and_resumes(fake_repo, monkeypatch):
     assert fake_repo.verify() == 130
     doc = fake_repo.report()
     assert doc["status"] == "interrupted" and [r["id"] for r in doc["results"]] == ["K0"]
+    assert doc["not_run"] == ["K1", "K2"]
     monkeypatch.setattr(V, "evaluate", real)
+    assert fake_repo.verify("--resume", "--only", "K2") == 0  # a filtered resume is not the whole suite
+    doc = fake_repo.report()
+    assert doc["status"] == "partial" and doc["not_run"] == ["K1"] and doc["filter"] == "--only K2"
     assert fake_repo.verify("--resume") == 0
     doc = fake_repo.report()
-    assert doc["status"] == "complete" and [r["id"] for r in doc["results"]] == ["K0", "K1", "K2"]
+    assert doc["status"] == "complete" and [r["id"] for r in doc["results"]] == ["K0", "K2", "K1"]
+    assert doc["not_run"] == [] and doc["filter"] == ""
 
 
 def test_ab_stability_flag_in_row_and_json(fake_repo):

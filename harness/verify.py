@@ -96,6 +96,7 @@ class Session:
         self.builds: dict[str, BuildResult] = {}
         self.models: dict[str, Path | Exception] = {}
         self._info: dict[str, Any] | None | bool = False
+        self.models_used: set[str] = set()  # model files handed out since the current criterion began
 
     def ensure_build(self, name: str) -> BuildResult:
         if name not in self.builds:
@@ -123,7 +124,9 @@ class Session:
         spec = spec or self.cfg.default_model
         if spec.get("path"):  # a fixed model file named in engine.yaml: no generator needed
             path = Path(spec["path"])
-            return path if path.is_absolute() else self.cfg.root / path
+            path = path if path.is_absolute() else self.cfg.root / path
+            self.models_used.add(str(path))
+            return path
         key = f"{spec.get('recipe')}:{spec.get('qtype')}"
         if key not in self.models:
             try:
@@ -140,6 +143,7 @@ class Session:
         got = self.models[key]
         if isinstance(got, Exception):
             raise got
+        self.models_used.add(str(got))
         return got
 
     def engine_info(self) -> dict[str, Any] | None:
@@ -264,6 +268,7 @@ def _run_one(c: Criterion, ctx: Context, sess: Session, entries: list[registry.E
     st = registry.status(entries, c)
     amends = [{"time": a.time, "reason": a.reason, "digest": a.digest} for a in st.amendments]
     t0 = time.perf_counter()
+    sess.models_used.clear()
     exploratory = False
     refused = registry.refusal(st, opts.exploratory, "run `harness register`, or use --exploratory")
     if refused:
@@ -287,4 +292,5 @@ def _run_one(c: Criterion, ctx: Context, sess: Session, entries: list[registry.E
                          log_dir=f"logs/{c.id}" if (rdir / "logs" / c.id).exists() else None,
                          kept=f"failed/{c.id}" if failed and (rdir / "failed" / c.id).exists() else None,
                          reproduce=reproduce_command(c, exploratory) if failed else "",
+                         model=", ".join(sorted(sess.models_used)) if failed and sess.models_used else None,
                          finished=report.utc_now())

@@ -104,6 +104,8 @@ def test_failed_and_vacuous_criteria_carry_reproduce_and_folders(fake_repo):
         assert r["verdict"] == "FAIL" and r["reproduce"] == (
             f"python -m harness verify regressions/suite.yaml --only {cid}")
         assert r["log_dir"] == f"logs/{cid}" and r["kept"] == f"failed/{cid}"
+        assert r["model"] == str(fake_repo.root / "models" / "tiny.gguf")
+        assert f"    model: {r['model']}" in msgs
         assert (rdir / r["kept"]).is_dir() and (rdir / r["log_dir"]).is_dir()
         assert f"    reproduce: python -m harness verify regressions/suite.yaml --only {cid}" in msgs
         assert f"    logs: {rdir.resolve() / 'logs' / cid}/; kept dumps: {rdir.resolve() / 'failed' / cid}/" in [
@@ -117,10 +119,12 @@ def test_failed_and_vacuous_criteria_carry_reproduce_and_folders(fake_repo):
 
 
 def test_passing_criterion_has_no_reproduce(fake_repo):
-    setup(fake_repo, _suite(1))
-    assert fake_repo.verify() == 0
+    setup(fake_repo, _suite(1) + "  - {id: F1, title: f, kind: run, runs: [{args: [selftest], env: "
+                                 "{FAKE_SELFTEST_FAIL: '1'}}]}\n")
+    assert fake_repo.verify() == 1
     r = fake_repo.result("K0")
-    assert r["reproduce"] == "" and r["kept"] is None
+    assert r["reproduce"] == "" and r["kept"] is None and r["model"] is None
+    assert fake_repo.result("F1")["reproduce"] and fake_repo.result("F1")["model"] is None  # it ran no model
 
 
 # ---- GitHub Actions ------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ class Result:
     log_dir: str | None = None
     kept: str | None = None  # failed/<id>: the work folder (dumps) of a failed criterion
     reproduce: str = ""  # a command that runs the failed criterion alone
+    model: str | None = None  # the model file a failed criterion ran with
     finished: str = ""
 
     @property
@@ -214,6 +215,8 @@ def triage_lines(r: dict[str, Any], rdir: Path | None = None) -> list[str]:
                f"kept dumps: {where(r['kept'])}" if r.get("kept") else ""]
     if any(folders):
         out.append("; ".join(f for f in folders if f))
+    if r.get("model"):
+        out.append(f"model: {r['model']}")
     for build, errors in ((r.get("details") or {}).get("build_errors") or {}).items():
         out.append(f"compiler errors (build {build}):")
         out += [f"  {e}" for e in errors]

@@ -97,14 +97,15 @@ def load_registrable(cfg, files: list[Path]) -> list:
     (a YAML mapping with `entries:` and `cross:`)."""
     import yaml
 
+    from harness.spec import inputs
     from harness.verify import load_criteria
 
     out: list = []
     plain = []
     for f in files:
         try:
-            doc = yaml.safe_load(f.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            doc = yaml.safe_load(inputs.read_text(f, inputs.MAX_CRITERIA))
+        except (OSError, HarnessError, yaml.YAMLError):
             doc = None  # load_criteria reports it with file and line
         if isinstance(doc, dict) and "entries" in doc and "cross" in doc and "criteria" not in doc:
             from harness.matrix import matrix

@@ -11,6 +11,7 @@ outputs, and has knobs (environment variables) to misbehave:
   FAKE_FLIP_ULP=logits:K   flip the lowest bit of element K of that dump
   FAKE_NAN=h_out:K         put a NaN at element K
   FAKE_NO_META=1           write no meta.json
+  FAKE_META_AS=KIND        meta.json as a directory, fifo, binary data or deep (JSON nested 100000 deep)
   FAKE_NO_GPU_STEPS=1      counters claim no GPU step even with a device
   FAKE_REQUEST_MS=X        base request time (default 10), FAKE_NOISE=0.02 relative noise
   FAKE_SELFTEST_FAIL=N     N selftest checks fail
@@ -201,6 +202,17 @@ def cmd_run(argv):
             with open(os.path.join(dump, fn + ".tmp"), "wb") as f:
                 f.write(data)
             os.replace(os.path.join(dump, fn + ".tmp"), os.path.join(dump, fn))
+        odd = os.environ.get("FAKE_META_AS")
+        if odd:
+            meta_path = os.path.join(dump, "meta.json")
+            os.remove(meta_path)
+            if odd == "directory":
+                os.mkdir(meta_path)
+            elif odd == "fifo":
+                os.mkfifo(meta_path)
+            else:
+                with open(meta_path, "wb") as f:
+                    f.write(b"\0\1\2" if odd == "binary" else b"[" * 100_000 + b"]" * 100_000)
     if "--json" in argv:
         print(json.dumps(meta))
     return 0

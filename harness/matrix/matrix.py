@@ -33,6 +33,7 @@ from typing import Any
 from collections.abc import Callable
 
 from harness.build import toolchains
+from harness.spec import inputs
 from harness.spec.digest import file_sha256
 from harness.spec.config import ProjectSpec
 from harness.errors import HarnessError
@@ -514,9 +515,11 @@ def parse_matrix(text: str, path: Path | str = "configs/matrix.yaml", rel: str |
 
 def load_matrix(path: Path, root: Path | None = None) -> Matrix:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = inputs.read_text(path, inputs.MAX_CONFIG)
     except FileNotFoundError:
         raise MatrixError([f"{path}: build matrix not found"]) from None
+    except HarnessError as e:
+        raise MatrixError([str(e)]) from None
     rel = str(path.relative_to(root)) if root is not None and path.is_relative_to(root) else str(path)
     return parse_matrix(text, path, rel)
 

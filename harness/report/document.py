@@ -11,6 +11,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from harness.spec import inputs
+
 SCHEMA = "kite-report/1"
 
 
@@ -100,7 +102,7 @@ def resolve_latest(reports: Path) -> Path | None:
         return link.resolve()
     f = reports / "LATEST"
     if f.exists():
-        d = reports / f.read_text().strip()
+        d = reports / inputs.read_text(f, 4096).strip()
         return d if d.exists() else None
     return None
 
@@ -144,7 +146,7 @@ class Report:
 
     @classmethod
     def load(cls, directory: Path) -> Report:
-        doc = json.loads((directory / "report.json").read_text(encoding="utf-8"))
+        doc = inputs.json_loads(inputs.read_text(directory / "report.json", inputs.MAX_REPORT))
         if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
             raise ValueError(f"{directory}/report.json: unknown schema "
                              f"{doc.get('schema') if isinstance(doc, dict) else type(doc).__name__!r}")

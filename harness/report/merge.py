@@ -25,16 +25,17 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
+from harness.spec import inputs
 from harness.report.document import SCHEMA, Report, utc_now
 
 
 def _read(src: Path) -> tuple[Path, dict[str, Any]]:
     f = src / "report.json" if src.is_dir() else src
     try:
-        doc = json.loads(f.read_text(encoding="utf-8"))
+        doc = inputs.json_loads(inputs.read_text(f, inputs.MAX_REPORT))
     except FileNotFoundError:
         raise HarnessError(f"{src}: no report.json") from None
-    except (OSError, json.JSONDecodeError) as e:
+    except (OSError, ValueError) as e:
         raise HarnessError(f"{f}: not a readable report: {e}") from None
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA or not isinstance(doc.get("results"), list):
         raise HarnessError(f"{f}: not a kite report (schema {doc.get('schema') if isinstance(doc, dict) else '?'!r}, "

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import sys
@@ -14,6 +13,7 @@ from typing import Any
 from collections.abc import Callable
 
 from harness.spec import criteria as C
+from harness.spec import inputs
 from harness.run import timing
 from harness.build.binfmt import BinaryFormatError, read_binary
 from harness.build.cmake import BuildResult
@@ -160,10 +160,12 @@ def run_equivalence(ctx: Context, crit: C.Criterion, work: Path) -> Outcome:
             if not r.ok:
                 raise CriterionFail(f"{where}: engine {r.describe()}", {"runs": runs})
             try:
-                meta = json.loads((dump / ctx.cfg.meta_file).read_text(encoding="utf-8"))
+                meta = inputs.json_loads(inputs.read_text(dump / ctx.cfg.meta_file, inputs.MAX_META, ctx.cfg.meta_file))
             except FileNotFoundError:
                 raise CriterionFail(f"{where}: {ctx.cfg.meta_file} missing from the dump folder",
                                     {"runs": runs}) from None
+            except inputs.FileRefused as e:
+                raise CriterionFail(f"{where}: {e}", {"runs": runs}) from None
             except ValueError as e:  # not JSON, or not UTF-8
                 raise CriterionFail(f"{where}: {ctx.cfg.meta_file} is not valid JSON ({e})", {"runs": runs}) from None
             bad = _precond_failures(meta, var.preconditions)
@@ -208,8 +210,8 @@ def _timed_run(ctx: Context, crit: C.Criterion, p: Prepared, var: C.Variant, lab
     if not r.ok:
         raise CriterionFail(f"{label}: engine {r.describe()}")
     try:
-        meta = json.loads(r.stdout)
-    except json.JSONDecodeError:
+        meta = inputs.json_loads(r.stdout)
+    except ValueError:
         raise CriterionFail(f"{label}: stdout is not the JSON meta object ({ctx.cfg.json_flag})") from None
     bad = _precond_failures(meta, var.preconditions)
     if bad:
@@ -324,8 +326,8 @@ def check_run(r: ProcResult, ex: C.Expect, pre: dict[str, Any]) -> list[str]:
     checks = {**pre, **ex.json}
     if checks:
         try:
-            doc = json.loads(r.stdout)
-        except json.JSONDecodeError:
+            doc = inputs.json_loads(r.stdout)
+        except ValueError:
             problems.append("stdout is not JSON (needed by `json` / `preconditions`)")
         else:
             problems += _precond_failures(doc, checks)

@@ -7,9 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from harness.errors import ConfigError
+from harness.errors import ConfigError, HarnessError
+from harness.spec import inputs, yamlsrc
 
 
 @dataclass(frozen=True)
@@ -156,11 +155,13 @@ def _opt(v: Any) -> str:
 def load_config(root: Path, path: Path | None = None) -> Config:
     path = path or root / "configs" / "engine.yaml"
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = yamlsrc.load(inputs.read_text(path, inputs.MAX_CONFIG)).value
     except FileNotFoundError:
         raise ConfigError(f"{path}: engine configuration not found") from None
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: not valid YAML: {e}") from None
+    except HarnessError as e:
+        raise ConfigError(str(e)) from None
+    except yamlsrc.YamlSyntaxError as e:
+        raise ConfigError(f"{path}:{e.line}: not valid YAML: {e.message}") from None
     raw = _mapping(raw, "top level")
     eng = _mapping(raw.get("engine"), "engine")
     dumps = {}

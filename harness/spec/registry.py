@@ -14,6 +14,7 @@ from pathlib import Path
 
 from harness.spec.criteria import Criterion
 from harness.errors import HarnessError
+from harness.spec import inputs
 
 HEADER = ("# kite criteria registry: append-only; one line per registration or amendment.\n"
           "# id\tfile\tdigest\ttime (UTC)\tevent\treason\n")
@@ -76,11 +77,10 @@ def parse(text: str) -> list[Entry]:
 
 def load(path: Path) -> list[Entry]:
     try:
-        return parse(path.read_text(encoding="utf-8"))
+        text = inputs.read_text(path, inputs.MAX_REGISTRY, "registry.lock")
     except FileNotFoundError:
         return []
-    except UnicodeDecodeError as e:
-        raise HarnessError(f"registry.lock: not UTF-8 text (byte {e.start}: {e.reason})") from None
+    return parse(text)
 
 
 def current(entries: list[Entry]) -> dict[str, Entry]:

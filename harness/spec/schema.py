@@ -13,8 +13,9 @@ from collections.abc import Callable
 
 from harness.spec import criteria as C
 from harness.spec.digest import criterion_digest
-from harness.errors import SchemaErrors
-from harness.spec.yamlsrc import Located, YamlSyntaxError, load
+from harness.errors import HarnessError, SchemaErrors
+from harness.spec import inputs
+from harness.spec.yamlsrc import Located, YamlLimitError, YamlSyntaxError, load
 
 ID_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -209,17 +210,19 @@ def load_file(path: Path, root: Path, builds: list[str], dumps: list[str]) -> li
     """Parse and validate one criteria file; raises SchemaErrors."""
     rel = _rel(path, root)
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise SchemaErrors([f"{rel}: cannot read: {e.strerror or e}"]) from None
-    except UnicodeDecodeError as e:
-        raise SchemaErrors([f"{rel}: not UTF-8 text (byte {e.start}: {e.reason})"]) from None
+        text = inputs.read_text(path, inputs.MAX_CRITERIA, rel)
+    except FileNotFoundError:
+        raise SchemaErrors([f"{rel}: cannot read: no such file"]) from None
+    except HarnessError as e:
+        raise SchemaErrors([str(e)]) from None
     return load_text(text, rel, builds, dumps)
 
 
 def load_text(text: str, rel: str, builds: list[str], dumps: list[str]) -> list[C.Criterion]:
     try:
         loc = load(text)
+    except YamlLimitError as e:
+        raise SchemaErrors([f"{rel}:{e.line}: YAML refused: {e.message}"]) from None
     except YamlSyntaxError as e:
         raise SchemaErrors([f"{rel}:{e.line}: not valid YAML: {e.message}"]) from None
     v = _V(rel, loc, builds, dumps)

@@ -2,6 +2,10 @@
 
 Uses yaml.compose (nodes carry marks) and a SafeLoader constructor for scalars. Anchors, aliases
 and merge keys (`<<: *defaults`) are resolved; a key repeated within one mapping is reported.
+Loading is bounded: an alias inside its own anchor (a recursive document), nesting deeper than
+MAX_DEPTH, and an expansion beyond MAX_ALIAS_USES aliases, MAX_NODES nodes or MAX_SCALAR_CHARS
+characters (an "alias bomb": a few hundred bytes that expand to gigabytes) are YamlLimitErrors
+with the line of the alias or node at fault.
 """
 
 from __future__ import annotations
@@ -39,36 +43,120 @@ class YamlSyntaxError(Exception):
         super().__init__(f"line {line}: {message}")
 
 
+class YamlLimitError(YamlSyntaxError):
+    """Valid YAML refused because loading it would be unbounded (recursion, alias bomb, depth)."""
+
+
 _MERGE_TAG = "tag:yaml.org,2002:merge"
+
+MAX_DEPTH = 64  # nesting of mappings/sequences, aliases and merges expanded
+MAX_ALIAS_USES = 10_000  # aliases (and merge keys) expanded in all
+MAX_NODES = 200_000  # nodes of the expanded document
+MAX_SCALAR_CHARS = 16 * 1024 * 1024  # characters of all scalars of the expanded document
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """SafeLoader whose composer refuses an alias to an anchor still being composed (the node
+    would contain itself) and nesting deeper than MAX_DEPTH, and remembers where each anchored
+    node is first used through an alias (for the messages of the expansion caps)."""
+
+    def __init__(self, stream: str):
+        super().__init__(stream)
+        self.open_anchors: set[str] = set()
+        self.depth = 0
+        self.alias_use: dict[int, tuple[int, str]] = {}  # id(node) -> (line of first alias, anchor)
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent):
+            if event.anchor in self.open_anchors:
+                raise YamlLimitError(event.start_mark.line + 1, f"recursive alias *{event.anchor}: it is used "
+                                     f"inside its own anchor &{event.anchor} (the value would contain itself)")
+            node = super().compose_node(parent, index)
+            self.alias_use.setdefault(id(node), (event.start_mark.line + 1, str(event.anchor)))
+            return node
+        if self.depth >= MAX_DEPTH:
+            raise YamlLimitError(event.start_mark.line + 1, f"nested deeper than {MAX_DEPTH} levels")
+        anchor = getattr(event, "anchor", None)
+        self.depth += 1
+        if anchor is not None:
+            self.open_anchors.add(anchor)
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+            if anchor is not None:
+                self.open_anchors.discard(anchor)
+
+
+@dataclass
+class _Budget:
+    """What the expansion of aliases has used so far; see the MAX_* caps."""
+
+    alias_use: dict[int, tuple[int, str]]
+    seen: set[int] = field(default_factory=set)
+    aliases: int = 0
+    nodes: int = 0
+    chars: int = 0
+
+    def spend(self, node: yaml.Node, depth: int) -> None:
+        line = node.start_mark.line + 1
+        if id(node) in self.seen and id(node) in self.alias_use:  # one more use of an alias
+            self.aliases += 1
+            line, anchor = self.alias_use[id(node)]
+            if self.aliases > MAX_ALIAS_USES:
+                raise YamlLimitError(line, f"more than {MAX_ALIAS_USES} aliases expanded (here *{anchor}): "
+                                     "an alias bomb?")
+        self.seen.add(id(node))
+        self.nodes += 1
+        if self.nodes > MAX_NODES:
+            raise YamlLimitError(line, f"the document expands to more than {MAX_NODES} values "
+                                 "(aliases included): an alias bomb?")
+        if isinstance(node, yaml.ScalarNode):
+            self.chars += len(node.value)
+            if self.chars > MAX_SCALAR_CHARS:
+                raise YamlLimitError(line, f"the document expands to more than {MAX_SCALAR_CHARS} characters "
+                                     "of values (aliases included)")
+        if depth > MAX_DEPTH:
+            raise YamlLimitError(line, f"nested deeper than {MAX_DEPTH} levels once aliases are expanded")
 
 
 def load(text: str) -> Located:
+    loader: _BoundedLoader | None = None
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        loader = _BoundedLoader(text)  # the reader checks the characters here
+        node = loader.get_single_node()
+    except YamlSyntaxError:
+        raise
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         line = mark.line + 1 if mark else 1
         raise YamlSyntaxError(line, f"{e.problem or e}".strip()) from None
     except yaml.YAMLError as e:
         raise YamlSyntaxError(1, str(e)) from None
+    finally:
+        if loader is not None:
+            loader.dispose()
     out = Located(None)
     if node is None:
         return out
     constructor = yaml.SafeLoader("")
     try:
-        out.value = _convert(node, (), out, constructor)
+        out.value = _convert(node, (), out, constructor, _Budget(loader.alias_use if loader else {}), 0)
     except yaml.constructor.ConstructorError as e:
         mark = e.problem_mark
         raise YamlSyntaxError(mark.line + 1 if mark else 1, str(e.problem)) from None
     return out
 
 
-def _convert(node: yaml.Node, path: Path_, out: Located, c: yaml.SafeLoader) -> Any:
+def _convert(node: yaml.Node, path: Path_, out: Located, c: yaml.SafeLoader, budget: _Budget,
+             depth: int) -> Any:
+    budget.spend(node, depth)
     out.lines.setdefault(path, node.start_mark.line + 1)
     if isinstance(node, yaml.ScalarNode):
         return c.construct_object(node, deep=True)
     if isinstance(node, yaml.SequenceNode):
-        return [_convert(n, path + (i,), out, c) for i, n in enumerate(node.value)]
+        return [_convert(n, path + (i,), out, c, budget, depth + 1) for i, n in enumerate(node.value)]
     if isinstance(node, yaml.MappingNode):
         result: dict[Any, Any] = {}
         merged: dict[Any, Any] = {}
@@ -79,7 +167,7 @@ def _convert(node: yaml.Node, path: Path_, out: Located, c: yaml.SafeLoader) -> 
                     if not isinstance(src, yaml.MappingNode):
                         raise yaml.constructor.ConstructorError(
                             None, None, "`<<` merges mappings only", src.start_mark)
-                    val = _convert(src, path, out, c)
+                    val = _convert(src, path, out, c, budget, depth + 1)
                     for k, v in val.items():
                         merged.setdefault(k, v)
                 continue
@@ -90,7 +178,7 @@ def _convert(node: yaml.Node, path: Path_, out: Located, c: yaml.SafeLoader) -> 
             if key in result:
                 out.duplicates.append((path + (key,), knode.start_mark.line + 1))
             out.key_lines[path + (key,)] = knode.start_mark.line + 1
-            result[key] = _convert(vnode, path + (key,), out, c)
+            result[key] = _convert(vnode, path + (key,), out, c, budget, depth + 1)
         for k, v in merged.items():
             result.setdefault(k, v)
         return result

@@ -197,14 +197,23 @@ def lookup(doc: Any, dotted: str) -> Any:
     return cur
 
 
+def regex_error(pattern: str) -> str | None:
+    """Why a regular expression does not compile (re.error, or a repetition count too large for
+    the engine: OverflowError), or None."""
+    try:
+        re.compile(pattern)
+    except (re.error, OverflowError, RecursionError) as e:
+        return f"bad regular expression {pattern!r}: {e}"
+    return None
+
+
 def expectation_error(expected: Any) -> str | None:
     """Validate one expectation; returns a message or None."""
     if isinstance(expected, str):
         if expected.startswith("~"):
-            try:
-                re.compile(expected[1:])
-            except re.error as e:
-                return f"bad regular expression {expected[1:]!r}: {e}"
+            bad = regex_error(expected[1:])
+            if bad:
+                return bad
         elif expected.strip()[:1] in ("<", ">", "=", "!") and not _CMP_RE.match(expected):
             return (f"bad comparison {expected!r}; write an operator (==, !=, >=, <=, >, <) and a number, "
                     "e.g. \">0\"")

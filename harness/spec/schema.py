@@ -143,10 +143,9 @@ class _V:
         if pats is None:
             return None
         for i, p in enumerate(pats):
-            try:
-                re.compile(p)
-            except re.error as e:
-                self.err(path + (i,), f"bad regular expression {p!r}: {e}")
+            bad = C.regex_error(p)
+            if bad:
+                self.err(path + (i,), bad)
                 return None
         return pats
 
@@ -353,7 +352,7 @@ def _cases(v: _V, path: tuple, cs: Any) -> tuple[list[dict[str, str]], set[str]]
         if keys is None:
             keys = set(case)
         elif set(case) != keys:
-            v.err(path + (i,), f"every case must have the same keys: {', '.join(sorted(keys))}")
+            v.err(path + (i,), f"every case must have the same keys: {', '.join(sorted(map(str, keys)))}")
         out.append({str(k): str(x) for k, x in case.items()})
     return out, keys or set()
 

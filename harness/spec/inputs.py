@@ -79,6 +79,8 @@ def read_bytes(path: Path, max_bytes: int, shown: str | None = None) -> bytes:
 
 def decode_text(data: bytes, name: str) -> str:
     """UTF-8 text without NUL bytes (a NUL means binary data), else FileRefused."""
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        raise FileRefused(f"{name}: UTF-16 text (byte order mark); save it as UTF-8")
     nul = data.find(b"\0")
     if nul >= 0:
         raise FileRefused(f"{name}: binary data (NUL byte at offset {nul}), not text")

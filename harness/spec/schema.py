@@ -83,7 +83,7 @@ class _V:
 
     def str_(self, path: tuple, v: Any, pattern: re.Pattern[str] | None = None, hint: str = "") -> str | None:
         if not isinstance(v, str) or not v:
-            self.err(path, f"must be a non-empty string, not {_tname(v)}")
+            self.err(path, f"must be a non-empty string, not {_tname(v) if v != '' else 'an empty one'}")
             return None
         if pattern and not pattern.match(v):
             self.err(path, f"{v!r} is not valid: {hint}")
@@ -282,7 +282,8 @@ def _criterion(v: _V, path: tuple, c: Any, rel: str) -> C.Criterion | None:
             allowed.update({k: False for k in kk})
     else:
         allowed = {**COMMON, **KIND_KEYS[kind]}
-    v.keys(path, c, allowed, f"a {kind if kind in C.KINDS else ''} criterion".replace("  ", " "))
+    v.keys(path, c, allowed, f"{'an' if kind in ('equivalence', 'ab_timing', 'artifact') else 'a'} {kind} criterion"
+           if kind in C.KINDS else "a criterion")
     cid = v.str_(path + ("id",), c["id"], ID_RE, "use a letter then letters, digits, '_', '.', '-'") \
         if "id" in c else None
     title = v.str_(path + ("title",), c["title"]) if "title" in c else None

@@ -48,6 +48,7 @@ class YamlLimitError(YamlSyntaxError):
 
 
 _MERGE_TAG = "tag:yaml.org,2002:merge"
+_PLAIN_TAGS = ("tag:yaml.org,2002:seq", "tag:yaml.org,2002:map")
 
 MAX_DEPTH = 64  # nesting of mappings/sequences, aliases and merges expanded
 MAX_ALIAS_USES = 10_000  # aliases (and merge keys) expanded in all
@@ -149,12 +150,29 @@ def load(text: str) -> Located:
     return out
 
 
+def _scalar(node: yaml.ScalarNode, c: yaml.SafeLoader) -> Any:
+    """A scalar's value. PyYAML's own constructors raise bare Python errors on some values
+    (`!!float` with no text: IndexError; `2026-13-45`, read as a date: ValueError)."""
+    try:
+        return c.construct_object(node, deep=True)
+    except yaml.YAMLError:
+        raise
+    except (ValueError, IndexError, KeyError, AttributeError, TypeError, OverflowError) as e:
+        tag = node.tag.rsplit(":", 1)[-1]
+        why = f" ({e})" if isinstance(e, ValueError) else ""
+        raise yaml.constructor.ConstructorError(None, None, f"cannot read {node.value[:40]!r} as a {tag}{why}",
+                                                node.start_mark) from None
+
+
 def _convert(node: yaml.Node, path: Path_, out: Located, c: yaml.SafeLoader, budget: _Budget,
              depth: int) -> Any:
     budget.spend(node, depth)
     out.lines.setdefault(path, node.start_mark.line + 1)
     if isinstance(node, yaml.ScalarNode):
-        return c.construct_object(node, deep=True)
+        return _scalar(node, c)
+    if not isinstance(node, yaml.ScalarNode) and node.tag not in _PLAIN_TAGS:
+        raise yaml.constructor.ConstructorError(None, None, f"tag {node.tag} is not allowed (plain lists and "
+                                                "mappings only)", node.start_mark)
     if isinstance(node, yaml.SequenceNode):
         return [_convert(n, path + (i,), out, c, budget, depth + 1) for i, n in enumerate(node.value)]
     if isinstance(node, yaml.MappingNode):
@@ -171,7 +189,7 @@ def _convert(node: yaml.Node, path: Path_, out: Located, c: yaml.SafeLoader, bud
                     for k, v in val.items():
                         merged.setdefault(k, v)
                 continue
-            key = c.construct_object(knode, deep=True)
+            key = _scalar(knode, c) if isinstance(knode, yaml.ScalarNode) else c.construct_object(knode, deep=True)
             if isinstance(key, (list, dict)):
                 raise yaml.constructor.ConstructorError(None, None, "a mapping key must be a scalar",
                                                         knode.start_mark)

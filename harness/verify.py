@@ -20,7 +20,7 @@ from harness.report import sysinfo
 from harness.build.cmake import BuildResult, PartResult, build
 from harness.spec.config import Config
 from harness.spec.criteria import Criterion
-from harness.errors import HarnessError
+from harness.errors import HarnessError, SchemaErrors
 from harness.run.probes import Probes
 from harness.run.runner import Context, evaluate
 
@@ -171,6 +171,11 @@ def verify(cfg: Config, opts: VerifyOptions, say: Callable[[str], None] | None =
     files = opts.files or default_files(cfg)
     every = load_criteria(cfg, files)
     crits = select(every, opts.only, opts.kinds)
+    if opts.exploratory:
+        reg_path = opts.registry_path or cfg.root / "regressions" / "registry.lock"
+        reused = registry.reused_ids(registry.load(reg_path), crits)
+        if reused:
+            raise SchemaErrors(reused)
     reports_dir = opts.reports_dir or cfg.root / cfg.reports_dir
     git = sysinfo.git_state(cfg.root)
     if opts.resume is not None:

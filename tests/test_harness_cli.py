@@ -86,7 +86,8 @@ criteria:
     assert "**1 passed, 0 failed, 0 skipped** of 1" in capsys.readouterr().out
     assert main(["--root", str(fake_repo.root), "report", "--format", "junit"]) == 0
     assert capsys.readouterr().out.startswith("<?xml")
-    p.write_text(p.read_text().replace("passes_min: 1", "passes_min: 100"))
+    # exploratory: a new id (a registered one with other content is refused)
+    p.write_text(p.read_text().replace("passes_min: 1", "passes_min: 100").replace("id: S,", "id: S2,"))
     assert fake_repo.verify("--exploratory") == 1
     second = (fake_repo.reports / "latest").resolve()
     assert first != second

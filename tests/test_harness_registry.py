@@ -3,6 +3,9 @@ the registry is append-only; amendments need a reason and show in reports."""
 
 from __future__ import annotations
 
+import pytest
+
+from harness.errors import SchemaErrors
 from harness.spec import registry
 from harness.spec import schema
 from harness.cli import main
@@ -121,8 +124,14 @@ def test_verify_fails_unregistered_and_changed(fake_repo):
     assert fake_repo.verify() == 1
     r = fake_repo.result("A1")
     assert r["verdict"] == "FAIL" and "not as registered" in r["reason"] and r["registration"] == "changed"
+    # an exploratory run may not report under a registered id with other content
+    with pytest.raises(SchemaErrors, match=r"^regressions/suite.yaml:2: A1: exploratory criteria need an id of "
+                                           r"their own: this id is registered with another digest"):
+        fake_repo.verify("--exploratory")
+    assert main(["--root", str(fake_repo.root), "verify", "--exploratory", "--no-build"]) == 2
+    p.write_text(p.read_text().replace("id: A1", "id: A1try"))
     assert fake_repo.verify("--exploratory") == 0
-    r = fake_repo.result("A1")
+    r = fake_repo.result("A1try")
     assert r["verdict"] == "PASS" and r["exploratory"] is True
     md = (fake_repo.reports / "latest" / "report.md").read_text()
     assert "exploratory: not pre-registered" in md
@@ -140,3 +149,13 @@ def test_amendment_shown_in_report(fake_repo):
     r = fake_repo.result("A1")
     assert r["amendments"][0]["reason"] == "shorter"
     assert "Amendments" in (fake_repo.reports / "latest" / "report.md").read_text()
+
+
+def test_refusal_of_a_reused_id_for_matrix_and_verify():
+    """registry.refusal (used by verify and by the matrix's criteria) refuses a changed criterion
+    even when exploratory; an unregistered one still runs, labelled."""
+    changed = registry.Status("changed", "sha256:x", [])
+    assert registry.refusal(changed, True, "hint") == registry.REUSED
+    assert "not as registered" in registry.refusal(changed, False, "hint")
+    assert registry.refusal(registry.Status("unregistered", None, []), True, "hint") is None
+    assert registry.refusal(registry.Status("registered", "sha256:x", []), False, "hint") is None

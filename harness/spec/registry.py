@@ -50,10 +50,27 @@ class Status:
 
 def refusal(st: Status, exploratory: bool, hint: str) -> str | None:
     """Why a criterion must FAIL without running: it is not (or not as) registered and the run is
-    not exploratory. None: run it (labelled exploratory when st is not ok)."""
-    if st.ok or exploratory:
+    not exploratory, or it is exploratory but reuses a registered id. None: run it (labelled
+    exploratory when st is not ok)."""
+    if st.ok:
+        return None
+    if exploratory and st.state == "changed":
+        return REUSED
+    if exploratory:
         return None
     return f"{st.reason()} ({hint})"
+
+
+REUSED = ("exploratory criteria need an id of their own: this id is registered with another digest "
+          "(rename it, or amend the registered one: harness register --amend ID --reason TEXT)")
+
+
+def reused_ids(entries: list[Entry], crits: list[Criterion]) -> list[str]:
+    """One line per criterion that reuses a registered id with other content (file:line first):
+    an exploratory run must not report a result under a registered criterion's name."""
+    cur = current(entries)
+    return [f"{c.file}:{c.line}: {c.id}: {REUSED}; registered from {cur[c.id].file}"
+            for c in crits if c.id in cur and cur[c.id].digest != c.digest]
 
 
 def parse(text: str) -> list[Entry]:

@@ -178,6 +178,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Run the engine once through the harness (placeholders, env, layout) and show how it ended."""
+    import shutil
     import tempfile
 
     from harness.spec import criteria as C
@@ -212,9 +213,12 @@ def cmd_run(args: argparse.Namespace) -> int:
             p = prepare(ctx, crit, var, Path(tmp) / "work", {})
         except CriterionFail as e:
             raise HarnessError(e.reason) from None
-        r = run_process(p.argv, p.env, timeout=args.timeout or cfg.timeout("run", 180))
-    sys.stdout.write(r.stdout)
-    sys.stderr.write(r.stderr)
+        r = run_process(p.argv, p.env, timeout=args.timeout or cfg.timeout("run", 180), log_prefix=Path(tmp) / "out")
+        for stream, path in ((sys.stdout, r.stdout_path), (sys.stderr, r.stderr_path)):
+            stream.flush()  # the whole output, copied from its file: never all of it in memory
+            with open(str(path), "rb") as f:
+                shutil.copyfileobj(f, stream.buffer)
+            stream.buffer.flush()
     rss = f"{r.peak_rss_mb:.1f} MiB" if r.peak_rss_mb else "n/a (too short to sample)"
     _say(f"[harness] {r.describe()}; wall {r.wall_s * 1000:.1f} ms, cpu {(r.cpu_s or 0) * 1000:.1f} ms, peak RSS {rss}")
     return 0 if r.ok else 1

@@ -13,7 +13,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 
 @dataclass
@@ -29,8 +29,18 @@ class ProcResult:
     stdout_path: str | None
     stderr_path: str | None
     error: str | None = None  # could not start (not found, not executable)
-    stdout: str = ""
+    stdout: str = ""  # whole when at most KEEP_WHOLE bytes, else head + marker + tail (see kept_text)
     stderr: str = ""
+    stdout_bytes: int = 0  # the full sizes, in the log files
+    stderr_bytes: int = 0
+
+    @property
+    def stdout_whole(self) -> bool:
+        return self.stdout_bytes <= KEEP_WHOLE
+
+    @property
+    def stderr_whole(self) -> bool:
+        return self.stderr_bytes <= KEEP_WHOLE
 
     @property
     def ok(self) -> bool:
@@ -54,6 +64,27 @@ class ProcResult:
         d.pop("stdout")
         d.pop("stderr")
         return d
+
+
+# The engine's output goes to files; what is kept in memory is bounded: all of it up to
+# KEEP_WHOLE bytes (JSON to parse, a selftest's lines), else its first KEEP_HEAD and last
+# KEEP_TAIL bytes (the first error, the closing line), about 2 x 8 MiB at most per stream.
+KEEP_WHOLE = 8 * 1024 * 1024
+KEEP_HEAD = 1024 * 1024
+KEEP_TAIL = 4 * 1024 * 1024
+
+
+def kept_text(f: IO[bytes]) -> tuple[str, int]:
+    """(text kept in memory, full size in bytes) of an output file."""
+    size = f.seek(0, os.SEEK_END)
+    f.seek(0)
+    if size <= KEEP_WHOLE:
+        return f.read().decode("utf-8", errors="replace"), size
+    head = f.read(KEEP_HEAD).decode("utf-8", errors="replace")
+    f.seek(size - KEEP_TAIL)
+    tail = f.read(KEEP_TAIL).decode("utf-8", errors="replace")
+    gap = size - KEEP_HEAD - KEEP_TAIL
+    return f"{head}\n[... {gap} bytes not kept in memory: the whole output is in the log ...]\n{tail}", size
 
 
 def _die_with_parent() -> None:
@@ -122,8 +153,9 @@ def run_process(argv: list[str], env_overlay: dict[str, str] | None = None, *, t
             _wait_portable(proc, res, timeout)
         res.wall_s = time.perf_counter() - t0
         for f, attr in ((fo, "stdout"), (fe, "stderr")):
-            f.seek(0)
-            setattr(res, attr, f.read().decode("utf-8", errors="replace"))
+            text, size = kept_text(f)
+            setattr(res, attr, text)
+            setattr(res, f"{attr}_bytes", size)
     finally:
         fo.close()
         fe.close()

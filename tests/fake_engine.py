@@ -14,7 +14,7 @@ outputs, and has knobs (environment variables) to misbehave:
   FAKE_META_AS=KIND        meta.json as a directory, fifo, binary data or deep (JSON nested 100000 deep)
   FAKE_NO_GPU_STEPS=1      counters claim no GPU step even with a device
   FAKE_REQUEST_MS=X        base request time (default 10), FAKE_NOISE=0.02 relative noise
-  FAKE_SELFTEST_FAIL=N     N selftest checks fail
+  FAKE_SELFTEST_FAIL=N     N selftest checks fail (FAKE_SELFTEST_PAD=N: N bytes of lines before)
   FAKE_LOG=FILE            append one line per invocation (argv)
   FAKE_STUB=1              behave as a stub build (KITE_CUDA=OFF)
 
@@ -220,6 +220,9 @@ def cmd_run(argv):
 
 def cmd_selftest(argv):
     fail = int(os.environ.get("FAKE_SELFTEST_FAIL", "0"))
+    pad = int(os.environ.get("FAKE_SELFTEST_PAD", "0"))
+    if pad:
+        sys.stdout.write(("." * 79 + "\n") * (pad // 80))
     names = ["reader", "quant_q8_0", "quant_q4_0", "f16", "bf16", "math_expf", "gemm", "threads"]
     for i, n in enumerate(names):
         print(f"FAIL {n}: planted" if i < fail else f"PASS {n}")

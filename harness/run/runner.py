@@ -19,7 +19,7 @@ from harness.build.binfmt import BinaryFormatError, read_binary
 from harness.build.cmake import BuildResult
 from harness.run.compare import compare_bytes
 from harness.spec.config import Config
-from harness.process import ProcResult, closing_counts, run_process
+from harness.process import KEEP_WHOLE, ProcResult, closing_counts, run_process
 from harness.run.probes import Probes
 
 
@@ -209,6 +209,9 @@ def _timed_run(ctx: Context, crit: C.Criterion, p: Prepared, var: C.Variant, lab
     r = _run(ctx, crit, p, extra, label)
     if not r.ok:
         raise CriterionFail(f"{label}: engine {r.describe()}")
+    if not r.stdout_whole:
+        raise CriterionFail(f"{label}: stdout is {r.stdout_bytes} bytes, too large to be the JSON meta object "
+                            f"(at most {KEEP_WHOLE} bytes are read; the whole output is in the log)")
     try:
         meta = inputs.json_loads(r.stdout)
     except ValueError:
@@ -322,9 +325,15 @@ def check_run(r: ProcResult, ex: C.Expect, pre: dict[str, Any]) -> list[str]:
                 problems.append(f"{m} failed" + (": " + " | ".join(fails) if fails else ""))
             if n < ex.passes_min:
                 problems.append(f"only {n} passed (at least {ex.passes_min} expected)")
-    problems += pattern_problems(r.stdout + "\n" + r.stderr, ex.must_match, ex.must_not_match, "output")
+    patterns = pattern_problems(r.stdout + "\n" + r.stderr, ex.must_match, ex.must_not_match, "output")
+    if patterns and not (r.stdout_whole and r.stderr_whole):
+        patterns[-1] += (f" (output of {r.stdout_bytes + r.stderr_bytes} bytes: matched against the first and "
+                         "last megabytes of each stream kept in memory)")
+    problems += patterns
     checks = {**pre, **ex.json}
-    if checks:
+    if checks and not r.stdout_whole:
+        problems.append(f"stdout is {r.stdout_bytes} bytes, too large to read as JSON (at most {KEEP_WHOLE})")
+    elif checks:
         try:
             doc = inputs.json_loads(r.stdout)
         except ValueError:

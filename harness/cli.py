@@ -53,7 +53,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 def _verify_opts(args: argparse.Namespace, cfg: Any, kinds: list[str] | None = None):
     from harness.report.document import resolve_latest
-    from harness.verify import VerifyOptions
+    from harness.verify import TRUST_ENV, VerifyOptions
 
     resume = None
     if getattr(args, "resume", None) is not None:
@@ -67,7 +67,9 @@ def _verify_opts(args: argparse.Namespace, cfg: Any, kinds: list[str] | None = N
                          exploratory=args.exploratory, resume=resume, no_build=args.no_build,
                          force_build=getattr(args, "force_build", False),
                          reports_dir=Path(args.reports) if args.reports else None,
-                         registry_path=Path(args.registry) if args.registry else None, argv=sys.argv[1:])
+                         registry_path=Path(args.registry) if args.registry else None, argv=sys.argv[1:],
+                         trust_outside=getattr(args, "trust_outside_criteria", False)
+                         or os.environ.get(TRUST_ENV) == "1")
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -310,6 +312,9 @@ def _add_verify_args(p: argparse.ArgumentParser, resume: bool = True) -> None:
     p.add_argument("--force-build", action="store_true", help="re-run CMake even when nothing changed")
     p.add_argument("--reports", metavar="DIR", help="reports folder (default: reports/)")
     p.add_argument("--registry", metavar="FILE", help="registry (default: regressions/registry.lock)")
+    p.add_argument("--trust-outside-criteria", action="store_true",
+                   help="run `wrapper` and `place` of criteria files outside the repository (review them first; "
+                        "or set KITE_TRUST_OUTSIDE_CRITERIA=1)")
 
 
 def make_parser(with_models: bool = True) -> argparse.ArgumentParser:

@@ -25,6 +25,9 @@ from harness.run.probes import Probes
 from harness.run.runner import Context, evaluate
 
 
+TRUST_ENV = "KITE_TRUST_OUTSIDE_CRITERIA"
+
+
 @dataclass
 class VerifyOptions:
     files: list[Path] = field(default_factory=list)
@@ -38,6 +41,7 @@ class VerifyOptions:
     registry_path: Path | None = None
     argv: list[str] = field(default_factory=list)
     probe_overrides: dict[str, tuple[bool, str]] = field(default_factory=dict)
+    trust_outside: bool = False  # run `wrapper`/`place` of criteria files outside the repository
 
 
 def default_files(cfg: Config) -> list[Path]:
@@ -171,6 +175,11 @@ def verify(cfg: Config, opts: VerifyOptions, say: Callable[[str], None] | None =
     files = opts.files or default_files(cfg)
     every = load_criteria(cfg, files)
     crits = select(every, opts.only, opts.kinds)
+    untrusted = [c for c in crits if not c.in_repository and c.runs_foreign_code()]
+    if untrusted and not opts.trust_outside:
+        raise SchemaErrors([f"{c.file}:{c.line}: {c.id}: `wrapper` runs a command and `place` copies files, and "
+                            f"this criteria file is outside the repository ({cfg.root}); review it, then pass "
+                            f"--trust-outside-criteria (or set {TRUST_ENV}=1)" for c in untrusted])
     if opts.exploratory:
         reg_path = opts.registry_path or cfg.root / "regressions" / "registry.lock"
         reused = registry.reused_ids(registry.load(reg_path), crits)

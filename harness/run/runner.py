@@ -109,6 +109,11 @@ def prepare(ctx: Context, crit: C.Criterion, var: C.Variant, work: Path, case: d
             shutil.copy2(s, edir / name)
         engine = edir / engine.name
         vals["engine"], vals["engine_dir"] = str(engine), str(edir)
+    for text in var.wrapper + var.args + list(var.env.values()):
+        out = C.outside_work(text, vals)
+        if out is not None:
+            raise CriterionFail(f"variant {var.name}: {text!r} resolves to {out}, outside its work folder "
+                                f"{vals['work']}: a path built from {{work}} must stay inside it")
     argv = [C.substitute(a, vals) for a in var.wrapper] + [str(engine)] + [C.substitute(a, vals) for a in var.args]
     env = {k: C.substitute(v, vals) for k, v in var.env.items()}
     return Prepared(argv, env, work, engine)

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import math
+import os
+import posixpath
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -145,6 +147,22 @@ class Criterion:
     timeout_s: float | None = None
     cases: list[dict[str, str]] = field(default_factory=list)
     description: str = ""
+    in_repository: bool = True  # False: its file lies outside the repository (see trusted_code)
+
+    def variants(self) -> list[Variant]:
+        """Every engine invocation's variant (none for artifact criteria)."""
+        s = self.spec
+        if isinstance(s, EquivalenceSpec):
+            return list(s.variants)
+        if isinstance(s, ABSpec):
+            return [s.a] + ([s.b] if s.b else [])
+        if isinstance(s, RunSpec):
+            return [st.variant for st in s.steps]
+        return []
+
+    def runs_foreign_code(self) -> bool:
+        """`wrapper` runs any command and `place` copies any readable file next to the engine."""
+        return any(v.wrapper or v.place for v in self.variants())
 
     def builds(self) -> list[str]:
         s = self.spec
@@ -177,6 +195,38 @@ def substitute(text: str, values: dict[str, str]) -> str:
         return str(values[m.group(1)])
 
     return _PLACEHOLDER_RE.sub(rep, text)
+
+
+# A path built from {work} runs from the placeholder up to one of these (or the end of the text).
+_PATH_END_RE = re.compile(r"[\s,;=]|:(?![\\/])")
+
+
+def work_segments(text: str) -> list[str]:
+    """The parts of an argument (or environment value) that are paths built from {work}."""
+    out = []
+    for m in _PLACEHOLDER_RE.finditer(text):
+        if m.group(1) == "work":
+            end = _PATH_END_RE.search(text, m.end())
+            out.append(text[m.start():end.start() if end else len(text)])
+    return out
+
+
+def climbs_out_of_work(segment: str) -> bool:
+    """Statically: does the template `{work}/..` leave {work} (other placeholders as plain names)?"""
+    text = _PLACEHOLDER_RE.sub(lambda m: "/W" if m.group(1) == "work" else "p", segment).replace("\\", "/")
+    norm = posixpath.normpath(text)
+    return not (norm == "/W" or norm.startswith("/W/"))
+
+
+def outside_work(text: str, values: dict[str, str]) -> str | None:
+    """After substitution: the first path built from {work} that resolves outside it (symbolic
+    links followed), or None."""
+    work = os.path.realpath(values["work"])
+    for seg in work_segments(text):
+        path = os.path.realpath(substitute(seg, values))
+        if os.path.commonpath([work, path]) != work:
+            return path
+    return None
 
 
 # ---- dotted paths and expectations --------------------------------------------------------

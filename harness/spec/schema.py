@@ -6,6 +6,7 @@ all problems of a file are collected before giving up (SchemaErrors, exit status
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 from typing import Any
@@ -157,7 +158,13 @@ class _V:
         if out is not None:
             for i, a in enumerate(out):
                 self.placeholders(path + (i,), a, names)
+                self.inside_work(path + (i,), a)
         return out
+
+    def inside_work(self, path: tuple, text: str) -> None:
+        for seg in C.work_segments(text):
+            if C.climbs_out_of_work(seg):
+                self.err(path, f"{seg!r} climbs out of {{work}}: a path built from {{work}} must stay inside it")
 
     def placeholders(self, path: tuple, text: str, names: set[str]) -> None:
         for p in C.placeholders_in(text):
@@ -179,6 +186,7 @@ class _V:
                 continue
             out[k] = str(x)
             self.placeholders(path + (k,), out[k], names)
+            self.inside_work(path + (k,), out[k])
         return out
 
     def expectations(self, path: tuple, v: Any) -> dict[str, Any] | None:
@@ -214,10 +222,15 @@ def load_file(path: Path, root: Path, builds: list[str], dumps: list[str]) -> li
         raise SchemaErrors([f"{rel}: cannot read: no such file"]) from None
     except HarnessError as e:
         raise SchemaErrors([str(e)]) from None
-    return load_text(text, rel, builds, dumps)
+    return load_text(text, rel, builds, dumps, in_repository=_inside(path, root))
 
 
-def load_text(text: str, rel: str, builds: list[str], dumps: list[str]) -> list[C.Criterion]:
+def _inside(path: Path, root: Path) -> bool:
+    return path.resolve().is_relative_to(root.resolve())
+
+
+def load_text(text: str, rel: str, builds: list[str], dumps: list[str],
+              in_repository: bool = True) -> list[C.Criterion]:
     try:
         loc = load(text)
     except YamlLimitError as e:
@@ -248,6 +261,8 @@ def load_text(text: str, rel: str, builds: list[str], dumps: list[str]) -> list[
                 obj = _criterion(v, ("criteria", i), c, rel)
                 if obj is None:
                     continue
+                if not in_repository:
+                    obj = dataclasses.replace(obj, in_repository=False)
                 if obj.id in seen:
                     v.err(("criteria", i, "id"), f"duplicate id {obj.id!r} (first at line {seen[obj.id]})")
                     continue

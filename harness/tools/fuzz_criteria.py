@@ -62,7 +62,7 @@ def check_text(text: str) -> None:
         registry.plan([], [c], [], None)
         c.builds()
         for case in c.cases or [{}]:
-            for var in _variants(c):
+            for var in c.variants():
                 for a in var.args + var.wrapper + list(var.env.values()) + list(var.place.values()):
                     C.substitute(a, {**values, **case})
 
@@ -76,17 +76,6 @@ def check_bytes(data: bytes, folder: Path) -> None:
     except SchemaErrors as e:
         if not e.messages or not all(m.startswith("fuzz.yaml") for m in e.messages):
             raise AssertionError(f"SchemaErrors without the file name: {e.messages!r}") from None
-
-
-def _variants(c: C.Criterion) -> list[C.Variant]:
-    s = c.spec
-    if isinstance(s, C.EquivalenceSpec):
-        return list(s.variants)
-    if isinstance(s, C.ABSpec):
-        return [s.a] + ([s.b] if s.b else [])
-    if isinstance(s, C.RunSpec):
-        return [x.variant for x in s.steps]
-    return []
 
 
 # ---- strategies -------------------------------------------------------------------------------

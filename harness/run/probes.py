@@ -95,6 +95,8 @@ class Probes:
             return (True, "valgrind") if shutil.which("valgrind") else (False, "valgrind not found")
         if req == "linux":
             return (platform.system() == "Linux", f"not Linux ({platform.system()})")
+        if req == "windows":
+            return (platform.system() == "Windows", f"not Windows ({platform.system()})")
         if req == "x86_64":
             m = platform.machine().lower()
             return (m in ("x86_64", "amd64"), f"not x86_64 ({m})")

@@ -69,7 +69,7 @@ def _verify_opts(args: argparse.Namespace, cfg: Any, kinds: list[str] | None = N
                          reports_dir=Path(args.reports) if args.reports else None,
                          registry_path=Path(args.registry) if args.registry else None, argv=sys.argv[1:],
                          trust_outside=getattr(args, "trust_outside_criteria", False)
-                         or os.environ.get(TRUST_ENV) == "1")
+                         or os.environ.get(TRUST_ENV) == "1", strict=getattr(args, "strict", False))
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -125,6 +125,8 @@ def load_registrable(cfg, files: list[Path]) -> list:
 
 def cmd_register(args: argparse.Namespace) -> int:
     from harness.spec import registry
+    from harness.spec.criteria import Criterion
+    from harness.spec.depends import dependency_digests
 
     cfg = _config(args)
     reg_path = Path(args.registry) if args.registry else cfg.root / "regressions" / "registry.lock"
@@ -138,21 +140,22 @@ def cmd_register(args: argparse.Namespace) -> int:
     if amend and not args.reason:
         raise HarnessError("--amend needs --reason TEXT (the reason is kept in the registry and shown in reports)")
     entries = registry.load(reg_path)
-    plan = registry.plan(entries, crits, amend, args.reason)
+    deps = {c.id: dependency_digests(cfg, c) for c in crits if isinstance(c, Criterion)}
+    plan = registry.plan(entries, crits, amend, args.reason, deps)
     for c, why in plan.refused:
         _err(f"{c.file}:{c.line}: {c.id}: refused: {why}")
     if plan.refused:
         _err("nothing registered")
         return 2
     events = [(c, "register", args.reason or "") for c in plan.new] + [(c, "amend", args.reason) for c in plan.amended]
-    if events:
-        registry.append(reg_path, events)
+    if events or plan.depends:
+        registry.append(reg_path, events, deps=[(c, deps[c.id]) for c in plan.depends])
     for c in plan.new:
         print(f"registered {c.id}  {c.digest}")
     for c in plan.amended:
         print(f"amended    {c.id}  {c.digest}  ({args.reason})")
     for c in plan.unchanged:
-        print(f"unchanged  {c.id}")
+        print(f"unchanged  {c.id}" + ("  (dependencies recorded)" if c in plan.depends else ""))
     return 0
 
 
@@ -312,6 +315,8 @@ def _add_verify_args(p: argparse.ArgumentParser, resume: bool = True) -> None:
     p.add_argument("--force-build", action="store_true", help="re-run CMake even when nothing changed")
     p.add_argument("--reports", metavar="DIR", help="reports folder (default: reports/)")
     p.add_argument("--registry", metavar="FILE", help="registry (default: regressions/registry.lock)")
+    p.add_argument("--strict", action="store_true",
+                   help="FAIL criteria whose registration is not committed yet (needs a git checkout)")
     p.add_argument("--trust-outside-criteria", action="store_true",
                    help="run `wrapper` and `place` of criteria files outside the repository (review them first; "
                         "or set KITE_TRUST_OUTSIDE_CRITERIA=1)")

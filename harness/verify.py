@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Callable
 
-from harness.spec import registry
+from harness.spec import depends, provenance, registry
 from harness.report import document as report
 from harness.report import github
 from harness.report.lock import ReportLock
@@ -42,6 +42,7 @@ class VerifyOptions:
     argv: list[str] = field(default_factory=list)
     probe_overrides: dict[str, tuple[bool, str]] = field(default_factory=dict)
     trust_outside: bool = False  # run `wrapper`/`place` of criteria files outside the repository
+    strict: bool = False  # every registration used must be in a commit (git checkout needed)
 
 
 def default_files(cfg: Config) -> list[Path]:
@@ -161,6 +162,23 @@ class Session:
         return self._info  # type: ignore[return-value]
 
 
+def _provenance(entries: list[registry.Entry], st: registry.Status, cid: str,
+                commits: dict[int, str | None] | None) -> tuple[str, dict[str, Any]]:
+    """How a registration is shown ("registered @ 1a2b3c4d5e", "registered (uncommitted)", ...)
+    and its facts for the report: the line in force, its commit, the id's uncommitted lines."""
+    lines = [e.line for e in (st.entry, registry.current_depends(entries).get(cid)) if e is not None]
+    prov: dict[str, Any] = {"state": st.state, "line": st.entry.line if st.entry else None, "commit": None,
+                            "uncommitted": []}
+    shown = st.state
+    if st.ok and registry.current_depends(entries).get(cid) is None:
+        shown += ", dependencies not recorded"
+    if commits is not None and st.entry is not None:
+        prov["commit"] = commits.get(st.entry.line)
+        prov["uncommitted"] = [n for n in lines if commits.get(n) is None]
+        shown += f" @ {prov['commit'][:10]}" if prov["commit"] else " (uncommitted)"
+    return shown, prov
+
+
 def existing_build(cfg: Config, name: str) -> BuildResult:
     b = cfg.bin_dir(name)
     exe, mod = b / cfg.binary_for(name), b / cfg.module
@@ -205,6 +223,11 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
                    git: dict[str, Any]) -> int:
     reg_path = opts.registry_path or cfg.root / "regressions" / "registry.lock"
     entries = registry.load(reg_path)
+    suspect = registry.problems(entries)
+    commits = provenance.registry_commits(cfg.root, reg_path)
+    if opts.strict and commits is None:
+        raise HarnessError(f"--strict: {cfg.root} is not a git checkout (or git is missing), so whether each "
+                           "registration is committed cannot be checked")
     if opts.resume is not None:
         try:  # read under the lock: the last writer's results are all there
             rep = report.Report.load(rdir)
@@ -243,8 +266,11 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
             if prev and prev.get("digest") == c.digest and prev.get("verdict") in ("PASS", "FAIL", "SKIP"):
                 say(f"[{i}/{len(crits)}] {c.id}: {prev['verdict']} (kept from the interrupted run)")
                 continue
-            say(f"[{i}/{len(crits)}] {c.id} ({c.kind}): {c.title}")
-            res = _run_one(c, ctx, sess, entries, opts, rdir)
+            deps = depends.dependency_digests(cfg, c)
+            st = registry.status(entries, c, deps, suspect)
+            shown, prov = _provenance(entries, st, c.id, commits)
+            say(f"[{i}/{len(crits)}] {c.id} ({c.kind}, {shown}): {c.title}")
+            res = _run_one(c, ctx, sess, st, shown, {**prov, "dependencies": deps}, opts, rdir)
             for n in c.builds():
                 if n in sess.builds:
                     rep.doc["builds"][n] = sess.builds[n].to_json()
@@ -277,14 +303,17 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
     return 1 if failed else 0
 
 
-def _run_one(c: Criterion, ctx: Context, sess: Session, entries: list[registry.Entry], opts: VerifyOptions,
-             rdir: Path) -> report.Result:
-    st = registry.status(entries, c)
+def _run_one(c: Criterion, ctx: Context, sess: Session, st: registry.Status, shown: str,
+             registration: dict[str, Any], opts: VerifyOptions, rdir: Path) -> report.Result:
     amends = [{"time": a.time, "reason": a.reason, "digest": a.digest} for a in st.amendments]
     t0 = time.perf_counter()
     sess.models_used.clear()
     exploratory = False
     refused = registry.refusal(st, opts.exploratory, "run `harness register`, or use --exploratory")
+    if not refused and opts.strict and st.ok and registration["uncommitted"]:
+        refused = (f"registration not committed: registry.lock line(s) "
+                   f"{', '.join(map(str, registration['uncommitted']))} are in no commit yet "
+                   "(--strict: commit the registration before taking results)")
     if refused:
         verdict, reason, details = "FAIL", refused, {}
     else:
@@ -300,8 +329,9 @@ def _run_one(c: Criterion, ctx: Context, sess: Session, entries: list[registry.E
             if errors:
                 details["build_errors"] = errors
     failed = verdict == "FAIL"
+    details = {**details, "registration": registration}
     return report.Result(id=c.id, title=c.title, kind=c.kind, file=c.file, line=c.line, digest=c.digest,
-                         verdict=verdict, reason=reason, registration=st.state, exploratory=exploratory,
+                         verdict=verdict, reason=reason, registration=shown, exploratory=exploratory,
                          amendments=amends, details=details, duration_s=time.perf_counter() - t0,
                          log_dir=f"logs/{c.id}" if (rdir / "logs" / c.id).exists() else None,
                          kept=f"failed/{c.id}" if failed and (rdir / "failed" / c.id).exists() else None,

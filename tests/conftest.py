@@ -79,11 +79,15 @@ class FakeRepo:
         return p
 
     def register(self, *files: Path) -> None:
+        """As `harness register` does: a register line and a depends line per criterion."""
         from harness.spec import registry
+        from harness.spec.depends import dependency_digests
         from harness.verify import load_criteria
 
-        crits = load_criteria(self.config(), list(files))
-        registry.append(self.registry, [(c, "register", "") for c in crits])
+        cfg = self.config()
+        crits = load_criteria(cfg, list(files))
+        registry.append(self.registry, [(c, "register", "") for c in crits],
+                        deps=[(c, dependency_digests(cfg, c)) for c in crits])
 
     def verify(self, *extra: str, gpu: bool | None = False, messages: list[str] | None = None) -> int:
         """Run verify in-process; gpu=None leaves the GPU probe to the engine."""

@@ -108,8 +108,9 @@ def test_register_cli_refuses_change_without_amend(fake_repo, capsys):
     after = fake_repo.registry.read_text()
     assert after.startswith(before), "append-only"
     entries = registry.load(fake_repo.registry)
-    assert [e.event for e in entries] == ["register", "amend"]
-    assert entries[-1].reason == "longer sequence"
+    # each registration and amendment records what the criterion depends on beside it
+    assert [e.event for e in entries] == ["register", "depends", "amend", "depends"]
+    assert entries[2].reason == "longer sequence"
 
 
 def test_verify_fails_unregistered_and_changed(fake_repo):

@@ -156,6 +156,19 @@ def test_recipe_digest_follows_its_meaning(tmp_path):
     assert digests()["recipe:r"] != first["recipe:r"] and digests()["build:default"] == first["build:default"]
 
 
+def test_registered_criteria_stay_registered_with_their_dependencies():
+    """Existing lines keep their meaning (the criterion digest is unchanged) and every registered
+    criterion of the repository has its dependencies recorded and unchanged."""
+    cfg = load_config(REPO)
+    entries = registry.load(REPO / "regressions" / "registry.lock")
+    recorded = registry.current_depends(entries)
+    files = default_files(cfg) + sorted((REPO / "regressions" / "engines").glob("*.yaml"))
+    for c in load_criteria(cfg, files):
+        st = registry.status(entries, c, dependency_digests(cfg, c))
+        assert st.state == "registered", (c.id, st.reason())
+        assert c.id in recorded, f"{c.id}: no depends line"
+
+
 # ---- git provenance and --strict ------------------------------------------------------------------
 
 def _git(root: Path, *args: str) -> str:

@@ -51,8 +51,8 @@ _MERGE_TAG = "tag:yaml.org,2002:merge"
 _PLAIN_TAGS = ("tag:yaml.org,2002:seq", "tag:yaml.org,2002:map")
 
 MAX_DEPTH = 64  # nesting of mappings/sequences, aliases and merges expanded
-MAX_ALIAS_USES = 10_000  # aliases (and merge keys) expanded in all
-MAX_NODES = 200_000  # nodes of the expanded document
+MAX_ALIAS_USES = 1_000  # aliases (and merge keys) expanded in all
+MAX_NODES = 100_000  # nodes of the expanded document
 MAX_SCALAR_CHARS = 16 * 1024 * 1024  # characters of all scalars of the expanded document
 
 

@@ -34,6 +34,7 @@ from harness.build.cmake import BuildResult, PartResult  # noqa: E402
 from harness.process import ProcResult  # noqa: E402
 from harness.errors import HarnessError, SchemaErrors  # noqa: E402
 from harness.run.probes import Probes  # noqa: E402
+from harness.tools import fuzz_criteria as F  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = (REPO / "tests" / "data" / "example_suite.yaml").read_text()
@@ -48,23 +49,9 @@ FAST = settings(max_examples=N_EXAMPLES, deadline=None, derandomize=True,
                                        HealthCheck.function_scoped_fixture])
 SLOW = settings(FAST, max_examples=max(1, N_EXAMPLES * 2 // 5))
 
-# every key the schema knows, so that generated documents get past "unknown key" often
-KEYS = sorted(set(schema.TOP_KEYS) | set(schema.COMMON) | set(schema.VARIANT_KEYS) | set(schema.EXPECT_KEYS)
-              | set(schema.COMPARE_KEYS) | set(schema.FILE_KEYS)
-              | {k for ks in schema.KIND_KEYS.values() for k in ks}
-              | {"field", "reduce", "resamples", "seed", "name"})
-WORDS = sorted(set(KEYS) | set(C.KINDS) | set(C.REQUIREMENTS) | set(C.LAYOUTS) | set(C.COMPARE_MODES)
-               | set(C.ORDERS) | set(C.REDUCERS) | set(C.RATIOS) | set(BUILDS) | set(DUMPS)
-               | {"X1", "{model}", "{bin}", "{nope}", "{{", "}}", "ci_lower >= 1.05", ">0", "==0", "~re(", "~ok",
-                  "timings.request_ms", "counters.gpu_steps", "1,2,3"})
-
-scalars = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70),
-                    st.floats(allow_nan=True, allow_infinity=True), st.sampled_from(WORDS),
-                    st.text(max_size=12))
-yaml_values = st.recursive(scalars, lambda kids: st.one_of(
-    st.lists(kids, max_size=4),
-    st.dictionaries(st.one_of(st.sampled_from(KEYS), st.text(max_size=6), st.integers(-3, 3)), kids, max_size=6)),
-    max_leaves=30)
+# every key the schema knows (so that generated documents get past "unknown key" often), the
+# words of its values, and documents made of them: shared with the criteria fuzz campaign
+KEYS, WORDS, yaml_values = F.KEYS, F.WORDS, F.values
 
 
 def _load(text: str) -> None:

@@ -7,13 +7,13 @@ class HarnessError(Exception):
     """A usage or configuration problem: message printed, exit status 2."""
 
 
-class ConfigError(HarnessError):
-    """configs/engine.yaml is missing or malformed."""
-
-
 class SchemaErrors(HarnessError):
-    """One or more criteria files do not validate; each entry is one formatted message."""
+    """A file the user writes does not validate; each entry is one `FILE:LINE: PATH: message`."""
 
-    def __init__(self, messages: list[str]):
-        self.messages = messages
-        super().__init__("\n".join(messages))
+    def __init__(self, messages: list[str] | str):
+        self.messages = [messages] if isinstance(messages, str) else list(messages)
+        super().__init__("\n".join(self.messages))
+
+
+class ConfigError(SchemaErrors):
+    """configs/engine.yaml is missing or does not validate."""

@@ -25,8 +25,11 @@ INTERVALS = ("percentile", "bca", "order")
 # Placeholders the harness resolves (case keys add their own).
 PLACEHOLDERS = ("bin", "module", "testmods", "model", "nonexistent", "engine", "engine_dir", "work",
                 "build", "root")
+PATH_PLACEHOLDERS = frozenset(PLACEHOLDERS)  # every built-in names a path; case values do not
+ENV_PREFIX = "env."  # `{env.graph}`: the engine's variable of that role, named in engine.yaml
 
-_PLACEHOLDER_RE = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_PLACEHOLDER_RE = re.compile(r"\{\{|\}\}|\{((?:env\.)?[A-Za-z_][A-Za-z0-9_]*)\}")
+ENV_KEY_RE = re.compile(r"^\{env\.[A-Za-z_][A-Za-z0-9_]*\}$")  # an env key that is a role
 _CMP_RE = re.compile(r"^\s*(==|!=|>=|<=|>|<)\s*(-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*$")
 PASS_IF_RE = re.compile(r"^\s*(ci_lower|ci_upper|median)\s*(>=|<=|>|<)\s*(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)\s*$")
 

@@ -10,13 +10,13 @@ import dataclasses
 import re
 from pathlib import Path
 from typing import Any
-from collections.abc import Callable
 
+from harness.errors import SchemaErrors
 from harness.spec import criteria as C
 from harness.spec.digest import criterion_digest
-from harness.errors import HarnessError, SchemaErrors
 from harness.spec import inputs
-from harness.spec.yamlsrc import Located, YamlLimitError, YamlSyntaxError, load
+from harness.spec.validate import ENV_NAME_RE, Validator, parse, read_text, rel_path, type_name
+from harness.spec.yamlsrc import Located
 
 ID_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -44,16 +44,16 @@ FILE_KEYS = {"path": True, "exists": False, "needed_match": False, "needed_not_m
              "exports_match": False, "text_match": False, "text_not_match": False}
 
 
-class _V:
-    """Collects errors for one file."""
+class _V(Validator):
+    """A criteria file's validator: knows the builds, dumps and env names of configs/engine.yaml."""
 
-    def __init__(self, file: str, loc: Located, builds: list[str], dumps: list[str]):
-        self.file = file
-        self.loc = loc
+    def __init__(self, file: str, loc: Located, builds: list[str], dumps: list[str],
+                 env_names: list[str] | None = None):
+        self.ids: dict[int, str] = {}
+        super().__init__(file, loc)
         self.builds = builds
         self.dumps = dumps
-        self.errors: list[tuple[int, str]] = []
-        self.ids: dict[int, str] = {}
+        self.env_names = list(env_names or [])
 
     def fmt(self, path: tuple) -> str:
         out = ""
@@ -65,90 +65,6 @@ class _V:
             else:
                 out += ("." if out else "") + str(p)
         return out or "(top level)"
-
-    def err(self, path: tuple, msg: str) -> None:
-        self.errors.append((self.loc.line(path), f"{self.file}:{self.loc.line(path)}: {self.fmt(path)}: {msg}"))
-
-    # -- typed readers: return the value or None after recording an error --
-    def keys(self, path: tuple, m: Any, allowed: dict[str, bool], what: str) -> bool:
-        if not isinstance(m, dict):
-            self.err(path, f"{what} must be a mapping, not {_tname(m)}")
-            return False
-        for k in m:
-            if k not in allowed:
-                self.err(path + (k,), f"unknown key {k!r} in {what}; allowed: {', '.join(allowed)}")
-        for k, req in allowed.items():
-            if req and k not in m:
-                self.err(path, f"missing required key {k!r} in {what}")
-        return True
-
-    def str_(self, path: tuple, v: Any, pattern: re.Pattern[str] | None = None, hint: str = "") -> str | None:
-        if not isinstance(v, str) or not v:
-            self.err(path, f"must be a non-empty string, not {_tname(v) if v != '' else 'an empty one'}")
-            return None
-        if pattern and not pattern.match(v):
-            self.err(path, f"{v!r} is not valid: {hint}")
-            return None
-        return v
-
-    def enum(self, path: tuple, v: Any, allowed: tuple[str, ...]) -> str | None:
-        if v not in allowed:
-            self.err(path, f"{v!r} is not allowed; allowed: {', '.join(allowed)}")
-            return None
-        return v
-
-    def int_(self, path: tuple, v: Any, lo: int | None = None) -> int | None:
-        if isinstance(v, bool) or not isinstance(v, int):
-            self.err(path, f"must be an integer, not {_tname(v)}")
-            return None
-        if lo is not None and v < lo:
-            self.err(path, f"must be >= {lo}, not {v}")
-            return None
-        return v
-
-    def num(self, path: tuple, v: Any, lo: float | None = None, hi: float | None = None,
-            open_lo: bool = False) -> float | None:
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
-            self.err(path, f"must be a number, not {_tname(v)}")
-            return None
-        if lo is not None and (v < lo or (open_lo and v == lo)):
-            self.err(path, f"must be {'>' if open_lo else '>='} {lo:g}, not {v}")
-            return None
-        if hi is not None and v > hi:
-            self.err(path, f"must be <= {hi:g}, not {v}")
-            return None
-        return float(v)
-
-    def bool_(self, path: tuple, v: Any) -> bool | None:
-        if not isinstance(v, bool):
-            self.err(path, f"must be true or false, not {_tname(v)}")
-            return None
-        return v
-
-    def strlist(self, path: tuple, v: Any, what: str = "list of strings") -> list[str] | None:
-        if isinstance(v, str):
-            self.err(path, f"must be a {what} (YAML list), not a single string")
-            return None
-        if not isinstance(v, list):
-            self.err(path, f"must be a {what}, not {_tname(v)}")
-            return None
-        bad = False
-        for i, x in enumerate(v):
-            if isinstance(x, bool) or not isinstance(x, (str, int, float)):
-                self.err(path + (i,), f"must be a string, not {_tname(x)}")
-                bad = True
-        return None if bad else [str(x) for x in v]
-
-    def regexes(self, path: tuple, v: Any) -> list[str] | None:
-        pats = self.strlist(path, v, "list of regular expressions")
-        if pats is None:
-            return None
-        for i, p in enumerate(pats):
-            bad = C.regex_error(p)
-            if bad:
-                self.err(path + (i,), bad)
-                return None
-        return pats
 
     def argv(self, path: tuple, v: Any, names: set[str]) -> list[str] | None:
         if isinstance(v, str):
@@ -174,15 +90,17 @@ class _V:
 
     def env(self, path: tuple, v: Any, names: set[str]) -> dict[str, str] | None:
         if not isinstance(v, dict):
-            self.err(path, f"must be a mapping of variable -> value, not {_tname(v)}")
+            self.err(path, f"must be a mapping of variable -> value, not {type_name(v)}")
             return None
         out = {}
         for k, x in v.items():
-            if not isinstance(k, str) or not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", k):
-                self.err(path + (k,), f"{k!r} is not a valid environment variable name")
+            if isinstance(k, str) and C.ENV_KEY_RE.match(k):
+                self.placeholders(path + (k,), k, names)
+            elif not isinstance(k, str) or not ENV_NAME_RE.match(k):
+                self.err(path + (k,), f"{k!r} is not a valid environment variable name (or {{env.ROLE}})")
                 continue
             if isinstance(x, bool) or x is None or not isinstance(x, (str, int, float)):
-                self.err(path + (k,), f"value must be a string or number (quote it: \"0\"), not {_tname(x)}")
+                self.err(path + (k,), f"value must be a string or number (quote it: \"0\"), not {type_name(x)}")
                 continue
             out[k] = str(x)
             self.placeholders(path + (k,), out[k], names)
@@ -191,7 +109,7 @@ class _V:
 
     def expectations(self, path: tuple, v: Any) -> dict[str, Any] | None:
         if not isinstance(v, dict):
-            self.err(path, f"must be a mapping of dotted field -> expectation, not {_tname(v)}")
+            self.err(path, f"must be a mapping of dotted field -> expectation, not {type_name(v)}")
             return None
         ok = True
         for k, x in v.items():
@@ -206,23 +124,15 @@ class _V:
         return dict(v) if ok else None
 
 
-def _tname(v: Any) -> str:
-    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", int: "an integer",
-            float: "a number", type(None): "null"}.get(type(v), type(v).__name__)
-
 
 # ---------------------------------------------------------------------------------------------
 
-def load_file(path: Path, root: Path, builds: list[str], dumps: list[str]) -> list[C.Criterion]:
+def load_file(path: Path, root: Path, builds: list[str], dumps: list[str],
+              env_names: list[str] | None = None) -> list[C.Criterion]:
     """Parse and validate one criteria file; raises SchemaErrors."""
-    rel = _rel(path, root)
-    try:
-        text = inputs.read_text(path, inputs.MAX_CRITERIA, rel)
-    except FileNotFoundError:
-        raise SchemaErrors([f"{rel}: cannot read: no such file"]) from None
-    except HarnessError as e:
-        raise SchemaErrors([str(e)]) from None
-    return load_text(text, rel, builds, dumps, in_repository=_inside(path, root))
+    rel = rel_path(path, root)
+    return load_text(read_text(path, rel, "cannot read: no such file", max_bytes=inputs.MAX_CRITERIA), rel, builds,
+                     dumps, env_names, in_repository=_inside(path, root))
 
 
 def _inside(path: Path, root: Path) -> bool:
@@ -230,17 +140,9 @@ def _inside(path: Path, root: Path) -> bool:
 
 
 def load_text(text: str, rel: str, builds: list[str], dumps: list[str],
-              in_repository: bool = True) -> list[C.Criterion]:
-    try:
-        loc = load(text)
-    except YamlLimitError as e:
-        raise SchemaErrors([f"{rel}:{e.line}: YAML refused: {e.message}"]) from None
-    except YamlSyntaxError as e:
-        raise SchemaErrors([f"{rel}:{e.line}: not valid YAML: {e.message}"]) from None
-    v = _V(rel, loc, builds, dumps)
-    for dpath, line in loc.duplicates:
-        v.errors.append((line, f"{rel}:{line}: {v.fmt(dpath)}: duplicate key {dpath[-1]!r}"))
-    doc = loc.value
+              env_names: list[str] | None = None, in_repository: bool = True) -> list[C.Criterion]:
+    v = _V(rel, parse(text, rel), builds, dumps, env_names)
+    doc = v.loc.value
     out: list[C.Criterion] = []
     if doc is None:
         v.err((), "empty file; expected a mapping with `criteria:`")
@@ -249,7 +151,7 @@ def load_text(text: str, rel: str, builds: list[str], dumps: list[str],
             v.err(("version",), f"{doc['version']!r} is not allowed; allowed: 1")
         crit = doc.get("criteria")
         if "criteria" in doc and not isinstance(crit, list):
-            v.err(("criteria",), f"must be a list of criteria, not {_tname(crit)}")
+            v.err(("criteria",), f"must be a list of criteria, not {type_name(crit)}")
         elif isinstance(crit, list):
             if not crit:
                 v.err(("criteria",), "is empty; a criteria file holds at least one criterion")
@@ -268,22 +170,13 @@ def load_text(text: str, rel: str, builds: list[str], dumps: list[str],
                     continue
                 seen[obj.id] = obj.line
                 out.append(obj)
-    if v.errors:
-        msgs = [m for _, m in sorted(v.errors, key=lambda t: t[0])]
-        raise SchemaErrors(list(dict.fromkeys(msgs)))
+    v.raise_errors()
     return out
-
-
-def _rel(path: Path, root: Path) -> str:
-    try:
-        return path.resolve().relative_to(root.resolve()).as_posix()
-    except ValueError:
-        return str(path)
 
 
 def _criterion(v: _V, path: tuple, c: Any, rel: str) -> C.Criterion | None:
     if not isinstance(c, dict):
-        v.err(path, f"a criterion must be a mapping, not {_tname(c)}")
+        v.err(path, f"a criterion must be a mapping, not {type_name(c)}")
         return None
     n0 = len(v.errors)
     kind = c.get("kind")
@@ -303,7 +196,7 @@ def _criterion(v: _V, path: tuple, c: Any, rel: str) -> C.Criterion | None:
         if "id" in c else None
     title = v.str_(path + ("title",), c["title"]) if "title" in c else None
     if "description" in c and not isinstance(c["description"], str):
-        v.err(path + ("description",), f"must be a string, not {_tname(c['description'])}")
+        v.err(path + ("description",), f"must be a string, not {type_name(c['description'])}")
     requires: list[str] = []
     if "requires" in c:
         r = v.strlist(path + ("requires",), c["requires"])
@@ -322,7 +215,7 @@ def _criterion(v: _V, path: tuple, c: Any, rel: str) -> C.Criterion | None:
                   "write one criterion per case")
         else:
             cases, case_keys = _cases(v, path + ("cases",), c["cases"])
-    names = set(C.PLACEHOLDERS) | case_keys
+    names = set(C.PLACEHOLDERS) | case_keys | {C.ENV_PREFIX + n for n in v.env_names}
     spec: C.Spec | None = None
     if kind in C.KINDS:
         spec = {"equivalence": _equivalence, "ab_timing": _ab, "run": _run, "artifact": _artifact}[kind](
@@ -335,8 +228,19 @@ def _criterion(v: _V, path: tuple, c: Any, rel: str) -> C.Criterion | None:
 
 
 def _model(v: _V, path: tuple, m: Any) -> dict[str, Any] | None:
+    """A recipe name (configs/models/<name>.yaml), a GGUF path (relative to the repository root),
+    or {recipe, qtype} / {path}."""
     if isinstance(m, str) and m:
-        return None if m == "default" else {"recipe": m, "qtype": None}
+        if m == "default":
+            return None
+        if m.endswith(".gguf") or "/" in m:
+            return {"path": m}
+        return {"recipe": m, "qtype": None}
+    if isinstance(m, dict) and "path" in m:
+        if v.keys(path, m, {"path": True}, "model"):
+            p = v.str_(path + ("path",), m["path"])
+            return {"path": p} if p else None
+        return None
     if isinstance(m, dict):
         if v.keys(path, m, {"recipe": True, "qtype": False}, "model"):
             r = v.str_(path + ("recipe",), m.get("recipe")) if "recipe" in m else None
@@ -344,7 +248,8 @@ def _model(v: _V, path: tuple, m: Any) -> dict[str, Any] | None:
             if r:
                 return {"recipe": r, "qtype": q}
         return None
-    v.err(path, f"must be a recipe name or {{recipe: ..., qtype: ...}}, not {_tname(m)}")
+    v.err(path, f"must be a recipe name, a .gguf path, {{recipe: ..., qtype: ...}} or {{path: ...}}, "
+                f"not {type_name(m)}")
     return None
 
 
@@ -356,7 +261,7 @@ def _cases(v: _V, path: tuple, cs: Any) -> tuple[list[dict[str, str]], set[str]]
     keys: set[str] | None = None
     for i, case in enumerate(cs):
         if not isinstance(case, dict) or not case:
-            v.err(path + (i,), f"a case must be a non-empty mapping, not {_tname(case)}")
+            v.err(path + (i,), f"a case must be a non-empty mapping, not {type_name(case)}")
             continue
         for k, x in case.items():
             if not isinstance(k, str) or not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", k):
@@ -364,7 +269,7 @@ def _cases(v: _V, path: tuple, cs: Any) -> tuple[list[dict[str, str]], set[str]]
             elif k in C.PLACEHOLDERS:
                 v.err(path + (i, k), f"{k!r} is a built-in placeholder and cannot be a case key")
             if isinstance(x, bool) or not isinstance(x, (str, int, float)):
-                v.err(path + (i, k), f"case value must be a string or number, not {_tname(x)}")
+                v.err(path + (i, k), f"case value must be a string or number, not {type_name(x)}")
         if keys is None:
             keys = set(case)
         elif set(case) != keys:
@@ -376,7 +281,7 @@ def _cases(v: _V, path: tuple, cs: Any) -> tuple[list[dict[str, str]], set[str]]
 def _variant(v: _V, path: tuple, m: Any, crit: dict[str, Any], names: set[str], default_name: str | None,
              what: str = "a variant") -> C.Variant | None:
     if not isinstance(m, dict):
-        v.err(path, f"{what} must be a mapping, not {_tname(m)}")
+        v.err(path, f"{what} must be a mapping, not {type_name(m)}")
         return None
     n0 = len(v.errors)
     v.keys(path, m, {**VARIANT_KEYS, "name": default_name is None}, what)
@@ -396,12 +301,12 @@ def _variant(v: _V, path: tuple, m: Any, crit: dict[str, Any], names: set[str], 
                 if not isinstance(k, str) or "/" in k or "\\" in k or k in ("", ".", ".."):
                     v.err(path + ("place", k), f"{k!r} must be a plain file name")
                 elif not isinstance(src, str):
-                    v.err(path + ("place", k), f"source must be a path string, not {_tname(src)}")
+                    v.err(path + ("place", k), f"source must be a path string, not {type_name(src)}")
                 else:
                     v.placeholders(path + ("place", k), src, names)
                     place[k] = src
         else:
-            v.err(path + ("place",), f"must be a mapping of file name -> source path, not {_tname(m['place'])}")
+            v.err(path + ("place",), f"must be a mapping of file name -> source path, not {type_name(m['place'])}")
     env = dict(v.env(path[:2] + ("env",), crit["env"], names) or {}) if "env" in crit else {}
     if "env" in m:
         env.update(v.env(path + ("env",), m["env"], names) or {})
@@ -548,7 +453,7 @@ def _run(v: _V, path: tuple, c: dict[str, Any], names: set[str]) -> C.RunSpec | 
     for i, m in enumerate(rs):
         p = path + ("runs", i)
         if not isinstance(m, dict):
-            v.err(p, f"a run must be a mapping, not {_tname(m)}")
+            v.err(p, f"a run must be a mapping, not {type_name(m)}")
             continue
         vm = {k: x for k, x in m.items() if k != "expect"}
         var = _variant(v, p, vm, c, names, f"run{i + 1}", "a run")
@@ -618,14 +523,15 @@ def _artifact(v: _V, path: tuple, c: dict[str, Any], names: set[str]) -> C.Artif
     return C.ArtifactSpec(build, out) if len(v.errors) == n0 else None
 
 
-def load_many(files: list[Path], root: Path, builds: list[str], dumps: list[str]) -> list[C.Criterion]:
+def load_many(files: list[Path], root: Path, builds: list[str], dumps: list[str],
+              env_names: list[str] | None = None) -> list[C.Criterion]:
     """Load several files; ids must be unique across all of them."""
     errors: list[str] = []
     out: list[C.Criterion] = []
     seen: dict[str, C.Criterion] = {}
     for f in files:
         try:
-            crits = load_file(f, root, builds, dumps)
+            crits = load_file(f, root, builds, dumps, env_names)
         except SchemaErrors as e:
             errors.extend(e.messages)
             continue
@@ -640,5 +546,3 @@ def load_many(files: list[Path], root: Path, builds: list[str], dumps: list[str]
         raise SchemaErrors(errors)
     return out
 
-
-Loader = Callable[[Path], list[C.Criterion]]

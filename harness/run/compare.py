@@ -1,4 +1,5 @@
-"""Comparison of raw float32 dumps: identical bytes, or a full account of the differences.
+"""Comparison of raw dumps (f32, f16, bf16 or i32, little-endian): identical bytes, or a full
+account of the differences in the dump's own type (a bf16 ULP is a bf16 ULP).
 NaNs and infinities are located (index, position, element) in every mode; a NaN fails unless
 allowed, and in tolerance mode so does a differing element that is infinite on a side."""
 
@@ -37,33 +38,59 @@ class DumpDiff:
         return d
 
 
-def _ordered(bits: np.ndarray) -> np.ndarray:
-    """float32 bit patterns -> integers whose difference is the distance in ULPs."""
-    i = bits.view(np.int32).astype(np.int64)
-    return np.where(i < 0, -(i & 0x7FFFFFFF), i)
+# dtype -> (bit pattern type, signed type of the same width, bytes per element)
+_TYPES = {"f32": ("<u4", np.int32, 4), "f16": ("<u2", np.int16, 2), "bf16": ("<u2", np.int16, 2),
+          "i32": ("<u4", np.int32, 4)}
+_NAMES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16", "i32": "int32"}
+
+
+def _values(bits: np.ndarray, dtype: str) -> np.ndarray:
+    """The elements of a dump from their bit patterns: floats of the dump's type (bf16 widened
+    exactly to float32), or int32."""
+    if dtype == "f32":
+        return bits.view("<f4")
+    if dtype == "f16":
+        return bits.view("<f2")
+    if dtype == "bf16":
+        return (bits.astype(np.uint32) << 16).view(np.float32)
+    return bits.view("<i4")
+
+
+def _ordered(bits: np.ndarray, dtype: str = "f32") -> np.ndarray:
+    """Bit patterns -> integers whose difference is the distance in ULPs of the dump's type
+    (for i32, the difference of the values)."""
+    signed = _TYPES[dtype][1]
+    i = bits.view(signed).astype(np.int64)
+    if dtype == "i32":
+        return i
+    return np.where(i < 0, -(i & np.iinfo(signed).max), i)
 
 
 def compare_bytes(a: bytes, b: bytes, row_len: int = 0, *, mode: str = "memcmp", max_abs: float | None = None,
                   max_ulp: int | None = None, nmse: float | None = None, allow_nan: bool = False,
-                  shape_a: list[int] | None = None, shape_b: list[int] | None = None) -> DumpDiff:
-    """Compare two float32 little-endian dumps. row_len: elements per row (position)."""
+                  shape_a: list[int] | None = None, shape_b: list[int] | None = None, dtype: str = "f32") -> DumpDiff:
+    """Compare two little-endian dumps of `dtype` (f32, f16, bf16, i32). row_len: elements per row."""
+    bits_t, _, size = _TYPES[dtype]
     for label, buf, shape in (("A", a, shape_a), ("B", b, shape_b)):
-        if len(buf) % 4:
-            return DumpDiff(False, False, f"{label}: {len(buf)} bytes is not a whole number of float32 (truncated?)")
+        if len(buf) % size:
+            return DumpDiff(False, False, f"{label}: {len(buf)} bytes is not a whole number of {_NAMES[dtype]} "
+                                          "(truncated?)")
         if shape is not None:
-            want = int(np.prod(shape)) * 4 if shape else 0
+            want = int(np.prod(shape)) * size if shape else 0
             if want != len(buf):
                 return DumpDiff(False, False, f"{label}: {len(buf)} bytes but meta.json shape {shape} needs {want} "
                                               "(truncated or stale dump)")
     if shape_a is not None and shape_b is not None and list(shape_a) != list(shape_b):
         return DumpDiff(False, False, f"shape mismatch: A {list(shape_a)} vs B {list(shape_b)}")
     if len(a) != len(b):
-        return DumpDiff(False, False, f"length mismatch: A has {len(a) // 4} elements, B has {len(b) // 4}")
-    n = len(a) // 4
+        return DumpDiff(False, False, f"length mismatch: A has {len(a) // size} elements, B has {len(b) // size}")
+    n = len(a) // size
     row_len = row_len or n or 1
     identical = a == b  # memcmp
-    fa = np.frombuffer(a, dtype="<f4")
-    fb = np.frombuffer(b, dtype="<f4")
+    ua = np.frombuffer(a, dtype=bits_t)
+    ub = np.frombuffer(b, dtype=bits_t)
+    fa = _values(ua, dtype)
+    fb = _values(ub, dtype)
     nan_a = int(np.count_nonzero(np.isnan(fa)))
     nan_b = int(np.count_nonzero(np.isnan(fb)))
     inf_a = int(np.count_nonzero(np.isinf(fa)))
@@ -73,8 +100,6 @@ def compare_bytes(a: bytes, b: bytes, row_len: int = 0, *, mode: str = "memcmp",
     nonfinite = _nonfinite_note(fa, fb, nan_a, nan_b, inf_a, inf_b, row_len)
     nan_fail = bool(nan_a or nan_b) and not allow_nan
     if not identical:
-        ua = fa.view(np.uint32)
-        ub = fb.view(np.uint32)
         idx = np.flatnonzero(ua != ub)
         d.differing = int(idx.size)
         k = int(idx[0])
@@ -88,14 +113,14 @@ def compare_bytes(a: bytes, b: bytes, row_len: int = 0, *, mode: str = "memcmp",
             d.max_abs = float(np.max(np.abs(sa[fin] - sb[fin])))
         both = ~np.isnan(sa) & ~np.isnan(sb)
         if both.any():
-            d.max_ulp = int(np.max(np.abs(_ordered(ua[idx][both]) - _ordered(ub[idx][both]))))
+            d.max_ulp = int(np.max(np.abs(_ordered(ua[idx][both], dtype) - _ordered(ub[idx][both], dtype))))
         # an element that differs and is infinite on a side: no finite distance covers it
         inf_diff = np.flatnonzero(both & ~fin)
         # NMSE = sum((a-b)^2) / sum(a^2): the error is zero outside the differing elements
         err = (sa[fin] - sb[fin]) if fin.any() else np.zeros(0)
         num = float(np.dot(err, err))
-        den = float(np.dot(fa, fa))  # float32 BLAS: plenty for a diagnostic
-        if not np.isfinite(den):
+        den = float(np.dot(fa, fa)) if dtype == "f32" else float(np.dot(fa.astype(np.float64), fa.astype(np.float64)))
+        if not np.isfinite(den):  # float32 BLAS above: plenty for a diagnostic, unless it overflows
             ok = np.isfinite(fa)
             den = float(np.dot(fa[ok].astype(np.float64), fa[ok].astype(np.float64)))
         d.nmse = num / den if den > 0 else (0.0 if num == 0 else float("inf"))

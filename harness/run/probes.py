@@ -10,21 +10,23 @@ from typing import Any
 from collections.abc import Callable
 
 from harness.build.cmake import find_nvcc
+from harness.process import run_process
+from harness.spec.config import GpuProfile
+from harness.spec.criteria import _MISSING, lookup
 
 
 def nvidia_smi_gpus(timeout: float = 15.0) -> list[str]:
     """GPU lines of `nvidia-smi -L` (empty when there is no nvidia-smi or it fails)."""
     if not shutil.which("nvidia-smi"):
         return []
-    from harness.process import run_process
-
     r = run_process(["nvidia-smi", "-L"], timeout=timeout)
     return [ln.strip() for ln in r.stdout.splitlines() if ln.startswith("GPU ")] if r.ok else []
 
 
 @dataclass
 class Probes:
-    """Answers `requires:` entries. gpu_info: a callable giving `kite info --json` of the default build.
+    """Answers `requires:` entries. gpu_info: a callable giving the `info` JSON of the build that
+    engine.yaml's GPU profile names; the profile says which of its fields answer.
 
     `gpu` is met when the engine reports a usable device, or when nvidia-smi lists a GPU even though
     the engine does not (a broken build or module must then FAIL the GPU criteria, not skip them)."""
@@ -33,6 +35,7 @@ class Probes:
     cache: dict[str, tuple[bool, str]] = field(default_factory=dict)
     overrides: dict[str, tuple[bool, str]] = field(default_factory=dict)
     smi: Callable[[], list[str]] = nvidia_smi_gpus
+    gpu: GpuProfile = GpuProfile()
 
     def check(self, req: str) -> tuple[bool, str]:
         if req in self.overrides:
@@ -53,14 +56,14 @@ class Probes:
             info = self.gpu_info()
             if info is None:
                 why = "the engine is not built, so `info --json` cannot tell"
-            elif "error" in info and "cuda" not in info:
+            elif "error" in info and lookup(info, self.gpu.available) is _MISSING:
                 why = f"`info --json` failed: {info['error']}"
             else:
-                cuda = info.get("cuda") or {}
-                if cuda.get("available") is True:
-                    dev = cuda.get("device") or {}
-                    return True, f"GPU {dev.get('name', '?')}"
-                why = cuda.get("reason") or cuda.get("note") or "cuda.available is false"
+                if lookup(info, self.gpu.available) is True:
+                    dev = lookup(info, self.gpu.device)
+                    return True, f"GPU {'?' if dev is _MISSING else dev}"
+                reason = lookup(info, self.gpu.reason)
+                why = (reason if reason not in (_MISSING, None, "") else None) or f"{self.gpu.available} is not true"
             gpus = self.smi()
             if gpus:
                 return True, f"{gpus[0]} (nvidia-smi), although the engine says: {why}"

@@ -1,22 +1,60 @@
-"""configs/engine.yaml: what the harness knows about the engine."""
+"""configs/engine.yaml: what the harness knows about the engine (its profile), read strictly:
+unknown keys and values outside the allowed sets are errors naming FILE:LINE (SchemaErrors)."""
 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.errors import ConfigError, HarnessError
-from harness.spec import inputs, yamlsrc
+from harness.errors import ConfigError
+from harness.spec import inputs
+from harness.spec.validate import Validator, parse, read_text, rel_path
+
+# dump element types: name -> bytes per element
+DTYPES = {"f32": 4, "f16": 2, "bf16": 2, "i32": 4}
+DOTTED_RE = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+TIMEOUTS = ("build", "run", "info", "probe")
+
+TOP_KEYS = {"engine": False, "builds": True, "build": False, "models": False, "timeouts": False, "reports": False,
+            "external": False}
+ENGINE_KEYS = {"binary": False, "module": False, "testmods_dir": False, "env": False, "dumps": False,
+               "meta_file": False, "dump_flag": False, "json_flag": False, "info_args": False,
+               "ignore_exports": False, "gpu": False}
+GPU_KEYS = {"build": False, "available": False, "reason": False, "device": False}
+DUMP_KEYS = {"file": False, "dtype": False, "shape": False}
+BUILD_KEYS = {"engine": False, "module": False, "prebuilt": False, "extras": False, "binary": False,
+              "on_demand": False}
+PROJECT_KEYS = {"source": True, "options": False, "inputs": False, "external": False}
+EXTERNAL_KEYS = {"pip_sdist": True, "sha256": True, "subdir": True}
+SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+BUILD_DIR_KEYS = {"dir": False, "build_type": False, "generator": False, "jobs": False}
+MODELS_KEYS = {"dir": False, "default": False}
+PLATFORM_KEYS = {"posix": True, "windows": True}
 
 
 @dataclass(frozen=True)
 class DumpSpec:
     name: str
     file: str
-    dtype: str
+    dtype: str  # one of DTYPES
     shape: str  # dotted path of the shape in meta.json
+
+    @property
+    def itemsize(self) -> int:
+        return DTYPES[self.dtype]
+
+
+@dataclass(frozen=True)
+class GpuProfile:
+    """Which build's `info` output says whether a GPU is usable, and in which fields."""
+    build: str = "default"
+    available: str = "cuda.available"  # true when a GPU is usable
+    reason: str = "cuda.reason"  # why not
+    device: str = "cuda.device.name"
 
 
 @dataclass(frozen=True)
@@ -71,6 +109,7 @@ class Config:
     default_model: dict[str, Any]
     timeouts: dict[str, float]
     reports_dir: str
+    gpu: GpuProfile = GpuProfile()
     external: dict[str, ExternalSource] = field(default_factory=dict)
     raw: dict[str, Any] = field(repr=False, default_factory=dict)
 
@@ -96,138 +135,198 @@ def resolve_path(root: Path, p: str) -> Path:
     return q if q.is_absolute() else root / q
 
 
-def _platform_name(value: Any, what: str) -> str:
-    if isinstance(value, str):
-        return value
+# ---- reading ---------------------------------------------------------------------------------
+
+def _platform_name(v: Validator, path: tuple, value: Any, default: str) -> str:
+    """A file name, or {posix: ..., windows: ...}."""
     if isinstance(value, dict):
-        key = "windows" if os.name == "nt" else "posix"
-        if isinstance(value.get(key), str):
-            return value[key]
-    raise ConfigError(f"engine.yaml: {what} must be a string or {{posix: ..., windows: ...}}")
+        if v.keys(path, value, PLATFORM_KEYS, "a per-platform name"):
+            got = v.str_(path + ("windows" if os.name == "nt" else "posix",),
+                         value.get("windows" if os.name == "nt" else "posix"))
+            return got or default
+        return default
+    return v.str_(path, value) or default
 
 
-def _mapping(value: Any, what: str) -> dict[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise ConfigError(f"engine.yaml: {what} must be a mapping")
-    return value
-
-
-def _project(value: Any, what: str) -> ProjectSpec | None:
-    if value is None:
+def _project(v: Validator, path: tuple, m: Any) -> ProjectSpec | None:
+    if not v.keys(path, m, PROJECT_KEYS, "a CMake project"):
         return None
-    v = _mapping(value, what)
-    unknown = set(v) - {"source", "options", "inputs", "external"}
-    if unknown:
-        raise ConfigError(f"engine.yaml: {what}: unknown key(s) {sorted(unknown)}; "
-                          "allowed: source, options, inputs, external")
-    if not isinstance(v.get("source"), str):
-        raise ConfigError(f"engine.yaml: {what}.source must be a path string")
-    opts = _mapping(v.get("options"), f"{what}.options")
-    inputs = v.get("inputs") or []
-    if not isinstance(inputs, list):
-        raise ConfigError(f"engine.yaml: {what}.inputs must be a list of folders")
-    external = _mapping(v.get("external"), f"{what}.external")
-    return ProjectSpec(v["source"], {str(k): _opt(o) for k, o in opts.items()}, tuple(str(i) for i in inputs),
-                       tuple((str(k), str(x)) for k, x in external.items()))
+    src = v.str_(path + ("source",), m["source"]) if "source" in m else None
+    opts = v.scalar_map(path + ("options",), m["options"] or {}, "CMake OPTION: value") if "options" in m else {}
+    folders = v.strlist(path + ("inputs",), m["inputs"], "list of folders") if "inputs" in m else []
+    external = (v.scalar_map(path + ("external",), m["external"], "CMake OPTION: external source name")
+                if "external" in m else {})
+    if src is None or opts is None or folders is None or external is None:
+        return None
+    return ProjectSpec(src, opts, tuple(folders), tuple(external.items()))
 
 
-def _external(raw: Any) -> dict[str, ExternalSource]:
+def _build(v: Validator, name: str, m: Any) -> BuildSpec | None:
+    path = ("builds", name)
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        v.err(path, f"build name {name!r} must be letters, digits, '_', '.', '-' (it names build/<name>/)")
+        return None
+    if not v.keys(path, m, BUILD_KEYS, "a build"):
+        return None
+    n0 = v.count()
+    engine = _project(v, path + ("engine",), m["engine"]) if m.get("engine") is not None else None
+    module = _project(v, path + ("module",), m["module"]) if m.get("module") is not None else None
+    prebuilt = v.str_(path + ("prebuilt",), m["prebuilt"]) if m.get("prebuilt") is not None else None
+    binary = _platform_name(v, path + ("binary",), m["binary"], "") or None if "binary" in m else None
+    on_demand = v.bool_(path + ("on_demand",), m["on_demand"]) if "on_demand" in m else False
+    extras: list[ProjectSpec] = []
+    if m.get("extras") is not None:
+        if not isinstance(m["extras"], list):
+            v.err(path + ("extras",), "must be a list of CMake projects")
+        else:
+            extras = [p for i, x in enumerate(m["extras"]) if (p := _project(v, path + ("extras", i), x))]
+    if m.get("prebuilt") is None and m.get("engine") is None:
+        v.err(path, "needs `engine` (a CMake project) or `prebuilt` (a folder holding the engine)")
+    elif prebuilt is not None and (engine or module or extras):
+        v.err(path + ("prebuilt",), "a prebuilt build is used as it is: no engine, module or extras to build")
+    if v.count() > n0:
+        return None
+    return BuildSpec(name, engine, module, prebuilt, tuple(extras), binary, bool(on_demand))
+
+
+def _external(v: Validator, m: Any, builds: dict[str, BuildSpec]) -> dict[str, ExternalSource]:
     out = {}
-    for name, e in _mapping(raw, "external").items():
-        e = _mapping(e, f"external.{name}")
-        keys = {"pip_sdist", "sha256", "subdir"}
-        if set(e) != keys or not all(isinstance(e[k], str) and e[k] for k in keys):
-            raise ConfigError(f"engine.yaml: external.{name} needs exactly pip_sdist, sha256 and subdir (strings)")
-        if len(e["sha256"]) != 64 or any(c not in "0123456789abcdef" for c in e["sha256"]):
-            raise ConfigError(f"engine.yaml: external.{name}.sha256 must be 64 lowercase hex digits")
-        out[str(name)] = ExternalSource(str(name), e["pip_sdist"], e["sha256"], e["subdir"])
+    for name, e in (v.mapping(("external",), m, "name -> pinned source") or {}).items():
+        path = ("external", name)
+        if not v.keys(path, e, EXTERNAL_KEYS, "an external source"):
+            continue
+        got = {k: v.str_(path + (k,), e[k]) for k in EXTERNAL_KEYS if k in e}
+        if got.get("sha256") and not SHA256_RE.match(got["sha256"]):
+            v.err(path + ("sha256",), "must be 64 lowercase hex digits")
+        elif all(got.get(k) for k in EXTERNAL_KEYS):
+            out[str(name)] = ExternalSource(str(name), got["pip_sdist"], got["sha256"], got["subdir"])
+    for b in builds.values():
+        for part, proj in (("engine", b.engine), ("module", b.module), *(("extras", x) for x in b.extras)):
+            for opt, src in proj.external if proj else ():
+                if src not in out:
+                    v.err(("builds", b.name, part, "external", opt),
+                          f"names external source {src!r}, which `external` does not define")
     return out
 
 
-def _opt(v: Any) -> str:
-    if isinstance(v, bool):
-        return "ON" if v else "OFF"
-    return str(v)
+def _dumps(v: Validator, m: Any) -> dict[str, DumpSpec]:
+    out = {}
+    for name, d in (v.mapping(("engine", "dumps"), m, "dump name -> {file, dtype, shape}") or {}).items():
+        path = ("engine", "dumps", name)
+        if not isinstance(name, str) or not NAME_RE.match(name):
+            v.err(path, f"dump name {name!r} must be letters, digits, '_', '.', '-'")
+            continue
+        d = {} if d is None else d
+        if not v.keys(path, d, DUMP_KEYS, "a dump"):
+            continue
+        file = v.str_(path + ("file",), d["file"]) if "file" in d else f"{name}.f32"
+        dtype = v.enum(path + ("dtype",), d["dtype"], DTYPES) if "dtype" in d else "f32"
+        shape = (v.str_(path + ("shape",), d["shape"], DOTTED_RE, "a dotted field of meta.json like shapes.logits")
+                 if "shape" in d else f"shapes.{name}")
+        if file and dtype and shape:
+            out[name] = DumpSpec(name, file, dtype, shape)
+    return out
+
+
+def _gpu(v: Validator, m: Any, builds: dict[str, Any]) -> GpuProfile:
+    path = ("engine", "gpu")
+    base = GpuProfile()
+    if m is None or not v.keys(path, m, GPU_KEYS, "the GPU profile"):
+        return base
+    build = v.str_(path + ("build",), m["build"]) if "build" in m else base.build
+    if build and build not in builds:
+        v.err(path + ("build",), f"unknown build {build!r}; builds: {', '.join(map(str, builds))}")
+    fields = {k: (v.str_(path + (k,), m[k], DOTTED_RE, "a dotted field of the info JSON like cuda.available")
+                  if k in m else getattr(base, k)) for k in ("available", "reason", "device")}
+    return GpuProfile(build or base.build, **{k: x or getattr(base, k) for k, x in fields.items()})
+
+
+def _model(v: Validator, m: Any) -> dict[str, Any]:
+    path = ("models", "default")
+    if isinstance(m, str) and m:
+        return {"path": m} if m.endswith(".gguf") or "/" in m else {"recipe": m}
+    if isinstance(m, dict) and "path" in m:
+        if v.keys(path, m, {"path": True}, "the default model"):
+            return {"path": v.str_(path + ("path",), m["path"]) or ""}
+    elif isinstance(m, dict):
+        if v.keys(path, m, {"recipe": True, "qtype": False}, "the default model"):
+            out = {"recipe": v.str_(path + ("recipe",), m.get("recipe")) or "tiny"}
+            if "qtype" in m:
+                out["qtype"] = v.str_(path + ("qtype",), m["qtype"])
+            return out
+    else:
+        v.err(path, "must be a recipe name, a .gguf path, {recipe: ..., qtype: ...} or {path: ...}")
+    return {"recipe": "tiny"}
 
 
 def load_config(root: Path, path: Path | None = None) -> Config:
     path = path or root / "configs" / "engine.yaml"
-    try:
-        raw = yamlsrc.load(inputs.read_text(path, inputs.MAX_CONFIG)).value
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: engine configuration not found") from None
-    except HarnessError as e:
-        raise ConfigError(str(e)) from None
-    except yamlsrc.YamlSyntaxError as e:
-        raise ConfigError(f"{path}:{e.line}: not valid YAML: {e.message}") from None
-    raw = _mapping(raw, "top level")
-    eng = _mapping(raw.get("engine"), "engine")
-    dumps = {}
-    for name, d in _mapping(eng.get("dumps"), "engine.dumps").items():
-        d = _mapping(d, f"engine.dumps.{name}")
-        dumps[name] = DumpSpec(name, str(d.get("file", f"{name}.f32")), str(d.get("dtype", "float32")),
-                               str(d.get("shape", f"shapes.{name}")))
-    builds = {}
-    for name, b in _mapping(raw.get("builds"), "builds").items():
-        b = _mapping(b, f"builds.{name}")
-        unknown = set(b) - {"engine", "module", "prebuilt", "extras", "binary", "on_demand"}
-        if unknown:
-            raise ConfigError(f"engine.yaml: builds.{name}: unknown key(s) {sorted(unknown)}; "
-                              "allowed: engine, module, prebuilt, extras, binary, on_demand")
-        if not isinstance(b.get("on_demand", False), bool):
-            raise ConfigError(f"engine.yaml: builds.{name}.on_demand must be true or false")
-        extras = b.get("extras") or []
-        if not isinstance(extras, list):
-            raise ConfigError(f"engine.yaml: builds.{name}.extras must be a list of projects")
-        if b.get("prebuilt") is None and b.get("engine") is None:
-            raise ConfigError(f"engine.yaml: builds.{name} needs `engine` (CMake project) or `prebuilt` (folder)")
-        builds[str(name)] = BuildSpec(str(name), _project(b.get("engine"), f"builds.{name}.engine"),
-                                      _project(b.get("module"), f"builds.{name}.module"),
-                                      str(b["prebuilt"]) if b.get("prebuilt") is not None else None,
-                                      tuple(p for i, x in enumerate(extras)
-                                            if (p := _project(x, f"builds.{name}.extras[{i}]")) is not None),
-                                      _platform_name(b["binary"], f"builds.{name}.binary") if "binary" in b else None,
-                                      b.get("on_demand", False))
-    if not builds:
-        raise ConfigError("engine.yaml: `builds` defines no build")
-    external = _external(raw.get("external"))
-    for b in builds.values():
-        for proj in (b.engine, b.module, *b.extras):
-            for opt, src in proj.external if proj else ():
-                if src not in external:
-                    raise ConfigError(f"engine.yaml: builds.{b.name}: {opt} names external source {src!r}, "
-                                      f"which `external` does not define")
-    bld = _mapping(raw.get("build"), "build")
-    models = _mapping(raw.get("models"), "models")
-    default_model = models.get("default", {"recipe": "tiny"})
-    if isinstance(default_model, str):
-        default_model = {"recipe": default_model}
-    timeouts = {str(k): float(v) for k, v in _mapping(raw.get("timeouts"), "timeouts").items()}
-    return Config(
-        root=root,
-        path=path,
-        binary=_platform_name(eng.get("binary", {"posix": "kite", "windows": "kite.exe"}), "engine.binary"),
-        module=_platform_name(eng.get("module", {"posix": "libkite_cuda.so", "windows": "kite_cuda.dll"}),
-                              "engine.module"),
-        testmods_dir=str(eng.get("testmods_dir", "testmods")),
-        env_names={str(k): str(v) for k, v in _mapping(eng.get("env"), "engine.env").items()},
-        dumps=dumps,
-        meta_file=str(eng.get("meta_file", "meta.json")),
-        dump_flag=str(eng.get("dump_flag", "--dump")),
-        json_flag=str(eng.get("json_flag", "--json")),
-        info_args=[str(a) for a in eng.get("info_args", ["info", "--json"])],
-        ignore_exports=[str(a) for a in eng.get("ignore_exports", [])],
+    rel = rel_path(path, root)
+    text = read_text(path, rel, "engine configuration not found", ConfigError, inputs.MAX_CONFIG)
+    return parse_config(text, root, path, rel)
+
+
+def parse_config(text: str, root: Path, path: Path, rel: str) -> Config:
+    v = Validator(rel, parse(text, rel, ConfigError))
+    raw = v.loc.value if isinstance(v.loc.value, dict) else {}
+    v.keys((), v.loc.value, TOP_KEYS, "the engine configuration")
+    eng = v.mapping(("engine",), raw.get("engine"), "engine facts") or {}
+    v.keys(("engine",), eng, ENGINE_KEYS, "engine")
+    builds: dict[str, BuildSpec] = {}
+    raw_builds = v.mapping(("builds",), raw.get("builds"), "build name -> build") or {}
+    for name, b in raw_builds.items():
+        spec = _build(v, name, b)
+        if spec is not None:
+            builds[name] = spec
+    if "builds" in raw and not raw_builds:
+        v.err(("builds",), "defines no build")
+    bld = v.mapping(("build",), raw.get("build"), "build settings") or {}
+    v.keys(("build",), bld, BUILD_DIR_KEYS, "build")
+    models = v.mapping(("models",), raw.get("models"), "model settings") or {}
+    v.keys(("models",), models, MODELS_KEYS, "models")
+    timeouts = {}
+    for k, x in (v.mapping(("timeouts",), raw.get("timeouts"), "name -> seconds") or {}).items():
+        if v.enum(("timeouts", k), k, TIMEOUTS) and (s := v.num(("timeouts", k), x, 0, open_lo=True)) is not None:
+            timeouts[k] = s
+    reports = v.mapping(("reports",), raw.get("reports"), "report settings") or {}
+    v.keys(("reports",), reports, {"dir": False}, "reports")
+
+    def string(path: tuple, m: dict[str, Any], key: str, default: str) -> str:
+        return (v.str_(path + (key,), m[key]) or default) if key in m else default
+
+    def strings(path: tuple, m: dict[str, Any], key: str, default: list[str]) -> list[str]:
+        return (v.strlist(path + (key,), m[key]) or []) if key in m else list(default)
+
+    env_names = v.scalar_map(("engine", "env"), eng["env"], "role -> variable name") if "env" in eng else {}
+    generator = string(("build",), bld, "generator", "auto")
+    jobs = v.int_(("build", "jobs"), bld["jobs"], 1) if "jobs" in bld else None
+    cfg = Config(
+        root=root, path=path,
+        binary=_platform_name(v, ("engine", "binary"), eng.get("binary", {"posix": "kite", "windows": "kite.exe"}),
+                              "kite"),
+        module=_platform_name(v, ("engine", "module"),
+                              eng.get("module", {"posix": "libkite_cuda.so", "windows": "kite_cuda.dll"}),
+                              "libkite_cuda.so"),
+        testmods_dir=string(("engine",), eng, "testmods_dir", "testmods"),
+        env_names=env_names or {},
+        dumps=_dumps(v, eng.get("dumps")),
+        meta_file=string(("engine",), eng, "meta_file", "meta.json"),
+        dump_flag=string(("engine",), eng, "dump_flag", "--dump"),
+        json_flag=string(("engine",), eng, "json_flag", "--json"),
+        info_args=strings(("engine",), eng, "info_args", ["info", "--json"]),
+        ignore_exports=strings(("engine",), eng, "ignore_exports", []),
         builds=builds,
-        build_dir=str(bld.get("dir", "build")),
-        build_type=str(bld.get("build_type", "Release")),
-        generator=str(bld.get("generator", "auto")),
-        jobs=int(bld.get("jobs", os.cpu_count() or 2)),
-        models_dir=str(models.get("dir", "models")),
-        default_model=dict(default_model),
+        build_dir=string(("build",), bld, "dir", "build"),
+        build_type=string(("build",), bld, "build_type", "Release"),
+        generator=generator,
+        jobs=jobs or os.cpu_count() or 2,
+        models_dir=string(("models",), models, "dir", "models"),
+        default_model=_model(v, models["default"]) if "default" in models else {"recipe": "tiny"},
         timeouts=timeouts,
-        reports_dir=str(_mapping(raw.get("reports"), "reports").get("dir", "reports")),
-        external=external,
+        reports_dir=string(("reports",), reports, "dir", "reports"),
+        gpu=_gpu(v, eng.get("gpu"), raw_builds),
+        external=_external(v, raw.get("external"), builds),
         raw=raw,
     )
+    v.raise_errors(ConfigError)
+    return cfg

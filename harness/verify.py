@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import shutil
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,8 @@ from harness.spec.config import Config
 from harness.spec.criteria import Criterion
 from harness.errors import HarnessError, SchemaErrors
 from harness.run.probes import Probes
-from harness.run.runner import Context, evaluate
+from harness.run.runner import Context
+from harness.run.suite import Judged, Models, judge
 
 
 TRUST_ENV = "KITE_TRUST_OUTSIDE_CRITERIA"
@@ -50,7 +50,7 @@ def default_files(cfg: Config) -> list[Path]:
 
 
 def load_criteria(cfg: Config, files: list[Path]) -> list[Criterion]:
-    return schema.load_many(files, cfg.root, list(cfg.builds), list(cfg.dumps))
+    return schema.load_many(files, cfg.root, list(cfg.builds), list(cfg.dumps), list(cfg.env_names))
 
 
 def select(crits: list[Criterion], only: list[str], kinds: list[str]) -> list[Criterion]:
@@ -99,9 +99,8 @@ class Session:
         self.opts = opts
         self.say = say
         self.builds: dict[str, BuildResult] = {}
-        self.models: dict[str, Path | Exception] = {}
+        self.models = Models(cfg, say)
         self._info: dict[str, Any] | None | bool = False
-        self.models_used: set[str] = set()  # model files handed out since the current criterion began
 
     def ensure_build(self, name: str) -> BuildResult:
         if name not in self.builds:
@@ -124,39 +123,14 @@ class Session:
                 shutil.copyfile(part.log, dest)
 
     def model_path(self, spec: dict[str, Any] | None) -> Path:
-        from harness.run.runner import CriterionFail
-
-        spec = spec or self.cfg.default_model
-        if spec.get("path"):  # a fixed model file named in engine.yaml: no generator needed
-            path = Path(spec["path"])
-            path = path if path.is_absolute() else self.cfg.root / path
-            self.models_used.add(str(path))
-            return path
-        key = f"{spec.get('recipe')}:{spec.get('qtype')}"
-        if key not in self.models:
-            try:
-                from harness.models import ensure_model  # provided by the model generator package
-            except ImportError as e:
-                self.models[key] = CriterionFail(f"model generator not available (harness.models: {e})")
-            else:
-                self.say(f"model: {spec.get('recipe')}" + (f" ({spec.get('qtype')})" if spec.get("qtype") else ""))
-                try:
-                    self.models[key] = Path(ensure_model(str(spec["recipe"]), self.cfg.root / self.cfg.models_dir,
-                                                         spec.get("qtype")))
-                except Exception as e:  # noqa: BLE001 - any generator failure fails the criteria using it
-                    self.models[key] = CriterionFail(f"model {key}: {type(e).__name__}: {e}")
-        got = self.models[key]
-        if isinstance(got, Exception):
-            raise got
-        self.models_used.add(str(got))
-        return got
+        return self.models.path(spec)
 
     def engine_info(self) -> dict[str, Any] | None:
         if self._info is False:
-            if "default" not in self.cfg.builds:
+            if self.cfg.gpu.build not in self.cfg.builds:
                 self._info = None
             else:
-                b = self.ensure_build("default")
+                b = self.ensure_build(self.cfg.gpu.build)
                 self._info = (sysinfo.engine_info(Path(b.engine_path), self.cfg.info_args, self.cfg.timeout("info", 30))
                               if b.engine_ok else None)
         return self._info  # type: ignore[return-value]
@@ -251,9 +225,19 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
     rep.doc["system"] = sysinfo.system(cfg.root)
     rep.write()
     sess = Session(cfg, opts, say, rdir)
-    probes = Probes(gpu_info=sess.engine_info, overrides=dict(opts.probe_overrides))
+    probes = Probes(gpu_info=sess.engine_info, overrides=dict(opts.probe_overrides), gpu=cfg.gpu)
     ctx = Context(cfg=cfg, report_dir=rdir, probes=probes, ensure_build=sess.ensure_build,
                   model_path=sess.model_path, progress=say)
+    how = Judged(entries, opts.exploratory, "run `harness register`, or use --exploratory",
+                 notes=lambda c: [f"build {n}: module {b.module.status}: {b.module.reason}"
+                                  for n, b in sess.builds.items() if n in c.builds() and b.module.status == "failed"],
+                 fail_details=lambda c: {"build_errors": e} if (e := {n: b.errors() for n, b in sess.builds.items()
+                                                                     if n in c.builds() and b.errors()}) else {},
+                 reproduce=reproduce_command, models=lambda: sorted(sess.models.used),
+                 refuse=lambda c, st, reg: (f"registration not committed: registry.lock line(s) "
+                                            f"{', '.join(map(str, reg['uncommitted']))} are in no commit yet "
+                                            "(--strict: commit the registration before taking results)")
+                 if opts.strict and st.ok and reg.get("uncommitted") else None)
     if not crits:
         say("no criteria selected" + ("" if files else " (no criteria files under regressions/)"))
     if not opts.no_build and "default" in cfg.builds and crits:
@@ -270,7 +254,7 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
             st = registry.status(entries, c, deps, suspect)
             shown, prov = _provenance(entries, st, c.id, commits)
             say(f"[{i}/{len(crits)}] {c.id} ({c.kind}, {shown}): {c.title}")
-            res = _run_one(c, ctx, sess, st, shown, {**prov, "dependencies": deps}, opts, rdir)
+            res = _run_one(c, ctx, sess, how, st, shown, {**prov, "dependencies": deps})
             for n in c.builds():
                 if n in sess.builds:
                     rep.doc["builds"][n] = sess.builds[n].to_json()
@@ -303,38 +287,7 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
     return 1 if failed else 0
 
 
-def _run_one(c: Criterion, ctx: Context, sess: Session, st: registry.Status, shown: str,
-             registration: dict[str, Any], opts: VerifyOptions, rdir: Path) -> report.Result:
-    amends = [{"time": a.time, "reason": a.reason, "digest": a.digest} for a in st.amendments]
-    t0 = time.perf_counter()
-    sess.models_used.clear()
-    exploratory = False
-    refused = registry.refusal(st, opts.exploratory, "run `harness register`, or use --exploratory")
-    if not refused and opts.strict and st.ok and registration["uncommitted"]:
-        refused = (f"registration not committed: registry.lock line(s) "
-                   f"{', '.join(map(str, registration['uncommitted']))} are in no commit yet "
-                   "(--strict: commit the registration before taking results)")
-    if refused:
-        verdict, reason, details = "FAIL", refused, {}
-    else:
-        exploratory = not st.ok
-        out = evaluate(ctx, c)
-        verdict, reason, details = out.verdict, out.reason, out.details
-        if verdict == "FAIL":
-            notes = [f"build {n}: module {b.module.status}: {b.module.reason}" for n, b in sess.builds.items()
-                     if n in c.builds() and b.module.status == "failed"]
-            if notes:
-                reason += " [" + "; ".join(notes) + "]"
-            errors = {n: b.errors() for n, b in sess.builds.items() if n in c.builds() and b.errors()}
-            if errors:
-                details["build_errors"] = errors
-    failed = verdict == "FAIL"
-    details = {**details, "registration": registration}
-    return report.Result(id=c.id, title=c.title, kind=c.kind, file=c.file, line=c.line, digest=c.digest,
-                         verdict=verdict, reason=reason, registration=shown, exploratory=exploratory,
-                         amendments=amends, details=details, duration_s=time.perf_counter() - t0,
-                         log_dir=f"logs/{c.id}" if (rdir / "logs" / c.id).exists() else None,
-                         kept=f"failed/{c.id}" if failed and (rdir / "failed" / c.id).exists() else None,
-                         reproduce=reproduce_command(c, exploratory) if failed else "",
-                         model=", ".join(sorted(sess.models_used)) if failed and sess.models_used else None,
-                         finished=report.utc_now())
+def _run_one(c: Criterion, ctx: Context, sess: Session, how: Judged, st: registry.Status, shown: str,
+             registration: dict[str, Any]) -> report.Result:
+    sess.models.used.clear()
+    return judge(ctx, c, how, st, shown, registration)

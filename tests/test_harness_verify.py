@@ -331,7 +331,7 @@ def test_gpu_probe_trusts_nvidia_smi():
 
 
 def test_ctrl_c_keeps_report_and_resumes(fake_repo, monkeypatch):
-    from harness import verify as V
+    from harness.run import suite as V  # the loop body verify and the matrix share
 
     text = "criteria:\n" + "".join(
         f"  - {{id: K{i}, title: k, kind: run, runs: [{{args: [selftest]}}]}}\n" for i in range(3))

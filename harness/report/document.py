@@ -6,47 +6,15 @@ from __future__ import annotations
 import json
 import os
 import xml.etree.ElementTree as ET
-from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from harness.errors import HarnessError
+from harness.run.result import Result, utc_now  # noqa: F401 - re-exported: the writers' input
 from harness.spec import inputs
 
 SCHEMA = "kite-report/1"
-
-
-@dataclass
-class Result:
-    id: str
-    title: str
-    kind: str
-    file: str
-    digest: str
-    verdict: str  # PASS | FAIL | SKIP
-    reason: str
-    line: int = 0  # of the criterion's id in its file
-    registration: str = "registered"  # registered | unregistered | changed
-    exploratory: bool = False
-    amendments: list[dict[str, str]] = field(default_factory=list)
-    details: dict[str, Any] = field(default_factory=dict)
-    duration_s: float = 0.0
-    log_dir: str | None = None
-    kept: str | None = None  # failed/<id>: the work folder (dumps) of a failed criterion
-    reproduce: str = ""  # a command that runs the failed criterion alone
-    model: str | None = None  # the model file a failed criterion ran with
-    finished: str = ""
-
-    @property
-    def label(self) -> str:
-        return "exploratory: not pre-registered" if self.exploratory else ""
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def utc_now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def atomic_write(path: Path, text: str) -> None:
@@ -78,8 +46,6 @@ def new_report_dir(reports: Path, short_sha: str | None) -> Path:
             d = reports / f"{base}.{n}"
         d.mkdir(parents=True)
     except OSError as e:
-        from harness.errors import HarnessError
-
         raise HarnessError(f"cannot create a report folder under {reports}: {e.strerror or e}") from None
     return d
 
@@ -196,8 +162,6 @@ class Report:
             atomic_write(self.dir / "report.md", render_markdown(self.doc))
             atomic_write(self.dir / "junit.xml", render_junit(self.doc))
         except OSError as e:
-            from harness.errors import HarnessError
-
             raise HarnessError(f"cannot write the report in {self.dir}: {e.strerror or e}; what was written "
                                "before is intact (continue with `verify --resume` once there is room)") from None
 

@@ -39,6 +39,17 @@ class Outcome:
     details: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Launcher:
+    """How the engine is started when it is not a native program (e.g. a Windows build under
+    wine): an argv prefix, and how a path on this machine looks to the engine."""
+    prefix: list[str]
+    path: Callable[[str], str]
+
+
+NATIVE = Launcher([], str)
+
+
 @dataclass
 class Context:
     cfg: Config
@@ -47,6 +58,8 @@ class Context:
     ensure_build: Callable[[str], BuildResult]
     model_path: Callable[[dict[str, Any] | None], Path]
     progress: Callable[[str], None] = lambda s: print(s, file=sys.stderr, flush=True)
+    launcher: Launcher = NATIVE
+    base_env: dict[str, str] = field(default_factory=dict)  # under every variant's own env
 
 
 # ---- preparing one engine invocation -----------------------------------------------------------
@@ -79,10 +92,16 @@ def _values(ctx: Context, crit: C.Criterion, var: C.Variant, work: Path, case: d
     vals = {"bin": str(bin_dir), "module": str(bin_dir / ctx.cfg.module),
             "testmods": str(bin_dir / ctx.cfg.testmods_dir), "build": str(ctx.cfg.build_root(var.build)),
             "root": str(ctx.cfg.root), "work": str(work), "nonexistent": str(work / "nonexistent" / "no-such-file"),
-            "engine": str(bin_dir / ctx.cfg.binary_for(var.build)), "engine_dir": str(bin_dir), **case}
+            "engine": str(bin_dir / ctx.cfg.binary_for(var.build)), "engine_dir": str(bin_dir), **env_values(ctx.cfg),
+            **case}
     if need_model:
         vals["model"] = str(ctx.model_path(crit.model))
     return vals
+
+
+def env_values(cfg: Config) -> dict[str, str]:
+    """`{env.graph}` -> the engine's own variable name, from engine.yaml's `engine.env`."""
+    return {f"env.{k}": v for k, v in cfg.env_names.items()}
 
 
 def _uses(var: C.Variant, name: str) -> bool:
@@ -114,8 +133,11 @@ def prepare(ctx: Context, crit: C.Criterion, var: C.Variant, work: Path, case: d
         if out is not None:
             raise CriterionFail(f"variant {var.name}: {text!r} resolves to {out}, outside its work folder "
                                 f"{vals['work']}: a path built from {{work}} must stay inside it")
-    argv = [C.substitute(a, vals) for a in var.wrapper] + [str(engine)] + [C.substitute(a, vals) for a in var.args]
-    env = {k: C.substitute(v, vals) for k, v in var.env.items()}
+    # what the engine reads (argv, env) names paths as the engine sees them
+    seen = {k: ctx.launcher.path(v) if k in C.PATH_PLACEHOLDERS else v for k, v in vals.items()}
+    argv = ([C.substitute(a, seen) for a in var.wrapper] + ctx.launcher.prefix + [str(engine)]
+            + [C.substitute(a, seen) for a in var.args])
+    env = {**ctx.base_env, **{C.substitute(k, seen): C.substitute(v, seen) for k, v in var.env.items()}}
     return Prepared(argv, env, work, engine)
 
 
@@ -159,7 +181,7 @@ def run_equivalence(ctx: Context, crit: C.Criterion, work: Path) -> Outcome:
             if dump.exists():
                 shutil.rmtree(dump)
             name = f"{var.name}" + (f".case{ci}" if crit.cases else "")
-            r = _run(ctx, crit, p, [ctx.cfg.dump_flag, str(dump)], name)
+            r = _run(ctx, crit, p, [ctx.cfg.dump_flag, ctx.launcher.path(str(dump))], name)
             runs.append({"variant": var.name, "case": tag, **r.to_json()})
             where = f"variant {var.name}" + (f" [{tag}]" if tag else "")
             if not r.ok:
@@ -193,7 +215,7 @@ def run_equivalence(ctx: Context, crit: C.Criterion, work: Path) -> Outcome:
                 row = int(sa[-1]) if sa else 0
                 d = compare_bytes(base_data[dname], data[dname], row, mode=cmp_.mode, max_abs=cmp_.max_abs,
                                   max_ulp=cmp_.max_ulp, nmse=cmp_.nmse, allow_nan=cmp_.allow_nan,
-                                  shape_a=sa, shape_b=sb)
+                                  shape_a=sa, shape_b=sb, dtype=ds.dtype)
                 comparisons.append({"case": tag, "a": base_var.name, "b": var.name, "dump": dname, **d.to_json()})
                 if not d.ok:
                     failures.append(f"{var.name} vs {base_var.name}" + (f" [{tag}]" if tag else "")

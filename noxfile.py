@@ -105,9 +105,9 @@ def matrix(session: nox.Session, entry: str) -> None:
     _install(session, *RUNTIME)
     root = pathlib.Path(__file__).parent
     sys.path.insert(0, str(root))
-    from harness.matrix import matrix as M
+    from harness.matrix.spec import availability, load_matrix
 
-    ok, why = M.availability(M.load_matrix(root / "configs" / "matrix.yaml", root).entries[entry])
+    ok, why = availability(load_matrix(root / "configs" / "matrix.yaml", root).entries[entry])
     _harness(session, "matrix", entry, "--report-dir", f"reports/matrix/{entry}",
              "--merge-into", "reports/matrix-merged", *session.posargs)
     if not ok:

@@ -1,5 +1,6 @@
 """configs/matrix.yaml: the real file validates; bad entries give clear errors naming the file,
-the line, the entry, the key and what is allowed."""
+the line, the key path (entries.<entry>.<key>) and what is allowed, in the same format as
+criteria files (one validator: harness/spec/validate.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.matrix import matrix as M
+from harness.matrix import spec as M
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -28,7 +29,7 @@ entries:
     module: {build: true, archs: [90-real, 90-virtual], host_compiler: gcc}
     testmod: true
     runner: native
-    checks: [info, dump, loader-fake]
+    checks: [dump, loader-fake]
     criteria: [regressions/suite.yaml#E3]
     requires: [linux, cmake, gcc]
   win:
@@ -105,45 +106,48 @@ def test_good_text_parses():
 # ---- bad inputs: each names file:line, entry, key and what is allowed -----------------------
 
 def test_unknown_toolchain():
-    msg = find(bad(edit("toolchain: mingw", "toolchain: msvc-cl")), "unknown toolchain")
-    assert msg.startswith("configs/matrix.yaml:21: entry 'win': key toolchain: unknown toolchain 'msvc-cl'")
-    assert msg.endswith("allowed: gcc, clang, mingw")
+    msg = find(bad(edit("toolchain: mingw", "toolchain: msvc-cl")), "'msvc-cl'")
+    assert msg == "configs/matrix.yaml:21: entries.win.toolchain: 'msvc-cl' is not allowed; allowed: gcc, clang, mingw"
 
 
 def test_unknown_runner():
     (msg,) = bad(edit("runner: wine", "runner: docker"))
-    assert "entry 'win': key runner: unknown runner 'docker'; allowed: native, wine" in msg
-    assert msg.startswith("configs/matrix.yaml:23:")
+    assert msg == "configs/matrix.yaml:23: entries.win.runner: 'docker' is not allowed; allowed: native, wine"
 
 
 def test_unknown_key_in_entry():
     msg = find(bad(edit("    testmod: true\n", "    testmods: true\n")), "unknown key")
-    assert "entry 'linux-gcc': key testmods: unknown key 'testmods'" in msg
-    assert "allowed: description, toolchain, cmake" in msg
-    assert msg.startswith("configs/matrix.yaml:15:")
+    assert msg.startswith("configs/matrix.yaml:15: entries.linux-gcc.testmods: unknown key 'testmods' in an entry; "
+                          "allowed: description, toolchain, cmake")
 
 
 def test_unknown_check():
-    msg = find(bad(edit("checks: [info, dump, loader-fake]", "checks: [info, dumps, loader-fake]")), "unknown check")
-    assert "entry 'linux-gcc': key checks.1: unknown check 'dumps'" in msg
-    assert "allowed: info, selftest, dump, stub-equal, loader-fake, embedded-code, msvc-discovery" in msg
+    msg = find(bad(edit("checks: [dump, loader-fake]", "checks: [dumps, loader-fake]")), "'dumps'")
+    assert msg == ("configs/matrix.yaml:17: entries.linux-gcc.checks[0]: 'dumps' is not allowed; "
+                   "allowed: dump, loader-fake, embedded-code, msvc-discovery")
+
+
+def test_checks_that_are_criteria_now_are_refused():
+    """info, selftest and stub-equal are criteria (regressions/matrix/entry.yaml M1-M4)."""
+    msg = find(bad(edit("checks: [dump, loader-fake]", "checks: [dump, selftest]")), "'selftest'")
+    assert "entries.linux-gcc.checks[1]: 'selftest' is not allowed" in msg
 
 
 def test_unknown_requirement():
     (msg,) = bad(edit("requires: [mingw, wine]", "requires: [mingw, wine, docker]"))
-    assert "entry 'win': key requires.2: unknown requirement 'docker'" in msg
-    assert "allowed: gcc, clang, mingw, wine, nvcc" in msg
+    assert "entries.win.requires[2]: 'docker' is not allowed; allowed: gcc, clang, mingw, wine, nvcc" in msg
 
 
 def test_missing_required_keys():
     msgs = bad(edit("    toolchain: mingw\n", ""))
-    assert any("entry 'win': missing required key 'toolchain'" in m for m in msgs)
+    assert any("entries.win: missing required key 'toolchain' in an entry" in m for m in msgs)
 
 
 def test_bad_arch_and_host_compiler():
     msgs = bad(edit("archs: [90-real, 90-virtual], host_compiler: gcc", "archs: [sm_90], host_compiler: icc"))
-    assert any("key module.archs.0: bad CUDA architecture 'sm_90'" in m for m in msgs)
-    assert any("key module.host_compiler: unknown host compiler 'icc'; allowed: gcc, clang, msvc" in m for m in msgs)
+    assert any("entries.linux-gcc.module.archs[0]: 'sm_90' is not valid: a CUDA architecture" in m for m in msgs)
+    assert any("entries.linux-gcc.module.host_compiler: 'icc' is not allowed; allowed: gcc, clang, msvc" in m
+               for m in msgs)
 
 
 def test_wine_needs_mingw():
@@ -157,8 +161,8 @@ def test_embedded_code_needs_expectations():
 
 
 def test_engine_false_with_engine_checks():
-    (msg,) = bad(edit("checks: [embedded-code]", "checks: [embedded-code, selftest]"))
-    assert "check 'selftest' needs the engine, but `engine: false`" in msg
+    (msg,) = bad(edit("checks: [embedded-code]", "checks: [embedded-code, dump]"))
+    assert msg == "configs/matrix.yaml:31: entries.sm80.checks: check 'dump' needs the engine, but `engine: false`"
 
 
 def test_loader_fake_needs_testmod_and_loader():
@@ -170,21 +174,21 @@ def test_loader_fake_needs_testmod_and_loader():
 def test_wrong_types():
     msgs = bad(edit("cmake: {KITE_CUDA: ON}\n    runner: wine", "cmake: [KITE_CUDA]\n    runner: wine")
                .replace("testmod: true", "testmod: yes please"))
-    assert any("entry 'win': key cmake: must be a mapping OPTION: value, not list" in m for m in msgs)
-    assert any("key testmod: must be true or false, not 'yes please'; allowed: true, false" in m for m in msgs)
+    assert any("entries.win.cmake: must be a mapping of CMake OPTION: value, not a list" in m for m in msgs)
+    assert any("entries.linux-gcc.testmod: must be true or false, not a string" in m for m in msgs)
 
 
 def test_bad_entry_name_and_duplicate_key():
     msgs = bad(GOOD.replace("  win:\n", "  Win 64:\n").replace("win:cpu", "linux-gcc:gpu"))
-    assert any("entry 'Win 64': entry name must be lower-case" in m for m in msgs)
-    msgs = bad(edit("    runner: native\n    checks: [info", "    runner: native\n    runner: wine\n    checks: [info"))
-    assert any("key entries.linux-gcc.runner is given twice" in m for m in msgs)
+    assert any("entries.Win 64: entry name 'Win 64' must be lower-case" in m for m in msgs)
+    msgs = bad(edit("    runner: native\n    checks: [dump", "    runner: native\n    runner: wine\n    checks: [dump"))
+    assert any(m.startswith("configs/matrix.yaml:17: entries.linux-gcc.runner: duplicate key 'runner'") for m in msgs)
 
 
 def test_cross_refers_to_unknown_entry_or_variant():
     msgs = bad(edit("entries: [linux-gcc:cpu, win:cpu]", "entries: [linux-gcc:cpu, win:fpga, mac:cpu]"))
-    assert any("cross criterion 'X1': key entries.1: no dump variant 'fpga'; allowed: cpu, gpu" in m for m in msgs)
-    assert any("cross criterion 'X1': key entries.2: no entry 'mac'; allowed: linux-gcc, win, sm80" in m for m in msgs)
+    assert any("cross.X1.entries[1]: no dump variant 'fpga'; allowed: cpu, gpu" in m for m in msgs)
+    assert any("cross.X1.entries[2]: no entry 'mac'; allowed: linux-gcc, win, sm80" in m for m in msgs)
 
 
 def test_cross_entry_without_dump_check():
@@ -194,17 +198,18 @@ def test_cross_entry_without_dump_check():
 
 def test_bad_defaults():
     msgs = bad(edit("prompt: [1, 2, 3]", "prompt: [1, -2]").replace("steps: 2", "steps: many"))
-    assert any("key defaults.dump.prompt: must be a non-empty list of token ids" in m for m in msgs)
-    assert any("key defaults.dump.steps: must be an integer >= 0, not 'many'" in m for m in msgs)
+    assert any("defaults.dump.prompt: must be a non-empty list of token ids" in m for m in msgs)
+    assert any("defaults.dump.steps: must be an integer, not a string" in m for m in msgs)
 
 
 def test_yaml_syntax_and_top_level():
     (msg,) = bad("entries: {a: [1, 2}\n")
     assert msg.startswith("configs/matrix.yaml:1: not valid YAML")
     (msg,) = bad("- just a list\n")
-    assert "must be a mapping" in msg
-    msgs = bad(GOOD + "extra: 1\n")
-    assert any("key extra: unknown key 'extra'; allowed: version, defaults, entries, cross" in m for m in msgs)
+    assert msg == "configs/matrix.yaml:1: (top level): the build matrix must be a mapping, not a list"
+    msgs = bad(GOOD + "buidl: 1\n")
+    assert any(m.startswith("configs/matrix.yaml:37: buidl: unknown key 'buidl' in the build matrix; allowed: "
+                            "version, defaults, entries, cross") for m in msgs)
 
 
 def test_all_errors_reported_at_once():

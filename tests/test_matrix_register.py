@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from harness.matrix import matrix as M
+from harness.matrix import spec as M
 from harness.spec import registry
 from harness.cli import load_registrable, main
 from harness.spec.config import load_config

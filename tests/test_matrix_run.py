@@ -11,9 +11,12 @@ from pathlib import Path
 import pytest
 
 from engine_build import abi_names
-from harness.matrix import matrix as M
+from harness.build import fatbin as F
 from harness.build import toolchains as tc
 from harness.build.binfmt import read_binary
+from harness.matrix import cross as X
+from harness.matrix import entry as E
+from harness.matrix import spec as M
 
 ROOT = Path(__file__).resolve().parent.parent
 ABI = sorted(abi_names())  # kite_cuda.h's entry points, sorted as exports() lists them
@@ -27,28 +30,28 @@ def fatbin(entries: list[tuple[int, int]]) -> bytes:
         hdr = struct.pack("<HHIQ", kind, 0x101, 64, len(payload)) + bytes(12) + struct.pack("<I", arch)
         hdr += bytes(64 - len(hdr))
         body += hdr + payload
-    return struct.pack("<IHHQ", M.FATBIN_MAGIC, 1, 16, len(body)) + body
+    return struct.pack("<IHHQ", F.FATBIN_MAGIC, 1, 16, len(body)) + body
 
 
 def test_scan_fatbin_lists_sass_and_ptx():
     blob = b"\x7fELF" + bytes(100) + fatbin([(2, 90), (2, 80)]) + bytes(7) + fatbin([(1, 90), (2, 90), (2, 80)])
-    assert M.scan_fatbin(blob) == {"elf": ["sm_80", "sm_90"], "ptx": ["sm_90"]}
-    assert M.scan_fatbin(b"no fat binary here") == {"elf": [], "ptx": []}
+    assert F.scan_fatbin(blob) == {"elf": ["sm_80", "sm_90"], "ptx": ["sm_90"]}
+    assert F.scan_fatbin(b"no fat binary here") == {"elf": [], "ptx": []}
     # a stray magic number with a nonsense header is ignored
-    junk = struct.pack("<IHHQ", M.FATBIN_MAGIC, 7, 16, 10**12)
-    assert M.scan_fatbin(junk + fatbin([(2, 100)])) == {"elf": ["sm_100"], "ptx": []}
+    junk = struct.pack("<IHHQ", F.FATBIN_MAGIC, 7, 16, 10**12)
+    assert F.scan_fatbin(junk + fatbin([(2, 100)])) == {"elf": ["sm_100"], "ptx": []}
 
 
 def test_cuobjdump_listing_parser():
     text = ("ELF file    1: libkite_cuda.1.sm_90.cubin\nELF file    2: libkite_cuda.2.sm_80.cubin\n"
             "ELF file    3: libkite_cuda.3.sm_90.cubin\n")
-    assert M.parse_cuobjdump_list(text) == ["sm_80", "sm_90"]
-    assert M.parse_cuobjdump_list("PTX file    1: libkite_cuda.1.sm_90.ptx\n") == ["sm_90"]
-    assert M.parse_cuobjdump_list("cuobjdump info    : No PTX file found to extract from 'x.so'.\n") == []
+    assert F.parse_cuobjdump_list(text) == ["sm_80", "sm_90"]
+    assert F.parse_cuobjdump_list("PTX file    1: libkite_cuda.1.sm_90.ptx\n") == ["sm_90"]
+    assert F.parse_cuobjdump_list("cuobjdump info    : No PTX file found to extract from 'x.so'.\n") == []
 
 
 def test_win_path():
-    assert M._win_path("/tmp/a b/c.gguf") == "Z:\\tmp\\a b\\c.gguf"
+    assert E.win_path("/tmp/a b/c.gguf") == "Z:\\tmp\\a b\\c.gguf"
 
 
 def test_missing_toolchain_skips_with_hint(monkeypatch):
@@ -77,7 +80,7 @@ def test_msvc_entry_skips_off_windows():
     assert not ok and why.startswith("msvc not available: MSVC runs on Windows only")
 
 
-def src(entry: str, var: str, files: dict[str, bytes], tmp: Path | None) -> M.DumpSource:
+def src(entry: str, var: str, files: dict[str, bytes], tmp: Path | None) -> X.DumpSource:
     import hashlib
 
     d = None
@@ -86,7 +89,7 @@ def src(entry: str, var: str, files: dict[str, bytes], tmp: Path | None) -> M.Du
         d.mkdir(parents=True)
         for n, b in files.items():
             (d / f"{n}.f32").write_bytes(b)
-    return M.DumpSource(entry, var, d, {n: {"file": f"{n}.f32", "sha256": hashlib.sha256(b).hexdigest()}
+    return X.DumpSource(entry, var, d, {n: {"file": f"{n}.f32", "sha256": hashlib.sha256(b).hexdigest()}
                                         for n, b in files.items()})
 
 
@@ -97,19 +100,19 @@ def test_cross_memcmp_pass_fail_skip(tmp_path):
     files = {"h_out": "h_out.f32", "logits": "logits.f32"}
     s = {("a", "cpu"): src("a", "cpu", {"h_out": one, "logits": one}, tmp_path),
          ("b", "cpu"): src("b", "cpu", {"h_out": one, "logits": one}, tmp_path)}
-    v, why, det = M.evaluate_cross(c, s, {"c": "wine not available"}, files)
+    v, why, det = X.evaluate_cross(c, s, {"c": "wine not available"}, files)
     assert v == "PASS" and "1 skipped: c:cpu" in why
     assert det["missing"] == {"c:cpu": "wine not available"}
     s[("c", "cpu")] = src("c", "cpu", {"h_out": one, "logits": other}, tmp_path)
-    v, why, det = M.evaluate_cross(c, s, {}, files)
+    v, why, det = X.evaluate_cross(c, s, {}, files)
     assert v == "FAIL" and "a:cpu vs c:cpu logits" in why and "max ULP 1" in why
-    v, why, _ = M.evaluate_cross(c, {("a", "cpu"): s[("a", "cpu")]}, {"b": "x", "c": "y"}, files)
+    v, why, _ = X.evaluate_cross(c, {("a", "cpu"): s[("a", "cpu")]}, {"b": "x", "c": "y"}, files)
     assert v == "SKIP" and "only 1 of 3" in why
 
 
 def test_cross_gpu_requirement_skips_without_gpu_dumps():
     c = M.Cross("X2", "t", (("a", "cpu"), ("a", "gpu")), ("logits",), requires=("gpu",))
-    v, why, _ = M.evaluate_cross(c, {("a", "cpu"): src("a", "cpu", {"logits": b"1234"}, None)}, {}, {})
+    v, why, _ = X.evaluate_cross(c, {("a", "cpu"): src("a", "cpu", {"logits": b"1234"}, None)}, {}, {})
     assert v == "SKIP" and "no GPU dumps" in why
 
 

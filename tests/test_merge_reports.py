@@ -12,8 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.report import merge as MG
+from harness.cli import main
 from harness.errors import HarnessError
+from harness.matrix.cross import merge_reports
+from harness.report import merge as MG
 from harness.report.document import Report, Result
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -23,8 +25,8 @@ version: 1
 defaults:
   dump: {model: tiny, prompt: [1, 2], steps: 1, variants: {cpu: {}}}
 entries:
-  a-gcc: {toolchain: gcc, runner: native, checks: [info, dump], requires: [gcc]}
-  b-mingw: {toolchain: mingw, runner: wine, checks: [info, dump], requires: [mingw, wine]}
+  a-gcc: {toolchain: gcc, runner: native, checks: [dump], requires: [gcc]}
+  b-mingw: {toolchain: mingw, runner: wine, checks: [dump], requires: [mingw, wine]}
   c-sm80:
     toolchain: gcc
     engine: false
@@ -84,7 +86,7 @@ def test_two_partial_reports_merge(tmp_path, matrix_file):
     a = make_report(tmp_path / "a", "a-gcc", [("info", "PASS"), ("dump", "PASS")], same, seconds=10.0)
     b = make_report(tmp_path / "b", "b-mingw", [("info", "PASS"), ("dump", "PASS")], dict(same), seconds=30.0)
     out = tmp_path / "merged"
-    rc, rep = MG.merge([a, b], out, root=ROOT, matrix_path=matrix_file)
+    rc, rep = merge_reports([a, b], out, root=ROOT, matrix_path=matrix_file)
     assert rc == 0
     doc = json.loads((out / "report.json").read_text())
     ids = [r["id"] for r in doc["results"]]
@@ -111,7 +113,7 @@ def test_merge_finds_a_one_ulp_difference(tmp_path, matrix_file):
     b_logits = bytearray(floats(2.0))
     b_logits[0] ^= 1  # one ULP
     b = make_report(tmp_path / "b", "b-mingw", [("dump", "PASS")], {"h_out": floats(1.0), "logits": bytes(b_logits)})
-    rc, rep = MG.merge([a, b], tmp_path / "m", root=ROOT, matrix_path=matrix_file)
+    rc, rep = merge_reports([a, b], tmp_path / "m", root=ROOT, matrix_path=matrix_file)
     assert rc == 1
     x1 = rep.result_for("X1")
     assert x1["verdict"] == "FAIL"
@@ -128,7 +130,7 @@ def test_merge_uses_digests_when_files_are_missing(tmp_path, matrix_file):
     import shutil
 
     shutil.rmtree(b / "dumps")  # e.g. the CI artifact kept report.json only
-    rc, rep = MG.merge([a, b], tmp_path / "m", root=ROOT, matrix_path=matrix_file)
+    rc, rep = merge_reports([a, b], tmp_path / "m", root=ROOT, matrix_path=matrix_file)
     x1 = rep.result_for("X1")
     assert x1["verdict"] == "PASS"
     assert {c["how"] for c in x1["details"]["comparisons"]} == {"sha256"}
@@ -137,7 +139,7 @@ def test_merge_uses_digests_when_files_are_missing(tmp_path, matrix_file):
 def test_skipped_entry_makes_cross_skip(tmp_path, matrix_file):
     a = make_report(tmp_path / "a", "a-gcc", [("dump", "PASS")], {"h_out": floats(1.0), "logits": floats(2.0)})
     b = make_report(tmp_path / "b", "b-mingw", [("dump", "SKIP")], None, verdict="SKIP")
-    rc, rep = MG.merge([a, b], tmp_path / "m", root=ROOT, matrix_path=matrix_file)
+    rc, rep = merge_reports([a, b], tmp_path / "m", root=ROOT, matrix_path=matrix_file)
     assert rc == 0
     x1 = rep.result_for("X1")
     assert x1["verdict"] == "SKIP" and "only 1 of 2" in x1["reason"]
@@ -150,7 +152,7 @@ def test_conflicting_ids_are_kept_per_source(tmp_path, matrix_file):
     e1b = R("E1", "exports", "artifact", "sha256:1", "FAIL", "extra export foo")
     a = make_report(tmp_path / "a", "a-gcc", [], None, extra=[e1])
     b = make_report(tmp_path / "b", "b-mingw", [], None, extra=[e1b])
-    rc, rep = MG.merge([a, b], tmp_path / "m", root=ROOT, matrix_path=matrix_file)
+    rc, rep = merge_reports([a, b], tmp_path / "m", root=ROOT, matrix_path=matrix_file)
     ids = [r["id"] for r in rep.results]
     assert "E1@a-gcc" in ids and "E1@b-mingw" in ids and "E1" not in ids
     assert rc == 1
@@ -162,7 +164,7 @@ def test_identical_results_are_not_duplicated_and_skip_yields_to_outcome(tmp_pat
     e5_pass = R("E5", "force cpu", "equivalence", "sha256:5", "PASS", "identical")
     a = make_report(tmp_path / "a", "a-gcc", [], None, extra=[e2, e5_skip])
     b = make_report(tmp_path / "b", "b-mingw", [], None, extra=[e2, e5_pass])
-    rc, rep = MG.merge([a, b], tmp_path / "m", root=ROOT, matrix_path=matrix_file)
+    rc, rep = merge_reports([a, b], tmp_path / "m", root=ROOT, matrix_path=matrix_file)
     e2s = [r for r in rep.results if r["id"].startswith("E2")]
     assert len(e2s) == 1 and e2s[0]["source"] == "a-gcc,b-mingw"
     assert rep.result_for("E5")["verdict"] == "PASS"
@@ -184,7 +186,7 @@ def test_bad_inputs(tmp_path):
 
 def test_cli_exit_codes(tmp_path, matrix_file, capsys):
     a = make_report(tmp_path / "a", "a-gcc", [("info", "PASS")], None)
-    assert MG.main([str(a), "-o", str(tmp_path / "m"), "--matrix", str(matrix_file), "--format", "junit"]) == 0
+    assert main(["merge", str(a), "-o", str(tmp_path / "m"), "--matrix", str(matrix_file), "--format", "junit"]) == 0
     assert capsys.readouterr().out.startswith('<?xml version="1.0"')
-    assert MG.main([str(tmp_path / "missing"), "-o", str(tmp_path / "m2")]) == 2
+    assert main(["merge", str(tmp_path / "missing"), "-o", str(tmp_path / "m2")]) == 2
     assert "no report.json" in capsys.readouterr().err

@@ -1,4 +1,4 @@
-"""`python -m harness merge [-o OUT] DIR...`: combine report.json files into one report.
+"""`harness merge [-o OUT] DIR...`: combine report.json files into one report.
 
 The CI fan-out runs one matrix entry (or one verify) per runner, each writing its own report
 folder; merge reads them (a folder holding report.json, or the file itself), and writes one
@@ -9,8 +9,8 @@ report with the harness's own writers (report.json, report.md, junit.xml):
 - the `matrix` sections are joined (entry records, dumps), each entry's dump folder is copied
   into OUT/dumps/<entry>/<variant>/ so the comparisons can memcmp; an entry run on two machines
   keeps the first record and gains the dump variants only the other has (a GPU host's `gpu`);
-- the cross-entry criteria of configs/matrix.yaml are evaluated again over everything merged
-  (memcmp where the files came along, else the SHA-256 each run recorded);
+- the caller may re-evaluate what depends on the merged data (the cross-entry criteria of
+  configs/matrix.yaml: harness/matrix/cross.py);
 - the summary is recounted; `merged_from` lists every source (started, commit, machine, counts).
 
 Exit status: 0 nothing failed (skips allowed), 1 something failed, 2 unreadable input.
@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -177,8 +178,10 @@ def merge_docs(sources: list[tuple[Path, dict[str, Any]]], out: Path) -> dict[st
     return merged
 
 
-def merge(dirs: list[Path], out: Path, *, root: Path | None = None, matrix_path: Path | None = None,
-          say: Any = None) -> tuple[int, Report]:
+def merge(dirs: list[Path], out: Path, *, recompute: Callable[[Report], None] | None = None,
+          say: Callable[[str], None] | None = None) -> tuple[int, Report]:
+    """Merge report folders into out. recompute: re-evaluates what depends on the merged data
+    (the build matrix's cross-entry criteria), before the report is written."""
     if not dirs:
         raise HarnessError("merge: name at least one report folder (or report.json)")
     sources = [_read(Path(d)) for d in dirs]
@@ -186,74 +189,12 @@ def merge(dirs: list[Path], out: Path, *, root: Path | None = None, matrix_path:
     for d, _ in sources:
         if d.resolve() == out.resolve():
             raise HarnessError(f"merge: the output folder {out} is also an input")
-    doc = merge_docs(sources, out)
-    rep = Report(out, doc)
-    if "matrix" in doc:
-        _recompute_cross(rep, root, matrix_path)
+    rep = Report(out, merge_docs(sources, out))
+    if recompute is not None:
+        recompute(rep)
     rep.write(final=True, status="complete")
     s = rep.summarize()
     if say:
         say(f"merged {len(sources)} reports into {out}: {s['passed']} passed, {s['failed']} failed, "
             f"{s['skipped']} skipped")
     return (1 if s["failed"] else 0), rep
-
-
-def _recompute_cross(rep: Report, root: Path | None, matrix_path: Path | None) -> None:
-    from harness.matrix import matrix as M
-
-    root = root or Path(__file__).resolve().parents[2]
-    path = matrix_path or root / "configs" / "matrix.yaml"
-    if not path.exists():
-        return
-    mx = M.load_matrix(path, root)
-    try:
-        from harness.spec.config import load_config
-
-        dump_files = {n: s.file for n, s in load_config(root).dumps.items()}
-    except Exception:  # noqa: BLE001 - the defaults of configs/engine.yaml
-        dump_files = {"h_out": "h_out.f32", "logits": "logits.f32"}
-    sources, skipped = M.sources_from_doc(rep.doc, rep.dir)
-    present = {e["entry"] for e in rep.doc["matrix"]["entries"]}
-    cross = {k: c for k, c in mx.cross.items() if {e for e, _ in c.entries} & present}
-    # drop the sources' own evaluations (and their @source copies): merged data decides
-    rep.doc["results"] = [r for r in rep.doc["results"] if r["id"].split("@")[0] not in cross]
-    import dataclasses
-
-    # the project's own cross criteria are pre-registered: check them against its registry
-    reg = root / "regressions" / "registry.lock"
-    check = matrix_path is None and reg.exists()
-    M.add_cross_results(rep, dataclasses.replace(mx, cross=cross), sources, skipped, dump_files,
-                        reg if check else None)
-
-
-def main(argv: list[str] | None = None) -> int:
-    import argparse
-
-    ap = argparse.ArgumentParser(prog="python -m harness merge",
-                                 description="Combine report folders (report.json) into one report.")
-    ap.add_argument("dirs", nargs="+", type=Path, help="report folders or report.json files")
-    ap.add_argument("-o", "--out", type=Path, help="output folder (default reports/merged-<time>)")
-    ap.add_argument("--matrix", type=Path, help="matrix file for the cross criteria (default configs/matrix.yaml)")
-    ap.add_argument("--format", choices=("none", "md", "json", "junit"), default="none",
-                    help="also print the merged report in this format")
-    a = ap.parse_args(argv)
-    root = Path(__file__).resolve().parents[2]
-    out = a.out
-    if out is None:
-        from datetime import datetime, timezone
-
-        out = root / "reports" / ("merged-" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ"))
-    try:
-        rc, rep = merge(a.dirs, out, root=root, matrix_path=a.matrix,
-                        say=lambda s: print(s, file=sys.stderr, flush=True))
-    except HarnessError as e:
-        print(f"harness: error: {e}", file=sys.stderr)
-        return 2
-    if a.format != "none":
-        fname = {"md": "report.md", "json": "report.json", "junit": "junit.xml"}[a.format]
-        print((out / fname).read_text(encoding="utf-8"), end="")
-    return rc
-
-
-if __name__ == "__main__":
-    sys.exit(main())

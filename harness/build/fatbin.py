@@ -1,0 +1,61 @@
+"""Which CUDA code a module carries: the SASS (ELF) and PTX architectures of the fat binaries
+embedded in a shared object or DLL, read by `cuobjdump --list-elf/--list-ptx` or directly."""
+
+from __future__ import annotations
+
+import re
+import struct
+from pathlib import Path
+
+from harness.errors import HarnessError
+from harness.process import run_process
+
+FATBIN_MAGIC = 0xBA55ED50
+
+
+def _by_arch(names: set[str]) -> list[str]:
+    return sorted(names, key=lambda s: int(re.sub(r"\D", "", s) or 0))
+
+
+def parse_cuobjdump_list(text: str) -> list[str]:
+    """`ELF file    1: kite_cuda.1.sm_90.cubin` / `PTX file    1: x.1.sm_90.ptx` -> sorted sm_XX set."""
+    return _by_arch(set(re.findall(r"^(?:ELF|PTX) file\s+\d+:\s+\S*?\b(sm_\d+[a-z]?)\.(?:cubin|ptx)\s*$", text, re.M)))
+
+
+def scan_fatbin(data: bytes) -> dict[str, list[str]]:
+    """SASS (ELF) and PTX architectures of every CUDA fat binary in `data`: the container header
+    (magic 0xBA55ED50, version 1, header size 16, payload size) followed by entries {kind u16
+    (1 PTX, 2 ELF), version u16, header size u32, payload size u64, ..., arch u32 at offset 28}.
+    The same sets as `cuobjdump --list-elf / --list-ptx`."""
+    found: dict[str, set[str]] = {"elf": set(), "ptx": set()}
+    magic = struct.pack("<I", FATBIN_MAGIC)
+    i = data.find(magic)
+    while i >= 0:
+        try:
+            _, ver, hsize, fsize = struct.unpack_from("<IHHQ", data, i)
+        except struct.error:
+            break
+        if ver == 1 and hsize == 16 and 0 < fsize <= len(data) - i - 16:
+            p, end = i + hsize, i + hsize + fsize
+            while p + 32 <= end:
+                kind, _, ehs, size = struct.unpack_from("<HHIQ", data, p)
+                arch, = struct.unpack_from("<I", data, p + 28)
+                if ehs < 32 or kind not in (1, 2):
+                    break
+                found["ptx" if kind == 1 else "elf"].add(f"sm_{arch}")
+                p += ehs + size
+        i = data.find(magic, i + 4)
+    return {k: _by_arch(v) for k, v in found.items()}
+
+
+def embedded_code(cuobjdump: str, module: Path, logs: Path | None = None) -> dict[str, list[str]]:
+    """The code lists as cuobjdump prints them; HarnessError when cuobjdump fails."""
+    out = {}
+    for kind in ("elf", "ptx"):
+        r = run_process([cuobjdump, f"--list-{kind}", str(module)], timeout=120,
+                        log_prefix=(logs / f"cuobjdump-{kind}") if logs else None)
+        text = r.stdout + r.stderr
+        if not r.ok and "does not contain" not in text:
+            raise HarnessError(f"cuobjdump --list-{kind} failed: {r.describe()}")
+        out[kind] = parse_cuobjdump_list(r.stdout)
+    return out

@@ -1,0 +1,151 @@
+"""Cross-entry criteria (configs/matrix.yaml `cross:`): the `dump` check's files compared across
+entries, byte for byte (memcmp where the files are at hand, else the SHA-256 each run recorded).
+A matrix run evaluates those whose entries it ran; `harness merge` evaluates them again over
+reports made on different machines."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.build import toolchains
+from harness.errors import HarnessError
+from harness.matrix.spec import Cross, Matrix, RegisteredCross, load_matrix
+from harness.report.document import Report
+from harness.report.merge import merge
+from harness.run.compare import compare_bytes
+from harness.run.result import Result, utc_now
+from harness.spec import registry
+from harness.spec.config import load_config
+
+
+@dataclass
+class DumpSource:
+    """Where one entry's variant dumps are: a folder with the files, and/or their SHA-256."""
+    entry: str
+    variant: str
+    dir: Path | None
+    files: dict[str, dict[str, Any]]  # dump name -> {file, bytes, sha256}
+
+
+def evaluate_cross(c: Cross, sources: dict[tuple[str, str], DumpSource], skipped: dict[str, str],
+                   dump_files: dict[str, str]) -> tuple[str, str, dict[str, Any]]:
+    """memcmp when both folders hold the files, else SHA-256 equality of the recorded digests
+    (byte identity, as recorded by the entry's own run). First available entry = reference."""
+    for r in c.requires:
+        t = toolchains.probe(r)
+        have = any(k[1] == "gpu" for k in sources) if r == "gpu" else t.found
+        if not have:
+            return "SKIP", t.skip_reason() if r != "gpu" else "no GPU dumps in this run", {}
+    avail = [(e, v) for e, v in c.entries if (e, v) in sources]
+    missing = {f"{e}:{v}": skipped.get(e, "entry not run") for e, v in c.entries if (e, v) not in sources}
+    details: dict[str, Any] = {"entries": [f"{e}:{v}" for e, v in c.entries], "missing": missing, "comparisons": []}
+    if len(avail) < c.min_entries:
+        return "SKIP", (f"only {len(avail)} of {len(c.entries)} entries produced dumps (need {c.min_entries}); "
+                        + "; ".join(f"{k}: {v}" for k, v in missing.items())), details
+    ref = sources[avail[0]]
+    bad = []
+    for key in avail[1:]:
+        s = sources[key]
+        for dname in c.dumps:
+            fa, fb = ref.files.get(dname), s.files.get(dname)
+            row = {"case": "", "a": f"{ref.entry}:{ref.variant}", "b": f"{s.entry}:{s.variant}", "dump": dname}
+            fname = dump_files.get(dname, f"{dname}.f32")
+            pa = ref.dir / fname if ref.dir else None
+            pb = s.dir / fname if s.dir else None
+            if pa is not None and pb is not None and pa.exists() and pb.exists():
+                d = compare_bytes(pa.read_bytes(), pb.read_bytes())
+                row.update(identical=d.identical, differing=d.differing, max_ulp=d.max_ulp, max_abs=d.max_abs,
+                           reason=d.reason, how="memcmp")
+            elif fa and fb:
+                same = fa.get("sha256") == fb.get("sha256")
+                row.update(identical=same, differing=0 if same else -1, max_ulp=0, max_abs=0.0, how="sha256",
+                           reason="identical bytes (SHA-256)" if same else
+                           f"SHA-256 differs ({fa.get('sha256', '')[:12]} vs {fb.get('sha256', '')[:12]}); "
+                           "files not at hand for an element-wise account")
+            else:
+                row.update(identical=False, differing=-1, max_ulp=0, max_abs=0.0, how="none",
+                           reason=f"dump {dname} missing")
+            details["comparisons"].append(row)
+            if not row["identical"]:
+                bad.append(f"{row['a']} vs {row['b']} {dname}: {row['reason']}")
+    n = len(avail)
+    if bad:
+        return "FAIL", "; ".join(bad)[:2000], details
+    note = f" ({len(missing)} skipped: {', '.join(missing)})" if missing else ""
+    return "PASS", f"{', '.join(f'{e}:{v}' for e, v in avail)}: {len(c.dumps)} dumps identical across {n}{note}", details
+
+
+
+def sources_from_doc(doc: dict[str, Any], report_dir: Path | None) -> tuple[dict[tuple[str, str], DumpSource], dict[str, str]]:
+    """Dump sources and skip reasons recorded in one report.json's `matrix` section."""
+    sources: dict[tuple[str, str], DumpSource] = {}
+    skipped: dict[str, str] = {}
+    for e in (doc.get("matrix") or {}).get("entries", []):
+        if e.get("verdict") == "SKIP":
+            skipped[e["entry"]] = e.get("reason", "")
+        for var, info in (e.get("dumps") or {}).items():
+            d = report_dir / info["dir"] if report_dir is not None and info.get("dir") else None
+            sources[(e["entry"], var)] = DumpSource(e["entry"], var, d, info.get("files") or {})
+    return sources, skipped
+
+
+def add_cross_results(report: Report, matrix: Matrix, sources: dict[tuple[str, str], DumpSource],
+                      skipped: dict[str, str], dump_files: dict[str, str], registry_path: Path | None = None,
+                      exploratory: bool = False) -> None:
+    """Evaluate the cross-entry criteria. With a registry, one that is not (or not as) registered
+    FAILs, or runs labelled exploratory with --exploratory, exactly like a criteria file's."""
+    entries = registry.load(registry_path) if registry_path is not None else None
+    for c in matrix.cross.values():
+        t0 = time.perf_counter()
+        st = registry.status(entries, RegisteredCross(c.id, "", c.digest(), c.line)) if entries is not None else None
+        refused = registry.refusal(st, exploratory, "run `harness register configs/matrix.yaml`") if st else None
+        if refused:
+            verdict, reason, details = "FAIL", refused, {}
+        else:
+            verdict, reason, details = evaluate_cross(c, sources, skipped, dump_files)
+        r = matrix_result(c.id, c.title, "equivalence", c.digest(), verdict, reason, time.perf_counter() - t0, details)
+        if st is not None and not st.ok:
+            r.exploratory = True
+        report.add(r)
+
+
+
+
+def matrix_result(rid: str, title: str, kind: str, digest: str, verdict: str, reason: str, seconds: float,
+                  details: dict[str, Any], file: str = "configs/matrix.yaml") -> Result:
+    """A Result of the matrix itself (an entry, one of its checks, a cross criterion)."""
+    return Result(id=rid, title=title, kind=kind, file=file, digest=digest, verdict=verdict, reason=reason,
+                  registration="matrix", details=details, duration_s=round(seconds, 3), finished=utc_now())
+
+
+def recompute_cross(rep: Report, root: Path, matrix_path: Path | None) -> None:
+    """Evaluate the cross criteria again over a merged report's entries and dumps."""
+    path = matrix_path or root / "configs" / "matrix.yaml"
+    if "matrix" not in rep.doc or not path.exists():
+        return
+    mx = load_matrix(path, root)
+    try:
+        dump_files = {n: s.file for n, s in load_config(root).dumps.items()}
+    except HarnessError:  # no engine configuration at hand: the engine's own file names
+        dump_files = {"h_out": "h_out.f32", "logits": "logits.f32"}
+    sources, skipped = sources_from_doc(rep.doc, rep.dir)
+    present = {e["entry"] for e in rep.doc["matrix"]["entries"]}
+    cross = {k: c for k, c in mx.cross.items() if {e for e, _ in c.entries} & present}
+    # drop the sources' own evaluations (and their @source copies): merged data decides
+    rep.doc["results"] = [r for r in rep.doc["results"] if r["id"].split("@")[0] not in cross]
+    # the project's own cross criteria are pre-registered: check them against its registry
+    reg = root / "regressions" / "registry.lock"
+    check = matrix_path is None and reg.exists()
+    add_cross_results(rep, dataclasses.replace(mx, cross=cross), sources, skipped, dump_files,
+                      reg if check else None)
+
+
+def merge_reports(dirs: list[Path], out: Path, *, root: Path, matrix_path: Path | None = None,
+                  say: Callable[[str], None] | None = None) -> tuple[int, Report]:
+    """`harness merge`: the reports joined (harness/report/merge.py), the cross criteria recomputed."""
+    return merge(dirs, out, recompute=lambda rep: recompute_cross(rep, root, matrix_path), say=say)

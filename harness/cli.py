@@ -6,35 +6,58 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
+import tempfile
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from harness.errors import HarnessError, SchemaErrors
+import yaml
 
+from harness import __version__
+from harness.build.cmake import build
+from harness.errors import HarnessError, SchemaErrors
+from harness.matrix import cli as matrix_cli
+from harness.matrix.cross import merge_reports
+from harness.matrix.spec import load_matrix, registrable
+from harness.models import cli as models_cli
+from harness.process import run_process
+from harness.report.document import Report, render_junit, render_markdown, resolve_latest
+from harness.report.document import _table as table
+from harness.run.probes import Probes
+from harness.run.runner import Context, CriterionFail, prepare
+from harness.spec import criteria as C
+from harness.spec import inputs, registry
+from harness.spec.config import Config, load_config
+from harness.spec.criteria import Criterion
+from harness.spec.depends import dependency_digests
+from harness.tools import fuzz, oracle
+from harness.verify import TRUST_ENV, Session, VerifyOptions, default_files, load_criteria, verify
+
+PROG = "kite-harness"
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _err(msg: str) -> None:
-    print(f"harness: error: {msg}", file=sys.stderr)
+    print(f"{PROG}: error: {msg}", file=sys.stderr)
 
 
 def _say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def _config(args: argparse.Namespace):  # -> Config (lazy import keeps --help fast)
-    from harness.spec.config import load_config
+def _root(args: argparse.Namespace) -> Path:
+    return Path(args.root).resolve() if args.root else ROOT
 
-    root = Path(args.root).resolve() if args.root else ROOT
-    return load_config(root, Path(args.config).resolve() if args.config else None)
+
+def _config(args: argparse.Namespace) -> Config:
+    return load_config(_root(args), Path(args.config).resolve() if args.config else None)
 
 
 # ---- subcommands ----------------------------------------------------------------------------
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from harness.build.cmake import build
-
     cfg = _config(args)
     names = args.names or [n for n, b in cfg.builds.items() if not b.on_demand]
     for n in names:
@@ -51,10 +74,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     return rc
 
 
-def _verify_opts(args: argparse.Namespace, cfg: Any, kinds: list[str] | None = None):
-    from harness.report.document import resolve_latest
-    from harness.verify import TRUST_ENV, VerifyOptions
-
+def _verify_opts(args: argparse.Namespace, cfg: Config, kinds: list[str] | None = None) -> VerifyOptions:
     resume = None
     if getattr(args, "resume", None) is not None:
         if args.resume == "latest":
@@ -73,15 +93,11 @@ def _verify_opts(args: argparse.Namespace, cfg: Any, kinds: list[str] | None = N
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from harness.verify import verify
-
     cfg = _config(args)
     return verify(cfg, _verify_opts(args, cfg), _say)
 
 
 def cmd_ab(args: argparse.Namespace) -> int:
-    from harness.verify import load_criteria, default_files, verify
-
     cfg = _config(args)
     crits = load_criteria(cfg, [Path(f) for f in args.files] or default_files(cfg))
     ab = [c.id for c in crits if c.kind == "ab_timing"]
@@ -94,15 +110,10 @@ def cmd_ab(args: argparse.Namespace) -> int:
     return verify(cfg, _verify_opts(args, cfg), _say)
 
 
-def load_registrable(cfg, files: list[Path]) -> list:
+def load_registrable(cfg: Config, files: list[Path]) -> list[Any]:
     """Criteria of criteria files, and the cross-entry criteria of a build-matrix file
     (a YAML mapping with `entries:` and `cross:`)."""
-    import yaml
-
-    from harness.spec import inputs
-    from harness.verify import load_criteria
-
-    out: list = []
+    out: list[Any] = []
     plain = []
     for f in files:
         try:
@@ -110,12 +121,10 @@ def load_registrable(cfg, files: list[Path]) -> list:
         except (OSError, HarnessError, yaml.YAMLError):
             doc = None  # load_criteria reports it with file and line
         if isinstance(doc, dict) and "entries" in doc and "cross" in doc and "criteria" not in doc:
-            from harness.matrix import matrix
-
             root = Path(cfg.root).resolve()
-            mx = matrix.load_matrix(f.resolve(), root)
+            mx = load_matrix(f.resolve(), root)
             rel = str(f.resolve().relative_to(root)) if f.resolve().is_relative_to(root) else str(f)
-            out += matrix.registrable(mx, rel)
+            out += registrable(mx, rel)
         else:
             plain.append(f)
     if plain:
@@ -124,10 +133,6 @@ def load_registrable(cfg, files: list[Path]) -> list:
 
 
 def cmd_register(args: argparse.Namespace) -> int:
-    from harness.spec import registry
-    from harness.spec.criteria import Criterion
-    from harness.spec.depends import dependency_digests
-
     cfg = _config(args)
     reg_path = Path(args.registry) if args.registry else cfg.root / "regressions" / "registry.lock"
     crits = load_registrable(cfg, [Path(f) for f in args.files])
@@ -160,8 +165,6 @@ def cmd_register(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from harness.report.document import Report, render_junit, render_markdown, resolve_latest
-
     d = Path(args.dir) if args.dir else None
     if d is None:
         cfg = _config(args)
@@ -183,15 +186,6 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Run the engine once through the harness (placeholders, env, layout) and show how it ended."""
-    import shutil
-    import tempfile
-
-    from harness.spec import criteria as C
-    from harness.run.probes import Probes
-    from harness.run.runner import Context, CriterionFail, prepare
-    from harness.verify import Session, VerifyOptions
-    from harness.process import run_process
-
     cfg = _config(args)
     if args.build not in cfg.builds:
         raise HarnessError(f"unknown build {args.build!r}; builds: {', '.join(cfg.builds)}")
@@ -230,32 +224,20 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_models(args: argparse.Namespace) -> int:
-    try:
-        from harness.models import cli as models_cli
-    except ImportError as e:
-        raise HarnessError(f"the model generator (harness.models) is not available: {e}") from None
-    if not hasattr(models_cli, "run") or hasattr(args, "rest") and not hasattr(models_cli, "add_arguments"):
-        raise HarnessError("harness.models.cli lacks add_arguments/run")
     return int(models_cli.run(args) or 0)
 
 
 def cmd_oracle(args: argparse.Namespace) -> int:
     """The engine against transformers on random Qwen3.5 configs (needs torch and transformers)."""
-    try:
-        from harness.tools import oracle
-    except ImportError as e:
-        raise HarnessError(f"the oracle is not available: {e}") from None
     for mod in ("torch", "transformers"):
         try:
-            __import__(mod)
+            __import__(mod)  # lazy: optional heavy dependencies, present only in `nox -s oracle`
         except ImportError:
             raise HarnessError(f"the oracle needs {mod} (optional dependency): use `nox -s oracle`, "
                                "which installs torch (CPU) and transformers") from None
     if args.kite:
         kite = Path(args.kite)
     else:
-        from harness.build.cmake import build
-
         r = build(_config(args), args.build, progress=_say)
         if not r.engine_ok:
             raise HarnessError(f"engine build {args.build!r} failed: {r.engine.reason}")
@@ -276,41 +258,40 @@ def cmd_oracle(args: argparse.Namespace) -> int:
     return 1 if bad else 0
 
 
-def cmd_matrix(args: argparse.Namespace) -> int:
-    """The build matrix (configs/matrix.yaml); harness/matrix/matrix.py parses its own arguments."""
-    from harness.matrix import matrix
+def _print_table(rows: list[list[Any]], headers: list[str]) -> None:
+    print(table(rows, headers))
 
-    return int(matrix.main(list(args.rest), Path(args.root).resolve() if args.root else ROOT))
+
+def cmd_matrix(args: argparse.Namespace) -> int:
+    return matrix_cli.run(args, _root(args))
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
     """Merge report folders (e.g. one per matrix entry or machine) into one report."""
-    from harness.report import merge
-
-    return int(merge.main(list(args.rest)))
+    root = _root(args)
+    out = args.out or root / "reports" / ("merged-" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ"))
+    rc, _ = merge_reports(args.dirs, out, root=root, matrix_path=args.matrix, say=_say)
+    if args.format != "none":
+        fname = {"md": "report.md", "json": "report.json", "junit": "junit.xml"}[args.format]
+        print((out / fname).read_text(encoding="utf-8"), end="")
+    return rc
 
 
 def cmd_fuzz(args: argparse.Namespace) -> int:
     """libFuzzer over the GGUF reader and the model loader; --sanitizers for the ASan/valgrind runs."""
-    from harness.tools import fuzz
-
-    return int(fuzz.main(list(args.rest), Path(args.root).resolve() if args.root else ROOT))
+    return int(fuzz.run(args, _root(args)))
 
 
-def _print_table(rows: list[list[Any]], headers: list[str]) -> None:
-    from harness.report.document import _table
-
-    print(_table(rows, headers))
+EXIT_VERDICTS = "exit status: 0 every criterion passed (skips allowed), 1 a criterion failed, 2 usage or harness error"
 
 
-def _add_verify_args(p: argparse.ArgumentParser, resume: bool = True) -> None:
-    p.add_argument("files", nargs="*", help="criteria files (default: regressions/*.yaml)")
+def _add_verify_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("files", nargs="*", metavar="FILE", help="criteria files (default: regressions/*.yaml)")
     p.add_argument("--only", nargs="+", metavar="ID", help="run only these criteria")
     p.add_argument("--exploratory", action="store_true",
                    help="also run criteria that are not (or not as) registered; labelled 'not pre-registered'")
-    if resume:
-        p.add_argument("--resume", nargs="?", const="latest", metavar="DIR",
-                       help="continue an interrupted report (default: reports/latest)")
+    p.add_argument("--resume", nargs="?", const="latest", metavar="DIR",
+                   help="continue an interrupted report (default: reports/latest)")
     p.add_argument("--no-build", action="store_true", help="use what is already built; never run CMake")
     p.add_argument("--force-build", action="store_true", help="re-run CMake even when nothing changed")
     p.add_argument("--reports", metavar="DIR", help="reports folder (default: reports/)")
@@ -322,73 +303,79 @@ def _add_verify_args(p: argparse.ArgumentParser, resume: bool = True) -> None:
                         "or set KITE_TRUST_OUTSIDE_CRITERIA=1)")
 
 
-def make_parser(with_models: bool = True) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="harness", description="kite harness: build, verify pre-registered criteria, "
-                                                             "report.")
-    p.add_argument("--root", help="repository root (default: the folder holding harness/)")
-    p.add_argument("--config", help="engine configuration (default: configs/engine.yaml)")
-    sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
+def _sub(sub: Any, name: str, help: str, epilog: str, fn: Any, description: str | None = None
+         ) -> argparse.ArgumentParser:
+    """One subcommand: its help line, its description, and its exit statuses in the epilog."""
+    p = sub.add_parser(name, help=help, description=description or help[:1].upper() + help[1:] + ".",
+                       epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.set_defaults(fn=fn)
+    return p
+
+
+def make_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=PROG, description="kite harness: build the engine and its CUDA module, run "
+                                "pre-registered criteria, report.",
+                                epilog="exit status: 0 passed (skips allowed), 1 a verdict failed or a report "
+                                       "fails, 2 usage or harness error; `%(prog)s COMMAND --help` for each command")
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}",
+                   help="print the version and exit")
+    p.add_argument("--root", metavar="DIR", help="repository root (default: the folder holding harness/)")
+    p.add_argument("--config", metavar="FILE", help="engine configuration (default: configs/engine.yaml)")
+    sub = p.add_subparsers(dest="cmd", metavar="COMMAND", help="one of:")
     sub.required = True
 
-    b = sub.add_parser("build", help="build the engine (host cc) and the CUDA module (nvcc), separately")
-    b.add_argument("names", nargs="*", help="builds from configs/engine.yaml (default: all but those marked on_demand)")
+    b = _sub(sub, "build", "build the engine (host cc) and the CUDA module (nvcc), separately",
+             "exit status: 0 built or up to date, 1 a build failed, 2 usage or harness error", cmd_build)
+    b.add_argument("names", nargs="*", metavar="BUILD", help="builds from configs/engine.yaml (default: all but those marked on_demand)")
     b.add_argument("--force", action="store_true", help="re-run CMake even when nothing changed")
-    b.set_defaults(fn=cmd_build)
 
-    v = sub.add_parser("verify", help="run criteria (default: every file under regressions/) and write a report")
+    v = _sub(sub, "verify", "run criteria (default: every file under regressions/) and write a report",
+             EXIT_VERDICTS + " (130: interrupted; continue with --resume)", cmd_verify)
     _add_verify_args(v)
-    v.set_defaults(fn=cmd_verify)
 
-    r = sub.add_parser("run", help="run the engine once through the harness: harness run [opts] -- ARGS")
-    r.add_argument("--build", default="default")
-    r.add_argument("--layout", default="normal", choices=["normal", "engine_only"])
-    r.add_argument("--env", action="append", metavar="NAME=VALUE")
-    r.add_argument("--model", help="model recipe for {model} (default: the configured default)")
-    r.add_argument("--qtype")
-    r.add_argument("--timeout", type=float)
-    r.add_argument("--no-build", action="store_true")
+    r = _sub(sub, "run", "run the engine once through the harness: run [opts] -- ARGS",
+             "exit status: 0 the engine exited 0, 1 it did not, 2 usage or harness error", cmd_run)
+    r.add_argument("--build", default="default", help="build from configs/engine.yaml (default: default)")
+    r.add_argument("--layout", default="normal", choices=["normal", "engine_only"],
+                   help="engine_only: the engine copied alone into a folder (default: normal)")
+    r.add_argument("--env", action="append", metavar="NAME=VALUE", help="environment for the engine (repeatable)")
+    r.add_argument("--model", metavar="RECIPE", help="model recipe for {model} (default: the configured default)")
+    r.add_argument("--qtype", metavar="TYPE", help="tensor type of the --model recipe (default: the recipe's)")
+    r.add_argument("--timeout", type=float, metavar="S", help="seconds (default: timeouts.run of engine.yaml)")
+    r.add_argument("--no-build", action="store_true", help="use what is already built; never run CMake")
     r.add_argument("engine_args", nargs=argparse.REMAINDER, help="-- then the engine's arguments ({model} etc. ok)")
-    r.set_defaults(fn=cmd_run)
 
-    a = sub.add_parser("ab", help="run A/B timing criteria by id: harness ab ID [FILE...]")
-    a.add_argument("only", nargs="*", metavar="ID")
-    a.add_argument("--file", dest="files", action="append", default=[], help="criteria file (default: all)")
-    a.add_argument("--exploratory", action="store_true")
-    a.add_argument("--no-build", action="store_true")
-    a.add_argument("--reports", metavar="DIR")
-    a.add_argument("--registry", metavar="FILE")
-    a.set_defaults(fn=cmd_ab)
+    a = _sub(sub, "ab", "run A/B timing criteria by id: ab ID [--file FILE]", EXIT_VERDICTS, cmd_ab)
+    a.add_argument("only", nargs="*", metavar="ID", help="the ab_timing criteria to run")
+    a.add_argument("--file", dest="files", action="append", default=[], metavar="FILE",
+                   help="criteria file (repeatable; default: regressions/*.yaml)")
+    a.add_argument("--exploratory", action="store_true", help="also run criteria that are not (or not as) registered")
+    a.add_argument("--no-build", action="store_true", help="use what is already built; never run CMake")
+    a.add_argument("--reports", metavar="DIR", help="reports folder (default: reports/)")
+    a.add_argument("--registry", metavar="FILE", help="registry (default: regressions/registry.lock)")
 
-    g = sub.add_parser("register", help="record criteria digests in regressions/registry.lock (append-only)")
-    g.add_argument("files", nargs="+")
+    g = _sub(sub, "register", "record criteria digests in regressions/registry.lock (append-only)",
+             "exit status: 0 registered (or unchanged), 2 refused (a changed criterion needs --amend) or "
+             "usage error", cmd_register)
+    g.add_argument("files", nargs="+", metavar="FILE", help="criteria files, or configs/matrix.yaml (its cross:)")
     g.add_argument("--only", nargs="+", metavar="ID", help="register only these ids")
     g.add_argument("--amend", action="append", metavar="ID", help="accept a changed criterion (needs --reason)")
     g.add_argument("--reason", help="why (kept in the registry, shown in reports)")
-    g.add_argument("--registry", metavar="FILE")
-    g.set_defaults(fn=cmd_register)
+    g.add_argument("--registry", metavar="FILE", help="registry (default: regressions/registry.lock)")
 
-    rp = sub.add_parser("report", help="print a report (default: reports/latest) as Markdown, JSON or JUnit")
-    rp.add_argument("dir", nargs="?")
-    rp.add_argument("--format", choices=["md", "json", "junit"], default="md")
-    rp.add_argument("--reports", metavar="DIR")
-    rp.set_defaults(fn=cmd_report)
+    rp = _sub(sub, "report", "print a report (default: reports/latest) as Markdown, JSON or JUnit",
+              "exit status: 0 the report has no failure, 1 it has one, 2 no or unreadable report", cmd_report)
+    rp.add_argument("dir", nargs="?", metavar="DIR", help="report folder (default: reports/latest)")
+    rp.add_argument("--format", choices=["md", "json", "junit"], default="md", help="output format (default md)")
+    rp.add_argument("--reports", metavar="DIR", help="reports folder (default: reports/)")
 
-    m = sub.add_parser("models", help="generate or convert GGUF models (harness.models)")
-    added = False
-    if with_models:  # imported only when the subcommand is `models`: keeps start-up fast
-        try:
-            from harness.models import cli as models_cli
+    m = _sub(sub, "models", "generate or convert GGUF models", "exit status: 0 done, 2 usage error or bad input "
+             "(unknown recipe, unreadable checkpoint)", cmd_models, models_cli.DESCRIPTION)
+    models_cli.add_arguments(m)
 
-            models_cli.add_arguments(m)
-            added = True
-        except Exception:  # noqa: BLE001 - absent or broken generator: cmd_models says why
-            pass
-    if not added:
-        m.add_argument("rest", nargs=argparse.REMAINDER)
-    m.set_defaults(fn=cmd_models)
-
-    o = sub.add_parser("oracle", help="the engine against transformers on random Qwen3.5 configs "
-                                      "(needs torch and transformers: nox -s oracle)")
+    o = _sub(sub, "oracle", "the engine against transformers on random Qwen3.5 configs "
+             "(needs torch and transformers: nox -s oracle)",
+             "exit status: 0 every config within the bars, 1 one is not, 2 usage or harness error", cmd_oracle)
     o.add_argument("--configs", type=int, default=5, metavar="N", help="number of random configs (default 5)")
     o.add_argument("--seed", type=int, default=0, help="seed of the configs and weights (default 0)")
     o.add_argument("--kite", metavar="PATH", help="engine binary (default: build --build and use it)")
@@ -397,42 +384,38 @@ def make_parser(with_models: bool = True) -> argparse.ArgumentParser:
     o.add_argument("--threads", type=int, default=1, help="engine and torch threads (default 1)")
     o.add_argument("--keep", metavar="DIR", help="keep checkpoints, GGUFs and dumps here")
     o.add_argument("--json", metavar="FILE", help="also write the results as JSON")
-    o.set_defaults(fn=cmd_oracle)
 
-    mx = sub.add_parser("matrix", help="build matrix (configs/matrix.yaml); `harness matrix --help` for more",
-                        add_help=False)
-    mx.add_argument("rest", nargs=argparse.REMAINDER)
-    mx.set_defaults(fn=cmd_matrix)
+    mx = _sub(sub, "matrix", "build matrix: toolchains, runners, module builds (configs/matrix.yaml)",
+              matrix_cli.EXIT, cmd_matrix, matrix_cli.DESCRIPTION)
+    matrix_cli.add_arguments(mx)
 
-    mg = sub.add_parser("merge", help="merge report folders into one; `harness merge --help` for more",
-                        add_help=False)
-    mg.add_argument("rest", nargs=argparse.REMAINDER)
-    mg.set_defaults(fn=cmd_merge)
+    mg = _sub(sub, "merge", "merge report folders (one per matrix entry or machine) into one report",
+              "exit status: 0 the merged report has no failure, 1 it has one, 2 unreadable input", cmd_merge)
+    mg.add_argument("dirs", nargs="+", type=Path, metavar="DIR", help="report folders or report.json files")
+    mg.add_argument("-o", "--out", type=Path, metavar="DIR", help="output folder (default reports/merged-<time>)")
+    mg.add_argument("--matrix", type=Path, metavar="FILE",
+                    help="matrix file for the cross criteria (default configs/matrix.yaml)")
+    mg.add_argument("--format", choices=("none", "md", "json", "junit"), default="none",
+                    help="also print the merged report in this format (default none)")
 
-    fz = sub.add_parser("fuzz", help="fuzz the GGUF reader and loader (libFuzzer, clang); "
-                                     "`harness fuzz --help` for more", add_help=False)
-    fz.add_argument("rest", nargs=argparse.REMAINDER)
-    fz.set_defaults(fn=cmd_fuzz)
+    fz = _sub(sub, "fuzz", "fuzz the GGUF reader and loader (libFuzzer, clang), or --sanitizers",
+              "exit status: 0 no finding, 1 a finding or a failed sanitizer run, 2 usage or harness error",
+              cmd_fuzz, fuzz.DESCRIPTION)
+    fuzz.add_arguments(fz)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    parser = make_parser(with_models="models" in argv)
-    i = 0
-    while i < len(argv) and argv[i] in ("--root", "--config"):
-        i += 2
-    if i < len(argv) and argv[i] in ("matrix", "merge", "fuzz"):  # their own parsers take every argument after
-        args = parser.parse_args(argv[: i + 1])
-        args.rest = argv[i + 1:]
-    else:
-        args = parser.parse_args(argv)
+    args = make_parser().parse_args(sys.argv[1:] if argv is None else list(argv))
     try:
         return int(args.fn(args))
     except SchemaErrors as e:
-        for m in e.messages:
-            print(m, file=sys.stderr)
-        _err(f"{len(e.messages)} problem{'s' if len(e.messages) != 1 else ''} in the criteria")
+        if len(e.messages) == 1:
+            _err(e.messages[0])
+        else:
+            for m in e.messages:
+                print(m, file=sys.stderr)
+            _err(f"{len(e.messages)} problems in the files above")
         return 2
     except HarnessError as e:
         _err(str(e))

@@ -94,7 +94,7 @@ class FakeRepo:
         from harness.cli import _verify_opts, make_parser
         from harness.verify import verify
 
-        args = make_parser(False).parse_args(["--root", str(self.root), "verify", *extra])
+        args = make_parser().parse_args(["--root", str(self.root), "verify", *extra])
         cfg = self.config()
         opts = _verify_opts(args, cfg)
         if gpu is not None:

@@ -33,35 +33,20 @@ def test_usage_error_exit_2(capsys):
 def test_missing_config_one_line(tmp_path, capsys):
     assert main(["--root", str(tmp_path), "verify"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("harness: error:") and "engine configuration not found" in err
-
-
-def test_models_absent_message(fake_repo, capsys, monkeypatch):
-    import builtins
-
-    real = builtins.__import__
-
-    def no_models(name, *a, **k):
-        if name.startswith("harness.models"):
-            raise ImportError("No module named 'harness.models'")
-        return real(name, *a, **k)
-
-    monkeypatch.setattr(builtins, "__import__", no_models)
-    assert main(["--root", str(fake_repo.root), "models", "list"]) == 2
-    assert "model generator (harness.models) is not available" in capsys.readouterr().err
+    assert err.startswith("kite-harness: error:") and "engine configuration not found" in err
 
 
 def test_unexpected_exception_is_one_line(fake_repo, capsys, monkeypatch):
-    from harness import verify
+    from harness import cli
 
     def boom(*a, **k):
         raise RuntimeError("planted")
 
-    monkeypatch.setattr(verify, "verify", boom)
+    monkeypatch.setattr(cli, "verify", boom)
     monkeypatch.delenv("HARNESS_DEBUG", raising=False)
     assert main(["--root", str(fake_repo.root), "verify"]) == 2
     err = capsys.readouterr().err
-    assert err.strip() == ("harness: error: internal error: RuntimeError: planted "
+    assert err.strip() == ("kite-harness: error: internal error: RuntimeError: planted "
                            "(set HARNESS_DEBUG=1 for the traceback)")
 
 
@@ -119,3 +104,72 @@ criteria:
     assert doc["engine_info"]["cuda"]["bound"] is True
     assert doc["results"][0]["digest"].startswith("sha256:")
     assert "git" in doc and doc["status"] == "complete"
+
+
+def _subparsers(p):
+    import argparse
+
+    for a in p._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            return a.choices
+    return {}
+
+
+def test_version_from_the_package(capsys):
+    import harness
+
+    try:
+        main(["--version"])
+    except SystemExit as e:
+        assert e.code == 0
+    assert capsys.readouterr().out.strip() == f"kite-harness {harness.__version__}"
+
+
+def test_one_tree_help_everywhere_and_exit_statuses_documented():
+    """Every subcommand (the matrix, merge and fuzz ones included) is in the one parser, with a
+    help line, exit statuses in its epilog, help on every option, and one program name."""
+    from harness.cli import make_parser
+
+    p = make_parser()
+    subs = _subparsers(p)
+    assert {"build", "verify", "run", "ab", "register", "report", "models", "oracle", "matrix", "merge",
+            "fuzz"} <= set(subs)
+    missing = []
+    for name, sp in subs.items():
+        assert sp.epilog and sp.epilog.startswith("exit status: 0 "), name
+        assert sp.format_usage().startswith(f"usage: kite-harness {name}"), sp.format_usage()
+        for parser in [sp, *_subparsers(sp).values()]:
+            for a in parser._actions:
+                if a.help is None and a.dest not in ("help",):
+                    missing.append(f"{parser.prog}: {a.dest}")
+    assert not missing, missing
+    for a in p._actions:
+        assert a.help, a.dest
+
+
+def test_matrix_options_are_in_the_tree(capsys):
+    try:
+        main(["matrix", "--help"])
+    except SystemExit as e:
+        assert e.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: kite-harness matrix") and "--merge-into DIR" in out and "exit status: 0" in out
+    assert main(["--root", str(REPO), "matrix", "--check"]) == 0
+    try:
+        main(["matrix", "--no-such-option"])
+    except SystemExit as e:
+        assert e.code == 2
+
+
+def test_unknown_recipe_is_exit_2(capsys):
+    assert main(["models", "gen", "nosuch"]) == 2
+    assert "unknown recipe 'nosuch'" in capsys.readouterr().err
+
+
+def test_bad_matrix_file_is_exit_2_with_file_line(tmp_path, capsys):
+    bad = tmp_path / "matrix.yaml"
+    bad.write_text("version: 1\nentries: {a: {toolchain: tcc, runner: native, requires: [gcc]}}\nbuidl: 1\n")
+    assert main(["--root", str(REPO), "matrix", "--matrix", str(bad), "--check"]) == 2
+    err = capsys.readouterr().err
+    assert "matrix.yaml:2: entries.a.toolchain: 'tcc' is not allowed" in err
+    assert "matrix.yaml:3: buidl: unknown key 'buidl'" in err

@@ -102,13 +102,13 @@ def test_cli_gen_out_and_errors(tmp_path, capsys, tiny_q8):
     assert _cli("gen", "tiny", "--out", str(out)) == 0
     assert out.read_bytes() == tiny_q8.read_bytes()
     assert capsys.readouterr().out.strip() == str(out)
-    assert _cli("gen", "no-such-recipe", "--out", str(out)) == 1
+    assert _cli("gen", "no-such-recipe", "--out", str(out)) == 2  # bad input: usage-class exit status
     assert "unknown recipe" in capsys.readouterr().err
     assert _cli("list") == 0
     assert "qwen35-0.8b" in capsys.readouterr().out
     assert _cli("info", str(out)) == 0
     assert "bytes_per_token" in capsys.readouterr().out
-    assert _cli("convert", str(tmp_path / "nothing"), "--out", str(tmp_path / "y.gguf")) == 1
+    assert _cli("convert", str(tmp_path / "nothing"), "--out", str(tmp_path / "y.gguf")) == 2
     assert "no config.json" in capsys.readouterr().err
 
 

@@ -12,13 +12,16 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from .convert import convert
+from .gen import ensure_model, generate
 from .quant import GGML_TYPES
+from .recipes import list_recipes, load_recipe
 
 DESCRIPTION = "generate random-weight qwen35 GGUFs from recipes, convert Hugging Face checkpoints"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    sub = p.add_subparsers(dest="models_command", metavar="COMMAND")
+    sub = p.add_subparsers(dest="models_command", metavar="COMMAND", help="what to do with models")
     sub.required = True
     types = list(GGML_TYPES)
 
@@ -36,30 +39,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                        description="Convert config.json + model.safetensors with llama.cpp's qwen35 "
                                    "conventions (names, shapes, +1 norms, ssm_a = -exp(A_log), value-head "
                                    "reorder, per-tensor types).")
-    c.add_argument("hf_dir", metavar="HF_DIR", type=Path)
-    c.add_argument("--out", type=Path, required=True)
-    c.add_argument("--type", choices=types, default="f32")
+    c.add_argument("hf_dir", metavar="HF_DIR", type=Path, help="folder holding config.json and model.safetensors")
+    c.add_argument("--out", type=Path, required=True, help="GGUF file to write")
+    c.add_argument("--type", choices=types, default="f32", help="tensor type of the matrices (default f32)")
     c.add_argument("--tokenizer-pre", default="qwen35", help="tokenizer.ggml.pre value (default qwen35)")
 
     sub.add_parser("list", help="list the recipes with their sizes")
 
     i = sub.add_parser("info", help="summarise a GGUF file (shapes, types, bytes read per token)")
-    i.add_argument("gguf", type=Path)
-    i.add_argument("--json", action="store_true")
+    i.add_argument("gguf", type=Path, help="the GGUF file")
+    i.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 
 def run(args: argparse.Namespace) -> int:
     try:
         return _COMMANDS[args.models_command](args)
-    except (ValueError, OSError) as e:  # RecipeError and ConvertError are ValueErrors
+    except (ValueError, OSError) as e:  # RecipeError and ConvertError are ValueErrors: bad input, status 2
         print(f"models {args.models_command}: error: {e}", file=sys.stderr)
-        return 1
+        return 2
 
 
 def _gen(args: argparse.Namespace) -> int:
-    from .gen import ensure_model, generate
-    from .recipes import load_recipe
-
     t0 = time.perf_counter()
     if args.out is not None:
         r = load_recipe(args.recipe)
@@ -73,8 +73,6 @@ def _gen(args: argparse.Namespace) -> int:
 
 
 def _convert(args: argparse.Namespace) -> int:
-    from .convert import convert
-
     t0 = time.perf_counter()
     path = convert(args.hf_dir, args.out, args.type, args.tokenizer_pre)
     print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB, {time.perf_counter() - t0:.1f} s)")
@@ -82,8 +80,6 @@ def _convert(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from .recipes import list_recipes, load_recipe
-
     print(f"{'recipe':<16} {'params':>12} {'layers':>7} {'hidden':>7} {'vocab':>8} {'type':>6}  pattern")
     for name in list_recipes():
         r = load_recipe(name)

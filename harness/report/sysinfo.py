@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from harness.build.cmake import find_nvcc
 from harness.process import run_process
 
 
@@ -50,8 +51,6 @@ def ram_gb() -> float | None:
 
 
 def _nvcc_version() -> str | None:
-    from harness.build.cmake import find_nvcc
-
     nvcc = find_nvcc()
     if not nvcc:
         return None

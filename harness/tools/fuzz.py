@@ -33,7 +33,11 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from harness.build import cmake as B
 from harness.errors import HarnessError
+from harness.models.gen import ensure_model, generate
+from harness.models.recipes import load_recipe
+from harness.spec.config import load_config
 
 TARGETS = {"gguf": "fuzz_gguf", "model": "fuzz_model"}
 FINDING_PREFIXES = ("crash-", "leak-", "timeout-", "oom-")
@@ -179,9 +183,6 @@ def gather_seeds(root: Path, seed_dir: Path, say) -> list[Path]:
     seed_dir.mkdir(parents=True, exist_ok=True)
     seeds: list[Path] = []
     try:
-        from harness.models.gen import ensure_model, generate
-        from harness.models.recipes import load_recipe
-
         seeds.append(Path(ensure_model("tiny", root / "models")))
         micro = load_recipe(str(root / MICRO_RECIPE))
         for t in MICRO_TYPES:
@@ -344,9 +345,6 @@ def _run_engine(argv: list[str], timeout: float, env: dict[str, str]) -> tuple[i
 
 def _engine_build(root: Path, name: str, cc: str | None, say) -> Path:
     """One of configs/engine.yaml's builds (`asan`, `stub`), through the harness's build code."""
-    from harness.build import cmake as B
-    from harness.spec.config import load_config
-
     old = os.environ.get("CC")
     if cc:
         os.environ["CC"] = cc
@@ -428,10 +426,11 @@ def sanitize(root: Path, work: Path, cc: str | None, use_valgrind: bool, say) ->
             "by_kind": kinds, "failures": [asdict(r) for r in runs if not r.ok]}
 
 
-def main(argv: list[str] | None = None, root: Path | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m harness fuzz",
-                                 description="Build the libFuzzer targets (clang) and fuzz the GGUF reader and "
-                                             "model loader; findings go to tests/data/fuzz_regressions/.")
+DESCRIPTION = ("Build the libFuzzer targets (clang) and fuzz the GGUF reader and model loader; findings go to "
+               "tests/data/fuzz_regressions/.")
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--seconds", type=float, default=60, help="fuzzing time per target (default 60)")
     ap.add_argument("--target", choices=[*TARGETS, "all"], default="all", help="which target (default: all)")
     ap.add_argument("--max-len", type=int, default=131072, help="largest generated input in bytes (default 131072)")
@@ -444,7 +443,15 @@ def main(argv: list[str] | None = None, root: Path | None = None) -> int:
                     help="instead of fuzzing: the CPU suite under ASan+UBSan and the loader under valgrind")
     ap.add_argument("--cc", help="with --sanitizers: C compiler for the sanitizer build (default: CMake's)")
     ap.add_argument("--no-valgrind", action="store_true", help="with --sanitizers: skip the valgrind part")
-    a = ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None, root: Path | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="kite-harness fuzz", description=DESCRIPTION)
+    add_arguments(ap)
+    return run(ap.parse_args(argv), root)
+
+
+def run(a: argparse.Namespace, root: Path | None = None) -> int:
     root = (root or Path(__file__).resolve().parents[2]).resolve()
     say = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
     if a.seconds < 1:

@@ -39,6 +39,9 @@ from pathlib import Path
 
 import numpy as np
 
+from harness.models.convert import _GLOBAL, _LAYER, _reorder, convert, vhead_perm
+from harness.models.reference import forward as reference_forward
+
 F32_REL_TOL = 1e-4  # max |diff| per position <= this x max |ref| at that position
 Q8_NMSE_SANITY = 0.2  # engine Q8_0 NMSE vs transformers above this = a broken quantised path
 
@@ -287,8 +290,6 @@ def dequantized_state(gguf_path: Path, cfg: OracleConfig) -> dict[str, np.ndarra
     mapped back to HF layout (value-head reorder undone). Tensors stored as float keep their HF values."""
     import gguf
 
-    from harness.models.convert import _GLOBAL, _LAYER, _reorder, vhead_perm
-
     inv_global = {v: k for k, v in _GLOBAL.items()}
     inv_layer = {v: k for k, v in _LAYER.items()}
     hk, hv, dv = cfg.linear_num_key_heads, cfg.linear_num_value_heads, cfg.linear_head_dim
@@ -360,9 +361,6 @@ def run_engine(kite: Path, gguf_path: Path, tokens: tuple[int, ...], dump: Path,
 
 def check_config(cfg: OracleConfig, kite: Path, work: Path, threads: int = 1) -> ConfigResult:
     """Everything for one config, in ``work`` (created). Errors are caught into ``result.error``."""
-    from harness.models.convert import convert
-    from harness.models.reference import forward as reference_forward
-
     res = ConfigResult(cfg)
     t0 = time.perf_counter()
     try:

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from harness.build import cmake as B
+from harness.build.cmake import _Ticker, status_line
 from harness.spec.config import load_config
 
 pytestmark = pytest.mark.skipif(not (shutil.which("cmake") and (shutil.which("cc") or shutil.which("gcc"))),
@@ -105,3 +107,27 @@ def test_no_nvcc_skips_module(cmake_repo, monkeypatch):
     r = B.build(load_config(cmake_repo), "default")
     assert r.engine.status == "built" and r.module.status == "skipped" and r.module.reason == "nvcc not found"
     assert os.access(r.engine_path, os.X_OK)
+
+
+# ---- builds are never silent ---------------------------------------------------------------------
+
+def test_status_line_relays_the_latest_ninja_line(tmp_path):
+    log = tmp_path / "build.stdout"
+    log.write_text("[1/4] Building C object a.o\n[2/4] Building C object b.o\nwarning: x\n")
+    assert status_line("engine", log, 12.4) == "engine: 12 s [2/4] Building C object b.o"
+    assert status_line("engine", tmp_path / "absent", 3.0) == "engine: 3 s"
+
+
+def test_ticker_says_something_while_a_step_runs(tmp_path):
+    log = tmp_path / "build.stdout"
+    log.write_text("[3/9] Linking C executable kite\n")
+    said: list[str] = []
+    got = threading.Event()
+
+    def say(s: str) -> None:
+        said.append(s)
+        got.set()
+
+    with _Ticker("module", log, say, every=0.01):
+        assert got.wait(10)
+    assert said[0].startswith("module: ") and said[0].endswith("[3/9] Linking C executable kite")

@@ -7,7 +7,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -104,12 +106,53 @@ def _generator(cfg: Config) -> list[str]:
     return ["-G", cfg.generator]
 
 
+_PROGRESS_RE = re.compile(rb"^\[\s*\d+\s*/\s*\d+\s*\].*$|^\[\s*\d+%\].*$", re.M)  # ninja, make
+
+
+def status_line(label: str, log: Path, elapsed: float) -> str:
+    """`label: 12 s [3/7] Building C object ...`: the elapsed time and the build tool's latest
+    progress line in its log (ninja's [N/M], make's [ P%]), when it has printed one."""
+    try:
+        with open(log, "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - 8192))
+            tail = f.read()
+    except OSError:
+        tail = b""
+    hits = _PROGRESS_RE.findall(tail)
+    last = hits[-1].decode("utf-8", "replace").strip()[:120] if hits else ""
+    return f"{label}: {elapsed:.0f} s" + (f" {last}" if last else "")
+
+
+class _Ticker(threading.Thread):
+    """While a build step runs, a status line every `every` seconds (builds are never silent)."""
+
+    def __init__(self, label: str, log: Path, say: Progress, every: float):
+        super().__init__(daemon=True)
+        self.label, self.log, self.say, self.every = label, log, say, every
+        self.stop = threading.Event()
+        self.t0 = time.perf_counter()
+
+    def run(self) -> None:
+        while not self.stop.wait(self.every):
+            self.say(status_line(self.label, self.log, time.perf_counter() - self.t0))
+
+    def __enter__(self) -> _Ticker:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.join()
+
+
 def cmake_project(cfg: Config, proj: ProjectSpec, bdir: Path, extra_defs: dict[str, str], log: Path,
                   excludes: list[Path], tools: dict[str, object], force: bool,
-                  env: dict[str, str] | None = None) -> PartResult:
+                  env: dict[str, str] | None = None, progress: Progress | None = None,
+                  every: float = 5.0) -> PartResult:
     """Configure and build one CMake project into bdir, skipped when its fingerprint (sources,
     definitions, generator, tools) is unchanged. env: an overlay for CMake and the compilers it
-    starts (e.g. the MSVC environment that nvcc needs on Windows)."""
+    starts (e.g. the MSVC environment that nvcc needs on Windows). progress: gets a status line
+    every `every` seconds while CMake runs."""
     t0 = time.perf_counter()
     src = cfg.root / proj.source
     if not (src / "CMakeLists.txt").exists():
@@ -136,11 +179,14 @@ def cmake_project(cfg: Config, proj: ProjectSpec, bdir: Path, extra_defs: dict[s
         bdir.mkdir(parents=True)
     logs = []
     conf = [cmake, "-S", str(src), "-B", str(bdir), *gen, *[f"-D{k}={v}" for k, v in defs.items()]]
-    r = run_process(conf, env, timeout=cfg.timeout("build", 1200), log_prefix=bdir / "configure")
+    say = progress or (lambda s: None)
+    with _Ticker(f"  {proj.source}: configure", bdir / "configure.stdout", say, every):
+        r = run_process(conf, env, timeout=cfg.timeout("build", 1200), log_prefix=bdir / "configure")
     logs.append(r)
     if r.ok:
-        r = run_process([cmake, "--build", str(bdir), "--parallel", str(cfg.jobs)], env,
-                        timeout=cfg.timeout("build", 1200), log_prefix=bdir / "build")
+        with _Ticker(f"  {proj.source}: build", bdir / "build.stdout", say, every):
+            r = run_process([cmake, "--build", str(bdir), "--parallel", str(cfg.jobs)], env,
+                            timeout=cfg.timeout("build", 1200), log_prefix=bdir / "build")
         logs.append(r)
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "w", encoding="utf-8") as f:
@@ -193,7 +239,7 @@ def build(cfg: Config, name: str, *, force: bool = False, progress: Progress | N
         res.options["engine"] = dict(spec.engine.options)
         res.engine = cmake_project(cfg, spec.engine, root / "engine",
                                     {"CMAKE_RUNTIME_OUTPUT_DIRECTORY": str(bin_dir)}, root / "logs" / "engine.log",
-                                    excludes, tools, force)
+                                    excludes, tools, force, progress=say)
         if res.engine.status == "built" or res.engine.status == "up-to-date":
             exe = bin_dir / binary
             # the project may place the executable in its own binary folder: bring it into bin/
@@ -212,7 +258,7 @@ def build(cfg: Config, name: str, *, force: bool = False, progress: Progress | N
         label = Path(proj.source).name
         say(f"build {name}: {label} ({proj.source})")
         res.extras[proj.source] = cmake_project(cfg, proj, root / label, {"KITE_OUTPUT_DIR": str(bin_dir)},
-                                                 root / "logs" / f"{label}.log", [], tools, force)
+                                                 root / "logs" / f"{label}.log", [], tools, force, progress=say)
         say(f"build {name}: {label} {res.extras[proj.source].status}")
         _say_errors(say, res.extras[proj.source])
     if spec.module:
@@ -224,7 +270,7 @@ def build(cfg: Config, name: str, *, force: bool = False, progress: Progress | N
             say(f"build {name}: module ({spec.module.source}, nvcc)")
             res.module = cmake_project(cfg, spec.module, root / "cuda",
                                         {"KITE_OUTPUT_DIR": str(bin_dir), "CMAKE_CUDA_COMPILER": nvcc},
-                                        root / "logs" / "module.log", [], {"nvcc": nvcc}, force)
+                                        root / "logs" / "module.log", [], {"nvcc": nvcc}, force, progress=say)
             if res.module.status in ("built", "up-to-date") and not (bin_dir / cfg.module).exists():
                 res.module = PartResult("failed", f"build succeeded but {cfg.module} not found in {bin_dir}",
                                         res.module.log)

@@ -342,7 +342,11 @@ def test_harness_sigkill_at_random_moments(fake_repo):
         args = ["verify"] + (["--resume"] if (fake_repo.reports / "latest").exists() else [])
         p = subprocess.Popen([sys.executable, "-m", "harness", "--root", str(fake_repo.root), *args], cwd=REPO,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-        time.sleep(rng.uniform(0.3, 1.5))
+        # the kill lands at a random moment after start-up (which varies with the host's load)
+        deadline = time.monotonic() + 60
+        while p.poll() is None and not (fake_repo.reports / "latest").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(rng.uniform(0.0, 1.2))
         if p.poll() is None:
             os.killpg(p.pid, signal.SIGKILL)
             kills += 1

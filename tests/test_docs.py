@@ -39,7 +39,8 @@ def yaml_examples(doc: str) -> list[tuple[int, str]]:
 def load_example(doc: str, line: int, text: str) -> list:
     cfg = load_config(REPO)
     # Blank lines in front keep the loader's line numbers those of the document.
-    return criteria_loader.load_text("\n" * (line - 1) + text, doc, list(cfg.builds), list(cfg.dumps))
+    return criteria_loader.load_text("\n" * (line - 1) + text, doc, list(cfg.builds), list(cfg.dumps),
+                                     list(cfg.env_names))
 
 
 @pytest.mark.parametrize("doc", EXAMPLE_DOCS)

@@ -156,8 +156,9 @@ def _provenance(entries: list[registry.Entry], st: registry.Status, cid: str,
 def existing_build(cfg: Config, name: str) -> BuildResult:
     b = cfg.bin_dir(name)
     exe, mod = b / cfg.binary_for(name), b / cfg.module
+    done = "prebuilt" if cfg.builds[name].prebuilt else "up-to-date"
     return BuildResult(name, str(b), str(exe), str(mod),
-                       PartResult("up-to-date" if exe.exists() else "failed", "" if exe.exists()
+                       PartResult(done if exe.exists() else "failed", "" if exe.exists()
                                   else f"{exe} not built (--no-build)"),
                        PartResult("up-to-date" if mod.exists() else "skipped", "" if mod.exists() else "not built"))
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from harness.build import cmake as B
 from harness.matrix.entry import EntryRun, win_path
 from harness.matrix.run import entry_criteria
 from harness.matrix.spec import Entry, Module
@@ -129,3 +130,26 @@ def test_wine_launcher_prefix_and_paths(fake_repo, tmp_path):
     assert argv[0] == str(wine)
     assert argv[argv.index("--model") + 1].startswith("Z:\\") and argv[argv.index("--dump") + 1].startswith("Z:\\")
     assert win_path(Path("/a/b c/d")) == "Z:\\a\\b c\\d"
+
+
+def test_build_placeholder_is_the_entrys_build_folder(fake_repo, tmp_path):
+    """`{build}` names the folder the entry's build was made in (build/<entry>/), not
+    build/<criterion's build name>/ (E1 read build/default/ in every matrix entry)."""
+    cfg, _ = setup(fake_repo)
+    p = fake_repo.criteria("""\
+criteria:
+  - id: A
+    title: the entry's CMake cache
+    kind: artifact
+    files: [{path: "{build}/engine/CMakeCache.txt", text_match: ["^ENTRY=e$"]}]
+""", "a.yaml")
+    reg = [registry.Entry(c.id, c.file, c.digest, "t", "register", "") for c in load_criteria(cfg, [p])]
+    entry_dir = fake_repo.root / "build" / "e"
+    (entry_dir / "engine").mkdir(parents=True)
+    (entry_dir / "engine" / "CMakeCache.txt").write_text("ENTRY=e\n")
+    runner = FakeRunner(cfg, "native", NATIVE)
+    runner.ent = Entry("e", "", "gcc", {}, True, Module(), False, "native", (), ("regressions/a.yaml",), (), {}, None)
+    runner.ensure_build = lambda name: B.BuildResult(name, str(entry_dir / "bin"), "", "", B.PartResult("built"),
+                                                     B.PartResult("skipped"))
+    (result,) = run(fake_repo, runner, reg)[0]
+    assert result.verdict == "PASS", result.reason

@@ -98,6 +98,7 @@ def test_unregistered_criteria_fail_unless_exploratory(fake_repo):
     cfg, _ = setup(fake_repo, register=False)
     results, _ = run(fake_repo, FakeRunner(cfg, "native", NATIVE), [])
     assert {r.verdict for r in results} == {"FAIL"} and "not pre-registered" in results[0].reason
+    assert results[0].reproduce == "python -m harness matrix e"
     results, _ = run(fake_repo, FakeRunner(cfg, "native", NATIVE), [], exploratory=True)
     assert {r.verdict for r in results} == {"PASS"} and all(r.exploratory for r in results)
 

@@ -59,7 +59,9 @@ def entry_criteria(cfg: Config, runner: EntryRunner, run: EntryRun, report_dir: 
         ctx.probes.overrides["linux"] = (False, "runs under wine")
     how = Judged(reg, exploratory, "run `harness register`, or `matrix --exploratory`", id_prefix=f"{ent.name}/",
                  title_prefix=f"{ent.name}: ", report_root=report_dir,
-                 skip=run.reason if run.verdict == "SKIP" else None)
+                 skip=run.reason if run.verdict == "SKIP" else None,
+                 reproduce=lambda c, exploratory: f"python -m harness matrix {ent.name}"
+                 + (" --exploratory" if exploratory else ""))
     out = []
     for ref in ent.criteria:
         file, _, cid = ref.partition("#")

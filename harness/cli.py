@@ -35,7 +35,7 @@ from harness.spec.depends import dependency_digests
 from harness.tools import fuzz, oracle
 from harness.verify import TRUST_ENV, Session, VerifyOptions, default_files, load_criteria, verify
 
-PROG = "kite-harness"
+PROG = "harness"  # one name in usage and error lines (`python -m harness`, `kite-harness`)
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -410,12 +410,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.fn(args))
     except SchemaErrors as e:
-        if len(e.messages) == 1:
+        criteria = type(e) is SchemaErrors  # ConfigError, MatrixError: a configuration file
+        if len(e.messages) == 1 and not criteria:
             _err(e.messages[0])
         else:
             for m in e.messages:
                 print(m, file=sys.stderr)
-            _err(f"{len(e.messages)} problems in the files above")
+            n = len(e.messages)
+            _err(f"{n} problem{'s' if n != 1 else ''} in the {'criteria' if criteria else 'configuration'}")
         return 2
     except HarnessError as e:
         _err(str(e))

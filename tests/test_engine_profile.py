@@ -126,9 +126,9 @@ def test_model_path(fake_repo):
     p = fake_repo.criteria(MODEL_PATH % "models/tiny.gguf")
     fake_repo.register(p)
     assert fake_repo.verify() == 0
-    p.write_text(MODEL_PATH % "{path: models/absent.gguf}")
+    p.write_text((MODEL_PATH % "{path: models/absent.gguf}").replace("id: MP", "id: MQ"))
     assert fake_repo.verify("--exploratory") == 1
-    assert "absent.gguf not found" in fake_repo.result("MP")["reason"]
+    assert "absent.gguf not found" in fake_repo.result("MQ")["reason"]
 
 
 # ---- the GPU probe reads the fields the profile names -----------------------------------------

@@ -33,7 +33,7 @@ def test_usage_error_exit_2(capsys):
 def test_missing_config_one_line(tmp_path, capsys):
     assert main(["--root", str(tmp_path), "verify"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("kite-harness: error:") and "engine configuration not found" in err
+    assert err.startswith("harness: error:") and "engine configuration not found" in err
 
 
 def test_unexpected_exception_is_one_line(fake_repo, capsys, monkeypatch):
@@ -46,7 +46,7 @@ def test_unexpected_exception_is_one_line(fake_repo, capsys, monkeypatch):
     monkeypatch.delenv("HARNESS_DEBUG", raising=False)
     assert main(["--root", str(fake_repo.root), "verify"]) == 2
     err = capsys.readouterr().err
-    assert err.strip() == ("kite-harness: error: internal error: RuntimeError: planted "
+    assert err.strip() == ("harness: error: internal error: RuntimeError: planted "
                            "(set HARNESS_DEBUG=1 for the traceback)")
 
 
@@ -122,7 +122,7 @@ def test_version_from_the_package(capsys):
         main(["--version"])
     except SystemExit as e:
         assert e.code == 0
-    assert capsys.readouterr().out.strip() == f"kite-harness {harness.__version__}"
+    assert capsys.readouterr().out.strip() == f"harness {harness.__version__}"
 
 
 def test_one_tree_help_everywhere_and_exit_statuses_documented():
@@ -137,7 +137,7 @@ def test_one_tree_help_everywhere_and_exit_statuses_documented():
     missing = []
     for name, sp in subs.items():
         assert sp.epilog and sp.epilog.startswith("exit status: 0 "), name
-        assert sp.format_usage().startswith(f"usage: kite-harness {name}"), sp.format_usage()
+        assert sp.format_usage().startswith(f"usage: harness {name}"), sp.format_usage()
         for parser in [sp, *_subparsers(sp).values()]:
             for a in parser._actions:
                 if a.help is None and a.dest not in ("help",):
@@ -153,7 +153,7 @@ def test_matrix_options_are_in_the_tree(capsys):
     except SystemExit as e:
         assert e.code == 0
     out = capsys.readouterr().out
-    assert out.startswith("usage: kite-harness matrix") and "--merge-into DIR" in out and "exit status: 0" in out
+    assert out.startswith("usage: harness matrix") and "--merge-into DIR" in out and "exit status: 0" in out
     assert main(["--root", str(REPO), "matrix", "--check"]) == 0
     try:
         main(["matrix", "--no-such-option"])

@@ -72,7 +72,7 @@ def setup(fake_repo, register: bool = True):
     cfg = fake_repo.config()
     reg = registry.load(fake_repo.registry)
     if register:
-        reg = [registry.Entry(c.id, c.file, c.digest, "t", "register", "") for c in load_criteria(cfg, [p])]
+        reg = [registry.Entry(c.id, c.file, c.digest, "2026-12-01T00:00:00Z", "register", "") for c in load_criteria(cfg, [p])]
     return cfg, reg
 
 
@@ -144,7 +144,7 @@ criteria:
     kind: artifact
     files: [{path: "{build}/engine/CMakeCache.txt", text_match: ["^ENTRY=e$"]}]
 """, "a.yaml")
-    reg = [registry.Entry(c.id, c.file, c.digest, "t", "register", "") for c in load_criteria(cfg, [p])]
+    reg = [registry.Entry(c.id, c.file, c.digest, "2026-12-01T00:00:00Z", "register", "") for c in load_criteria(cfg, [p])]
     entry_dir = fake_repo.root / "build" / "e"
     (entry_dir / "engine").mkdir(parents=True)
     (entry_dir / "engine" / "CMakeCache.txt").write_text("ENTRY=e\n")

@@ -11,7 +11,7 @@ from typing import Any
 
 from harness.errors import ConfigError
 from harness.spec import inputs
-from harness.spec.validate import Validator, parse, read_text, rel_path
+from harness.spec.validate import Validator, parse, read_text
 
 # dump element types: name -> bytes per element
 DTYPES = {"f32": 4, "f16": 2, "bf16": 2, "i32": 4}
@@ -260,8 +260,9 @@ def _model(v: Validator, m: Any) -> dict[str, Any]:
 
 
 def load_config(root: Path, path: Path | None = None) -> Config:
+    """configs/engine.yaml of root, or the file given (named in messages as given)."""
+    rel = str(path) if path is not None else "configs/engine.yaml"
     path = path or root / "configs" / "engine.yaml"
-    rel = rel_path(path, root)
     text = read_text(path, rel, "engine configuration not found", ConfigError, inputs.MAX_CONFIG)
     return parse_config(text, root, path, rel)
 

@@ -97,7 +97,7 @@ class _V(Validator):
             if isinstance(k, str) and C.ENV_KEY_RE.match(k):
                 self.placeholders(path + (k,), k, names)
             elif not isinstance(k, str) or not ENV_NAME_RE.match(k):
-                self.err(path + (k,), f"{k!r} is not a valid environment variable name (or {{env.ROLE}})")
+                self.err(path + (k,), f"{k!r} is not a valid environment variable name")
                 continue
             if isinstance(x, bool) or x is None or not isinstance(x, (str, int, float)):
                 self.err(path + (k,), f"value must be a string or number (quote it: \"0\"), not {type_name(x)}")

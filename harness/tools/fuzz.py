@@ -446,7 +446,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str] | None = None, root: Path | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="kite-harness fuzz", description=DESCRIPTION)
+    ap = argparse.ArgumentParser(prog="harness fuzz", description=DESCRIPTION)
     add_arguments(ap)
     return run(ap.parse_args(argv), root)
 

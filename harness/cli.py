@@ -12,9 +12,6 @@ from typing import Any
 
 from harness.errors import HarnessError, SchemaErrors
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
 def _err(msg: str) -> None:
     print(f"harness: error: {msg}", file=sys.stderr)
 
@@ -23,11 +20,17 @@ def _say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
+def _project(args: argparse.Namespace):  # -> Project: --root, else the nearest above the working directory
+    from harness.spec.project import find_project, project_at
+
+    return project_at(Path(args.root)) if args.root else find_project(Path.cwd())
+
+
 def _config(args: argparse.Namespace):  # -> Config (lazy import keeps --help fast)
     from harness.spec.config import load_config
 
-    root = Path(args.root).resolve() if args.root else ROOT
-    return load_config(root, Path(args.config).resolve() if args.config else None)
+    project = _project(args)
+    return load_config(project.root, Path(args.config).resolve() if args.config else project.config)
 
 
 # ---- subcommands ----------------------------------------------------------------------------
@@ -280,7 +283,7 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     """The build matrix (configs/matrix.yaml); harness/matrix/matrix.py parses its own arguments."""
     from harness.matrix import matrix
 
-    return int(matrix.main(list(args.rest), Path(args.root).resolve() if args.root else ROOT))
+    return int(matrix.main(list(args.rest), _project(args).root))
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
@@ -294,7 +297,7 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
     """libFuzzer over the GGUF reader and the model loader; --sanitizers for the ASan/valgrind runs."""
     from harness.tools import fuzz
 
-    return int(fuzz.main(list(args.rest), Path(args.root).resolve() if args.root else ROOT))
+    return int(fuzz.main(list(args.rest), _project(args).root))
 
 
 def _print_table(rows: list[list[Any]], headers: list[str]) -> None:
@@ -325,8 +328,9 @@ def _add_verify_args(p: argparse.ArgumentParser, resume: bool = True) -> None:
 def make_parser(with_models: bool = True) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="harness", description="kite harness: build, verify pre-registered criteria, "
                                                              "report.")
-    p.add_argument("--root", help="repository root (default: the folder holding harness/)")
-    p.add_argument("--config", help="engine configuration (default: configs/engine.yaml)")
+    p.add_argument("--root", help="project folder (default: the nearest folder at or above the working "
+                                  "directory with configs/engine.yaml or a [tool.kite] table in pyproject.toml)")
+    p.add_argument("--config", help="engine configuration (default: [tool.kite] config, else configs/engine.yaml)")
     sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
     sub.required = True
 

@@ -64,7 +64,7 @@ def test_reader_agrees_with_the_loader_on_the_real_matrix(noxfile):
     "cross:\n  a: {}\n",
 ])
 def test_reader_agrees_with_yaml(noxfile, text):
-    assert noxfile.matrix_entry_names(text) == list((yaml.safe_load(text).get("entries") or {}))
+    assert noxfile.matrix_entry_names(text) == list(yaml.safe_load(text).get("entries") or {})
 
 
 def test_dependencies_come_from_pyproject(noxfile):

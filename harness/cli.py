@@ -21,9 +21,9 @@ def _say(msg: str) -> None:
 
 
 def _project(args: argparse.Namespace):  # -> Project: --root, else the nearest above the working directory
-    from harness.spec.project import find_project, project_at
+    from harness.spec.project import locate
 
-    return project_at(Path(args.root)) if args.root else find_project(Path.cwd())
+    return locate(Path(args.root) if args.root else None)
 
 
 def _config(args: argparse.Namespace):  # -> Config (lazy import keeps --help fast)

@@ -102,3 +102,15 @@ def test_verify_generates_the_projects_own_recipe(tmp_path):
     own = session.model_path({"recipe": "mine"})
     assert own.parent == tmp_path / "models" and own.is_file()
     assert own.read_bytes() != session.model_path({"recipe": "tiny"}).read_bytes()
+
+
+def test_models_gen_inside_a_project_uses_its_recipes_and_cache(tmp_path, monkeypatch, capsys):
+    _engine_yaml(tmp_path)
+    (tmp_path / "configs" / "models").mkdir()
+    (tmp_path / "configs" / "models" / "mine.yaml").write_text((BUILTIN_DIR / "tiny.yaml").read_text())
+    (tmp_path / "sub").mkdir()
+    monkeypatch.chdir(tmp_path / "sub")
+    assert main(["models", "gen", "mine"]) == 0
+    assert Path(capsys.readouterr().out.strip()).parent == tmp_path.resolve() / "models"
+    assert main(["models", "list"]) == 0
+    assert "mine" in capsys.readouterr().out

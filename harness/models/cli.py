@@ -61,14 +61,13 @@ def run(args: argparse.Namespace) -> int:
 def _project_models(args: argparse.Namespace) -> tuple[list[Path], Path | None]:
     """The project's recipe folder and model cache when run inside a project (or with --root);
     outside one, the built-in recipes and ./models."""
-    from harness.errors import ConfigError
     from harness.spec.config import load_config
-    from harness.spec.project import find_project, project_at
+    from harness.spec.project import NoProject, locate
 
     root, config = getattr(args, "root", None), getattr(args, "config", None)
     try:
-        project = project_at(Path(root)) if root else find_project(Path.cwd())
-    except ConfigError:
+        project = locate(Path(root) if root else None)
+    except NoProject:
         return [], None
     cfg = load_config(project.root, Path(config).resolve() if config else project.config)
     return [cfg.recipe_dir], cfg.root / cfg.models_dir

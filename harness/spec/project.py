@@ -23,6 +23,10 @@ DEFAULT_CONFIG = Path("configs") / "engine.yaml"
 TOOL_KEYS = ("config",)
 
 
+class NoProject(ConfigError):
+    """No folder at or above the working directory declares a project."""
+
+
 @dataclass(frozen=True)
 class Project:
     root: Path
@@ -35,6 +39,11 @@ def project_at(folder: Path) -> Project:
     return Project(folder, folder / (_tool_config(folder / "pyproject.toml") or DEFAULT_CONFIG))
 
 
+def locate(root: Path | None) -> Project:
+    """`--root`'s project when given, else the nearest one at or above the working directory."""
+    return project_at(root) if root is not None else find_project(Path.cwd())
+
+
 def find_project(start: Path) -> Project:
     """The nearest project at or above start."""
     start = start.resolve()
@@ -44,7 +53,7 @@ def find_project(start: Path) -> Project:
             return Project(folder, folder / named)
         if (folder / DEFAULT_CONFIG).is_file():
             return Project(folder, folder / DEFAULT_CONFIG)
-    raise ConfigError(f"no kite project in {start} or above it (looked for {DEFAULT_CONFIG.as_posix()} and "
+    raise NoProject(f"no kite project in {start} or above it (looked for {DEFAULT_CONFIG.as_posix()} and "
                       "a [tool.kite] table in pyproject.toml); run it inside a project or give --root")
 
 

@@ -30,13 +30,15 @@ def expected_presets() -> dict[str, dict[str, dict]]:
             out.setdefault(proj.source, {})[name] = {
                 "binaryDir": f"${{sourceDir}}/{up}/{CFG.build_dir}/{name}/{part}",
                 "cacheVariables": {"CMAKE_BUILD_TYPE": CFG.build_type, **proj.options,
+                                   # fetched source (llama.cpp): its folder comes from the environment
+                                   **{option: f"$env{{{option}}}" for option, _ in proj.external},
                                    out_var: f"${{sourceDir}}/{up}/{CFG.build_dir}/{name}/bin"}}
     return out
 
 
 def test_presets_match_the_builds():
     want = expected_presets()
-    assert set(want) == {"native", "native/cuda", "native/testmod"}
+    assert set(want) == {"native", "native/cuda", "native/testmod", "native/llamacpp"}
     for source, builds in want.items():
         doc = json.loads((REPO / source / "CMakePresets.json").read_text())
         got = {p["name"]: {"binaryDir": p["binaryDir"], "cacheVariables": p["cacheVariables"]}

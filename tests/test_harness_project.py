@@ -8,7 +8,8 @@ import pytest
 
 from harness.cli import main
 from harness.errors import ConfigError
-from harness.models.recipes import BUILTIN_DIR, list_recipes, load_recipe
+from harness.models.recipes import list_recipes, load_recipe
+from harness.spec.project import BUILTIN_RECIPES as BUILTIN_DIR
 from harness.spec.project import DEFAULT_CONFIG, find_project, project_at
 
 REPO = Path(__file__).resolve().parent.parent

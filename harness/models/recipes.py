@@ -19,8 +19,9 @@ from typing import Any
 
 import yaml
 
+from harness.spec.project import find_recipe, recipe_folders
+
 ARCH = "qwen35"
-BUILTIN_DIR = Path(__file__).resolve().parent / "builtin"  # recipes shipped as package data
 
 TENSOR_TYPES = ("f32", "f16", "q8_0", "q4_0")
 
@@ -254,18 +255,16 @@ def resolve_recipe_path(recipe: str | Path, search: Sequence[Path] = ()) -> Path
         if not p.is_file():
             raise RecipeError(f"recipe file not found: {p}")
         return p
-    folders = [*search, BUILTIN_DIR]
-    for folder in folders:
-        cand = folder / f"{recipe}.yaml"
-        if cand.is_file():
-            return cand
-    known = ", ".join(list_recipes(search)) or "none"
-    raise RecipeError(f"unknown recipe {str(recipe)!r} (no {recipe}.yaml in {', '.join(map(str, folders))}); "
-                      f"known: {known}")
+    found = find_recipe(str(recipe), search)
+    if found is None:
+        known = ", ".join(list_recipes(search)) or "none"
+        raise RecipeError(f"unknown recipe {str(recipe)!r} (no {recipe}.yaml in "
+                          f"{', '.join(map(str, recipe_folders(search)))}); known: {known}")
+    return found
 
 
 def list_recipes(search: Sequence[Path] = ()) -> list[str]:
-    return sorted({p.stem for folder in (*search, BUILTIN_DIR) if folder.is_dir() for p in folder.glob("*.yaml")})
+    return sorted({p.stem for folder in recipe_folders(search) if folder.is_dir() for p in folder.glob("*.yaml")})
 
 
 def load_recipe(recipe: str | Path, search: Sequence[Path] = ()) -> Recipe:

@@ -9,6 +9,7 @@ A folder is a project when its `pyproject.toml` has a `[tool.kite]` table (whose
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +22,8 @@ else:  # Python 3.10: the same parser, as the tomli package (a dependency there)
 
 DEFAULT_CONFIG = Path("configs") / "engine.yaml"
 TOOL_KEYS = ("config",)
+# Model recipes shipped with the harness (package data); a project's own come first.
+BUILTIN_RECIPES = Path(__file__).resolve().parents[1] / "models" / "builtin"
 
 
 class NoProject(ConfigError):
@@ -84,3 +87,13 @@ def _tool_config(pyproject: Path) -> Path | None:
     if not isinstance(config, str) or not config:
         raise ConfigError(f"{pyproject}: [tool.kite] config must be a path (relative to {pyproject.parent})")
     return Path(config)
+
+
+def recipe_folders(search: Sequence[Path] = ()) -> list[Path]:
+    """Where a recipe name is looked up, in order: the project's folders, then the built-ins."""
+    return [*search, BUILTIN_RECIPES]
+
+
+def find_recipe(name: str, search: Sequence[Path] = ()) -> Path | None:
+    """NAME.yaml in the first folder that holds it; None when none does."""
+    return next((f / f"{name}.yaml" for f in recipe_folders(search) if (f / f"{name}.yaml").is_file()), None)

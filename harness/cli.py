@@ -32,11 +32,11 @@ from harness.spec import inputs, registry
 from harness.spec.config import Config, load_config
 from harness.spec.criteria import Criterion
 from harness.spec.depends import dependency_digests
+from harness.spec.project import Project, locate
 from harness.tools import fuzz, oracle
 from harness.verify import TRUST_ENV, Session, VerifyOptions, default_files, load_criteria, verify
 
 PROG = "harness"  # one name in usage and error lines (`python -m harness`, `kite-harness`)
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _err(msg: str) -> None:
@@ -47,12 +47,18 @@ def _say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
+def _project(args: argparse.Namespace) -> Project:
+    """--root, else the nearest project at or above the working directory (as pytest finds its rootdir)."""
+    return locate(Path(args.root) if args.root else None)
+
+
 def _root(args: argparse.Namespace) -> Path:
-    return Path(args.root).resolve() if args.root else ROOT
+    return _project(args).root
 
 
 def _config(args: argparse.Namespace) -> Config:
-    return load_config(_root(args), Path(args.config).resolve() if args.config else None)
+    project = _project(args)
+    return load_config(project.root, Path(args.config).resolve() if args.config else project.config)
 
 
 # ---- subcommands ----------------------------------------------------------------------------
@@ -319,8 +325,10 @@ def make_parser() -> argparse.ArgumentParser:
                                        "fails, 2 usage or harness error; `%(prog)s COMMAND --help` for each command")
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}",
                    help="print the version and exit")
-    p.add_argument("--root", metavar="DIR", help="repository root (default: the folder holding harness/)")
-    p.add_argument("--config", metavar="FILE", help="engine configuration (default: configs/engine.yaml)")
+    p.add_argument("--root", metavar="DIR", help="project folder (default: the nearest folder at or above the "
+                   "working directory with configs/engine.yaml or a [tool.kite] table in pyproject.toml)")
+    p.add_argument("--config", metavar="FILE",
+                   help="engine configuration (default: [tool.kite] config, else configs/engine.yaml)")
     sub = p.add_subparsers(dest="cmd", metavar="COMMAND", help="one of:")
     sub.required = True
 

@@ -20,8 +20,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 BUILD_ROOT = REPO / "build"
-# The shared fixtures live next to the repository: <repo>/../shared/fixtures/qwen35
-FIXTURES = REPO.parent / "shared" / "fixtures" / "qwen35"
+# The conformance fixtures (tiny-a, tiny-b; see their PROVENANCE.md), kept in the repository
+FIXTURES = REPO / "tests" / "data" / "qwen35"
 
 _built: dict[str, Path] = {}
 
@@ -98,9 +98,9 @@ def kite_asan_bin() -> Path:
 
 @pytest.fixture(scope="session")
 def qwen35_fixtures() -> Path:
-    """The shared qwen35 conformance fixtures (tiny-a, tiny-b)."""
+    """The qwen35 conformance fixtures (tiny-a, tiny-b), part of the repository: never skipped."""
     if not (FIXTURES / "tiny-a").is_dir():
-        pytest.skip(f"shared fixtures not found at {FIXTURES} (expected next to the repository)")
+        pytest.fail(f"conformance fixtures missing at {FIXTURES}: an incomplete checkout")
     return FIXTURES
 
 

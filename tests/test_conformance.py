@@ -1,4 +1,4 @@
-"""Conformance of the engine with transformers and llama.cpp on the shared qwen35 fixtures.
+"""Conformance of the engine with transformers and llama.cpp on the qwen35 fixtures (tests/data/qwen35).
 
 F32 GGUF: at every position max|logit - transformers| <= 1e-4 * max|transformers logit| and the
 same argmax; h_out likewise against hidden_hf.f32. F16 and Q8_0 GGUFs: NMSE against

@@ -26,9 +26,9 @@ from hypothesis import HealthCheck, example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from harness.spec import criteria as C  # noqa: E402
-from harness.spec import registry
-from harness.report import document as report
-from harness.run import runner
+from harness.spec import registry  # noqa: E402
+from harness.report import document as report  # noqa: E402
+from harness.run import runner  # noqa: E402
 from harness.spec import schema  # noqa: E402
 from harness.build.cmake import BuildResult, PartResult  # noqa: E402
 from harness.process import ProcResult  # noqa: E402

@@ -18,11 +18,11 @@ import pytest
 from harness.tools import fuzz
 from harness.process import run_process
 
+from engine_build import build_engine
+
 pytestmark = [pytest.mark.native, pytest.mark.skipif(os.name == "nt", reason="POSIX signals")]
 
 REPO = Path(__file__).resolve().parent.parent
-KITE = next((p for b in ("default", "stub") if (p := REPO / "build" / b / "bin" / "kite").exists()), None)
-needs_engine = pytest.mark.skipif(KITE is None, reason="the engine is not built (python -m harness build)")
 DUMP_FILES = ("h_out.f32", "logits.f32", "meta.json")
 
 
@@ -44,28 +44,32 @@ def good_model(tmp_path_factory) -> Path:
     return _good_model(tmp_path_factory)
 
 
+@pytest.fixture(scope="module")
+def kite() -> Path:
+    """The CPU engine (stub build), built on first use like the other native tests' engine."""
+    return build_engine("stub")
+
+
 def _refused(r: subprocess.CompletedProcess, what: str) -> None:
     assert r.returncode == 1, f"{what}: exit {r.returncode} (negative = signal)\n{r.stderr[-500:]}"
     assert r.stderr.startswith("kite: error:") or "\nkite: error:" in r.stderr, r.stderr[-500:]
 
 
-@needs_engine
 @pytest.mark.parametrize("path", fuzz.regression_inputs(REPO), ids=lambda p: p.name)
-def test_regression_input_refused(path):
-    r = subprocess.run([str(KITE), "run", "--model", str(path), "--prompt", "1", "--steps", "1"],
+def test_regression_input_refused(kite, path):
+    r = subprocess.run([str(kite), "run", "--model", str(path), "--prompt", "1", "--steps", "1"],
                        capture_output=True, text=True, timeout=60)
     _refused(r, path.name)
 
 
-@needs_engine
-def test_hostile_models_never_crash(good_model, tmp_path):
+def test_hostile_models_never_crash(kite, good_model, tmp_path):
     """Truncated, corrupted and degenerate variants of a good model: exit 0 (a corrupted byte in
     a string or weight leaves a valid file) or 1 with a message; never a signal or a hang."""
     counts: dict[str, int] = {}
     for kind, name, data in fuzz.hostile_models(good_model.read_bytes()):
         p = tmp_path / f"{name}.gguf"
         p.write_bytes(data)
-        r = subprocess.run([str(KITE), "run", "--model", str(p), "--prompt", "1,2", "--steps", "1"],
+        r = subprocess.run([str(kite), "run", "--model", str(p), "--prompt", "1,2", "--steps", "1"],
                            capture_output=True, text=True, timeout=60)
         if kind == "corrupted" and r.returncode == 0:
             continue
@@ -74,8 +78,8 @@ def test_hostile_models_never_crash(good_model, tmp_path):
     assert counts.get("truncated", 0) >= 8 and counts.get("degenerate", 0) == 4, counts
 
 
-def _slow_run(model: Path, dump: Path) -> list[str]:
-    return [str(KITE), "run", "--model", str(model), "--prompt", "1,2,3", "--steps", "60", "--dump", str(dump)]
+def _slow_run(kite: Path, model: Path, dump: Path) -> list[str]:
+    return [str(kite), "run", "--model", str(model), "--prompt", "1,2,3", "--steps", "60", "--dump", str(dump)]
 
 
 def _find_pid(marker: str, timeout: float = 20) -> int | None:
@@ -92,15 +96,14 @@ def _find_pid(marker: str, timeout: float = 20) -> int | None:
     return None
 
 
-@needs_engine
-def test_real_engine_killed_mid_run(good_model, tmp_path):
+def test_real_engine_killed_mid_run(kite, good_model, tmp_path):
     """SIGKILL from outside while the engine decodes: the harness reports the signal, and the
     dump folder holds no half-written file (the engine writes each to a temporary name, then
     renames)."""
     dump = tmp_path / "dump-killed"
     out: dict = {}
     t = threading.Thread(target=lambda: out.update(r=run_process(
-        _slow_run(good_model, dump), {"KITE_DEBUG_STEP_DELAY_US": "20000"}, timeout=120)))
+        _slow_run(kite, good_model, dump), {"KITE_DEBUG_STEP_DELAY_US": "20000"}, timeout=120)))
     t.start()
     pid = _find_pid(str(dump))
     assert pid, "the engine never started"
@@ -114,11 +117,10 @@ def test_real_engine_killed_mid_run(good_model, tmp_path):
     assert present == [] or present == list(DUMP_FILES), present
 
 
-@needs_engine
-def test_real_engine_hang_times_out(good_model, tmp_path):
+def test_real_engine_hang_times_out(kite, good_model, tmp_path):
     dump = tmp_path / "dump-hang"
     t0 = time.time()
-    r = run_process(_slow_run(good_model, dump), {"KITE_DEBUG_STEP_DELAY_US": "1000000"}, timeout=1.5)
+    r = run_process(_slow_run(kite, good_model, dump), {"KITE_DEBUG_STEP_DELAY_US": "1000000"}, timeout=1.5)
     assert r.timed_out and "timed out" in r.describe()
     assert time.time() - t0 < 15
     time.sleep(0.2)

@@ -12,6 +12,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from harness.spec.config import load_config
+from harness.spec.project import NoProject, locate
+
 from .convert import convert
 from .gen import ensure_model, generate
 from .quant import GGML_TYPES
@@ -29,11 +32,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                        description="Write the recipe's random-weight model. Without --out it goes to "
                                    "the model cache (models/, or --models-dir) under a digest name and "
                                    "is reused when already there; the path is printed.")
-    g.add_argument("recipe", metavar="RECIPE", help="recipe name (configs/models/NAME.yaml) or a YAML path")
+    g.add_argument("recipe", metavar="RECIPE", help="recipe name (the project's configs/models/NAME.yaml, else a "
+                                                    "built-in one) or a YAML path")
     g.add_argument("--type", choices=types, default=None, help="tensor type (default: the recipe's)")
     g.add_argument("--out", type=Path, default=None, help="output file (written even if it exists)")
     g.add_argument("--seed", type=int, default=None, help="random seed (default: the recipe's)")
-    g.add_argument("--models-dir", type=Path, default=None, help="cache folder (default: models/)")
+    g.add_argument("--models-dir", type=Path, default=None,
+                   help="cache folder (default: the project's models folder, outside a project ./models)")
 
     c = sub.add_parser("convert", help="convert a Hugging Face Qwen3.5 checkpoint to GGUF",
                        description="Convert config.json + model.safetensors with llama.cpp's qwen35 "
@@ -59,13 +64,26 @@ def run(args: argparse.Namespace) -> int:
         return 2
 
 
+def _project_models(args: argparse.Namespace) -> tuple[list[Path], Path | None]:
+    """The project's recipe folder and model cache when run inside a project (or with --root);
+    outside one, the built-in recipes and ./models."""
+    root, config = getattr(args, "root", None), getattr(args, "config", None)
+    try:
+        project = locate(Path(root) if root else None)
+    except NoProject:
+        return [], None
+    cfg = load_config(project.root, Path(config).resolve() if config else project.config)
+    return [cfg.recipe_dir], cfg.root / cfg.models_dir
+
+
 def _gen(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
+    search, models_dir = _project_models(args)
     if args.out is not None:
-        r = load_recipe(args.recipe)
+        r = load_recipe(args.recipe, search)
         path = generate(r, args.out, args.type, args.seed)
     else:
-        path = ensure_model(args.recipe, args.models_dir, args.type, seed=args.seed)
+        path = ensure_model(args.recipe, args.models_dir or models_dir, args.type, seed=args.seed, search=search)
     dt = time.perf_counter() - t0
     print(f"{path}  ({path.stat().st_size / 1e6:.1f} MB, {dt:.1f} s)", file=sys.stderr)
     print(path)
@@ -80,9 +98,10 @@ def _convert(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
+    search, _ = _project_models(args)
     print(f"{'recipe':<16} {'params':>12} {'layers':>7} {'hidden':>7} {'vocab':>8} {'type':>6}  pattern")
-    for name in list_recipes():
-        r = load_recipe(name)
+    for name in list_recipes(search):
+        r = load_recipe(name, search)
         c = r.config
         pat = "".join("L" if t == "linear" else "F" for t in c.layer_types)
         print(f"{name:<16} {c.n_params():>12,} {c.num_hidden_layers:>7} {c.hidden_size:>7} "

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Sequence
 from pathlib import Path
 
 import gguf
@@ -27,12 +28,12 @@ import numpy as np
 
 from .gguf_out import write_gguf
 from .quant import GGML_TYPES
-from .recipes import REPO_ROOT, Qwen35Config, Recipe, TensorSpec, load_recipe
+from .recipes import Qwen35Config, Recipe, TensorSpec, load_recipe
 from .vocab import byte_level_vocab
 
 # Bump when the bytes written for a given (recipe, type, seed) change.
 GENERATOR_VERSION = 1
-DEFAULT_MODELS_DIR = REPO_ROOT / "models"
+DEFAULT_MODELS_DIR = Path("models")  # relative to the working directory
 
 
 def _rng(seed: int, name: str) -> np.random.Generator:
@@ -105,11 +106,12 @@ def model_filename(recipe: Recipe, qtype: str, seed: int) -> str:
 
 
 def ensure_model(recipe: str, out_dir: Path | None = None, qtype: str | None = None,
-                 seed: int | None = None) -> Path:
-    """Path of the recipe's generated model in ``out_dir`` (default ``models/`` at the repo root),
-    generating it first if absent. The name holds a digest of (recipe text, type, seed, generator
-    version), so any change makes a new file; writes are atomic (temporary name, then rename)."""
-    r = load_recipe(recipe)
+                 seed: int | None = None, search: Sequence[Path] = ()) -> Path:
+    """Path of the recipe's generated model in ``out_dir`` (default ``models/``), generating it
+    first if absent. The name holds a digest of (recipe text, type, seed, generator version), so
+    any change makes a new file; writes are atomic (temporary name, then rename). `search`: the
+    project's recipe folders, looked in before the built-in recipes."""
+    r = load_recipe(recipe, search)
     qtype = qtype or r.type
     if qtype not in GGML_TYPES:
         raise ValueError(f"unknown type {qtype!r}; use one of {', '.join(GGML_TYPES)}")

@@ -1,6 +1,7 @@
 """Model recipes: the hyper-parameters of a Qwen3.5 text model ("qwen35" in GGUF).
 
-A recipe is a YAML file under ``configs/models/``. `Qwen35Config` is the single description of a
+A recipe is a YAML file: a project's own under ``configs/models/`` (next to its engine.yaml),
+else one shipped with the package (``harness/models/builtin/``). `Qwen35Config` is the single description of a
 model's shape used by both the random-weight generator (`gen.py`) and the Hugging Face converter
 (`convert.py`), so the two write the same metadata and the same tensor names and shapes.
 
@@ -11,15 +12,16 @@ weight shape (out, in) has ``ne = (in, out)``.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from harness.spec.project import find_recipe, recipe_folders
+
 ARCH = "qwen35"
-REPO_ROOT = Path(__file__).resolve().parents[2]
-RECIPE_DIR = REPO_ROOT / "configs" / "models"
 
 TENSOR_TYPES = ("f32", "f16", "q8_0", "q4_0")
 
@@ -245,26 +247,28 @@ def _number(v: Any, key: str, where: str) -> float:
     raise RecipeError(f"{where}: {key} must be a number, got {v!r}")
 
 
-def resolve_recipe_path(recipe: str | Path) -> Path:
-    """A recipe name (``tiny`` -> configs/models/tiny.yaml) or a path to a YAML file."""
+def resolve_recipe_path(recipe: str | Path, search: Sequence[Path] = ()) -> Path:
+    """A recipe name (``tiny`` -> NAME.yaml in the first of `search` holding it, else the built-in
+    one) or a path to a YAML file. `search`: the project's recipe folders, ahead of the built-ins."""
     p = Path(recipe)
     if p.suffix in (".yaml", ".yml") or p.exists():
         if not p.is_file():
             raise RecipeError(f"recipe file not found: {p}")
         return p
-    cand = RECIPE_DIR / f"{recipe}.yaml"
-    if not cand.is_file():
-        known = ", ".join(list_recipes()) or "none"
-        raise RecipeError(f"unknown recipe {str(recipe)!r} (no {cand.relative_to(REPO_ROOT)}); known: {known}")
-    return cand
+    found = find_recipe(str(recipe), search)
+    if found is None:
+        known = ", ".join(list_recipes(search)) or "none"
+        raise RecipeError(f"unknown recipe {str(recipe)!r} (no {recipe}.yaml in "
+                          f"{', '.join(map(str, recipe_folders(search)))}); known: {known}")
+    return found
 
 
-def list_recipes() -> list[str]:
-    return sorted(p.stem for p in RECIPE_DIR.glob("*.yaml")) if RECIPE_DIR.is_dir() else []
+def list_recipes(search: Sequence[Path] = ()) -> list[str]:
+    return sorted({p.stem for folder in recipe_folders(search) if folder.is_dir() for p in folder.glob("*.yaml")})
 
 
-def load_recipe(recipe: str | Path) -> Recipe:
-    path = resolve_recipe_path(recipe)
+def load_recipe(recipe: str | Path, search: Sequence[Path] = ()) -> Recipe:
+    path = resolve_recipe_path(recipe, search)
     text = path.read_text(encoding="utf-8")
     return parse_recipe(text, path)
 

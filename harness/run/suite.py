@@ -98,7 +98,7 @@ class Models:
             self.say(f"model: {spec.get('recipe')}" + (f" ({spec.get('qtype')})" if spec.get("qtype") else ""))
             try:
                 self.made[key] = Path(ensure_model(str(spec["recipe"]), self.cfg.root / self.cfg.models_dir,
-                                                   spec.get("qtype")))
+                                                   spec.get("qtype"), search=[self.cfg.recipe_dir]))
             except Exception as e:  # noqa: BLE001 - any generator failure fails the criteria using it
                 self.made[key] = CriterionFail(f"model {key}: {type(e).__name__}: {e}")
         got = self.made[key]

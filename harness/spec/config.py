@@ -123,6 +123,11 @@ class Config:
         spec = self.builds.get(build)
         return spec.binary if spec is not None and spec.binary else self.binary
 
+    @property
+    def recipe_dir(self) -> Path:
+        """The project's own model recipes (NAME.yaml), ahead of the harness's built-in ones."""
+        return self.path.parent / "models"
+
     def bin_dir(self, build: str) -> Path:
         spec = self.builds.get(build)
         if spec is not None and spec.prebuilt:

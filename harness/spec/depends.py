@@ -1,5 +1,6 @@
 """What a criterion depends on beyond its own text, as digests: the model recipe it runs
-(configs/models/<recipe>.yaml, or the fixed model file of configs/engine.yaml) and the build
+(the project's configs/models/<recipe>.yaml, else the built-in one; or the fixed model file of
+configs/engine.yaml) and the build
 entries of configs/engine.yaml it runs (as parsed: source, options, inputs, prebuilt, extras; with
 the build type). Registered beside the criterion's
 digest (`depends` lines of registry.lock), so a change to either shows as "not as registered"."""
@@ -15,6 +16,7 @@ from harness.spec import criteria as C
 from harness.spec import inputs, yamlsrc
 from harness.spec.config import Config
 from harness.spec.digest import criterion_digest, file_sha256
+from harness.spec.project import find_recipe
 
 
 def uses_model(c: C.Criterion) -> bool:
@@ -22,10 +24,12 @@ def uses_model(c: C.Criterion) -> bool:
                for t in [*v.args, *v.wrapper, *v.env.values(), *v.place.values()])
 
 
-def _recipe_digest(root: Path, recipe: str) -> str:
+def _recipe_digest(cfg: Config, recipe: str) -> str:
     p = Path(recipe)
-    path = p if p.suffix in (".yaml", ".yml") else Path("configs") / "models" / f"{recipe}.yaml"
-    path = path if path.is_absolute() else root / path
+    if p.suffix in (".yaml", ".yml"):
+        path = p if p.is_absolute() else cfg.root / p
+    else:  # looked up as the model generator looks it up
+        path = find_recipe(recipe, [cfg.recipe_dir]) or cfg.recipe_dir / f"{recipe}.yaml"
     try:
         value: Any = yamlsrc.load(inputs.read_text(path, inputs.MAX_CONFIG)).value
     except FileNotFoundError:
@@ -59,5 +63,5 @@ def dependency_digests(cfg: Config, c: C.Criterion) -> dict[str, str]:
             digest = file_sha256(path if path.is_absolute() else cfg.root / path)
             out[f"model-file:{spec['path']}"] = f"sha256:{digest}" if digest else "absent"
         elif spec.get("recipe"):
-            out[f"recipe:{spec['recipe']}"] = _recipe_digest(cfg.root, str(spec["recipe"]))
+            out[f"recipe:{spec['recipe']}"] = _recipe_digest(cfg, str(spec["recipe"]))
     return out

@@ -8,7 +8,7 @@ Targets (native/fuzz/CMakeLists.txt, CMake option KITE_FUZZ, clang only):
 
 Steps: build into build/fuzz/ (clang, -fsanitize=fuzzer,address,undefined, KITE_CUDA=OFF);
 gather the seeds (the default tiny model, the micro recipe native/fuzz/micro.yaml in four
-tensor types, the shared fixtures when present, and the kept regression inputs); replay every
+tensor types, the conformance fixtures when present, and the kept regression inputs); replay every
 regression input once (each must pass); then fuzz each target for --seconds, one worker, with a
 corpus kept under build/fuzz/corpus/<target>/ between runs. Crash, leak, timeout and
 out-of-memory inputs are copied into tests/data/fuzz_regressions/ as `<kind>-<target>-<sha1>`.
@@ -173,13 +173,14 @@ def build(root: Path, build_dir: Path, clang: str, jobs: int, say) -> dict[str, 
 
 # ---- seeds -------------------------------------------------------------------------------------
 
-def shared_fixtures(root: Path) -> list[Path]:
-    return sorted((root.parent / "shared" / "fixtures" / "qwen35").glob("*/*.gguf"))
+def fixture_models(root: Path) -> list[Path]:
+    """The conformance fixtures' GGUFs (tests/data/qwen35, llama.cpp-converted)."""
+    return sorted((root / "tests" / "data" / "qwen35").glob("*/*.gguf"))
 
 
 def gather_seeds(root: Path, seed_dir: Path, say) -> list[Path]:
     """Seed files (copied or generated into seed_dir): the default model, the micro recipe in
-    several types, the shared fixtures when present, the kept regression inputs."""
+    several types, the conformance fixtures when present, the kept regression inputs."""
     seed_dir.mkdir(parents=True, exist_ok=True)
     seeds: list[Path] = []
     try:
@@ -192,9 +193,9 @@ def gather_seeds(root: Path, seed_dir: Path, say) -> list[Path]:
             seeds.append(out)
     except Exception as e:  # noqa: BLE001 - no generator (numpy missing...): fuzz from what there is
         say(f"[fuzz] note: could not generate model seeds ({type(e).__name__}: {e})")
-    fx = shared_fixtures(root)
+    fx = fixture_models(root)
     if not fx:
-        say("[fuzz] note: no shared fixtures (../shared/fixtures/qwen35/*/*.gguf); skipped")
+        say("[fuzz] note: no conformance fixtures (tests/data/qwen35/*/*.gguf); skipped")
     seeds += fx
     seeds += regression_inputs(root)
     return seeds

@@ -3,7 +3,7 @@
 For each of N seeded random configs (hidden size, layer count and linear/full mix, heads with
 H*D != E, linear key heads != value heads so the value-head reorder is exercised, tied or untied
 LM head, partial rotary factor, conv kernel, vocabulary), with random float32 weights in the spirit
-of the shared fixtures:
+of the conformance fixtures (tests/data/qwen35):
 
 1. build ``Qwen3_5ForCausalLM`` and ``save_pretrained`` it to a temporary folder;
 2. convert it with the harness converter (``harness.models.convert``) to an F32 and a Q8_0 GGUF;

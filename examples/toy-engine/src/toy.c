@@ -1,0 +1,71 @@
+/* toy: a stand-in engine of another shape than kite, for the harness's example project.
+ *
+ *   toy about                               facts about the program, JSON on stdout
+ *   toy table N [--order up|down] [--out DIR]
+ *       computes squares[i] = i * i / 2 for i < N, filling the table upwards or downwards;
+ *       with --out, writes DIR/squares.f32 and DIR/facts.json (what configs/engine.yaml declares)
+ *
+ * Exit status: 0 done, 2 bad arguments, 1 a file could not be written. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _WIN32
+#include <direct.h>
+#define make_dir(path) _mkdir(path)
+#else
+#include <sys/stat.h>
+#define make_dir(path) mkdir(path, 0755)
+#endif
+
+static int usage(const char *why) {
+    fprintf(stderr, "toy: %s\nusage: toy about | toy table N [--order up|down] [--out DIR]\n", why);
+    return 2;
+}
+
+static int write_table(const char *dir, const float *squares, long n, const char *order) {
+    char path[4096];
+    make_dir(dir); /* may exist already; a real failure shows as the fopen below failing */
+    snprintf(path, sizeof path, "%s/squares.f32", dir);
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(squares, sizeof(float), (size_t)n, f) != (size_t)n || fclose(f) != 0) {
+        fprintf(stderr, "toy: cannot write %s\n", path);
+        return 1;
+    }
+    snprintf(path, sizeof path, "%s/facts.json", dir);
+    f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "toy: cannot write %s\n", path);
+        return 1;
+    }
+    fprintf(f, "{\"dims\": {\"squares\": [%ld]}, \"order\": \"%s\"}\n", n, order);
+    return fclose(f) == 0 ? 0 : 1;
+}
+
+int main(int argc, char **argv) {
+    if (argc == 2 && strcmp(argv[1], "about") == 0) {
+        printf("{\"name\": \"toy\", \"version\": 1, \"dumps\": [\"squares\"]}\n");
+        return 0;
+    }
+    if (argc < 3 || strcmp(argv[1], "table") != 0) return usage("unknown command");
+    char *end = NULL;
+    long n = strtol(argv[2], &end, 10);
+    if (*end != '\0' || n < 1 || n > 1000000) return usage("N must be an integer from 1 to 1000000");
+    const char *order = "up", *out = NULL;
+    for (int i = 3; i + 1 < argc; i += 2) {
+        if (strcmp(argv[i], "--order") == 0) order = argv[i + 1];
+        else if (strcmp(argv[i], "--out") == 0) out = argv[i + 1];
+        else return usage("unknown option");
+    }
+    if (argc % 2 == 0) return usage("an option lacks its value");
+    if (strcmp(order, "up") != 0 && strcmp(order, "down") != 0) return usage("--order is up or down");
+
+    float *squares = malloc((size_t)n * sizeof(float)); /* [n] */
+    if (!squares) return 1;
+    for (long k = 0; k < n; k++) {
+        long i = strcmp(order, "up") == 0 ? k : n - 1 - k;
+        squares[i] = (float)i * (float)i / 2.0f;
+    }
+    int rc = out ? write_table(out, squares, n, order) : 0;
+    free(squares);
+    return rc;
+}

@@ -139,10 +139,13 @@ def matrix(session: nox.Session, entry: str) -> None:
 @nox.session
 def llamacpp(session: nox.Session) -> None:
     """llama.cpp as a second engine under kite's criteria (regressions/engines/llamacpp.yaml): fetches
-    llama.cpp's source pinned by hash, builds it, runs the criteria (GPU ones SKIP without a GPU)."""
+    llama.cpp's source pinned by hash, builds it, runs the criteria (GPU ones SKIP without a GPU).
+    The adapter's tests gate the session; the criteria's verdicts are findings about two engines,
+    reported in reports/latest, so a FAIL verdict (exit 1) passes the session and an error (2) fails it."""
     _install(session, *TESTS)
     session.run("python", "-m", "pytest", "-q", "-m", "llamacpp", "tests", external=True)
-    _harness(session, "verify", "regressions/engines/llamacpp.yaml", *session.posargs)
+    session.run("python", "-m", "harness", "verify", "regressions/engines/llamacpp.yaml", *session.posargs,
+                external=True, success_codes=[0, 1])
 
 
 @nox.session

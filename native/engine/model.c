@@ -15,7 +15,7 @@
 #define KT_DIM_MAX (1 << 24)   /* sanity bound on every hyper-parameter and derived width */
 #define KT_LAYER_MAX 4096
 
-static int errf(char *err, size_t errlen, const char *fmt, ...) {
+int kt_errorf(char *err, size_t errlen, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(err, errlen, fmt, ap);
@@ -32,14 +32,14 @@ static int get_u32(const gguf_file *g, const char *arch, const char *suffix, int
     uint32_t v;
     if (gguf_get_u32(g, key, &v) != 0) {
         if (gguf_find_kv(g, key))
-            return errf(err, errlen, "metadata '%s' is not a non-negative integer", key);
+            return kt_errorf(err, errlen, "metadata '%s' is not a non-negative integer", key);
         if (required)
-            return errf(err, errlen, "missing metadata '%s'", key);
+            return kt_errorf(err, errlen, "missing metadata '%s'", key);
         *out = dflt;
         return 0;
     }
     if (v > KT_DIM_MAX)
-        return errf(err, errlen, "metadata '%s' = %u is out of range", key, v);
+        return kt_errorf(err, errlen, "metadata '%s' = %u is out of range", key, v);
     *out = (int)v;
     return 0;
 }
@@ -66,7 +66,7 @@ static int read_hparams(kt_model *md, int ctx_len, char *err, size_t errlen) {
     if (get_u32(g, a, "ssm.inner_size", 1, 0, &inner, err, errlen))
         return -1;
     if (hp->n_head == 0 || hp->n_head_kv == 0 || hp->n_head % hp->n_head_kv != 0)
-        return errf(err, errlen, "bad head counts: %d query heads, %d KV heads", hp->n_head,
+        return kt_errorf(err, errlen, "bad head counts: %d query heads, %d KV heads", hp->n_head,
                     hp->n_head_kv);
     int dflt_d = hp->n_embd / hp->n_head;
     int vlen;
@@ -75,20 +75,20 @@ static int read_hparams(kt_model *md, int ctx_len, char *err, size_t errlen) {
         get_u32(g, a, "rope.dimension_count", 0, hp->head_dim, &hp->n_rot, err, errlen))
         return -1;
     if (vlen != hp->head_dim)
-        return errf(err, errlen, "attention.value_length %d differs from key_length %d", vlen,
+        return kt_errorf(err, errlen, "attention.value_length %d differs from key_length %d", vlen,
                     hp->head_dim);
     if (hp->head_dim == 0 || hp->n_rot % 2 != 0 || hp->n_rot > hp->head_dim)
-        return errf(err, errlen, "bad rotary dims %d for head dim %d", hp->n_rot, hp->head_dim);
+        return kt_errorf(err, errlen, "bad rotary dims %d for head dim %d", hp->n_rot, hp->head_dim);
     if (nextn >= block_count)
-        return errf(err, errlen, "block_count %d leaves no main layer", block_count);
+        return kt_errorf(err, errlen, "block_count %d leaves no main layer", block_count);
     hp->n_layer = block_count - nextn;
     if (hp->n_embd == 0 || hp->ssm_conv < 1 || hp->ssm_dk == 0 || hp->ssm_hk == 0 ||
         hp->ssm_hv == 0 || hp->ssm_hv % hp->ssm_hk != 0 || inner % hp->ssm_hv != 0)
-        return errf(err, errlen, "bad linear-attention shape: K %d, dk %d, Hk %d, Hv %d, inner %d",
+        return kt_errorf(err, errlen, "bad linear-attention shape: K %d, dk %d, Hk %d, Hv %d, inner %d",
                     hp->ssm_conv, hp->ssm_dk, hp->ssm_hk, hp->ssm_hv, inner);
     hp->ssm_dv = inner / hp->ssm_hv;
     if (hp->n_layer > KT_LAYER_MAX)
-        return errf(err, errlen, "%d layers (at most %d supported)", hp->n_layer, KT_LAYER_MAX);
+        return kt_errorf(err, errlen, "%d layers (at most %d supported)", hp->n_layer, KT_LAYER_MAX);
     /* every derived width must stay a sane int */
     int64_t widths[] = {2 * (int64_t)hp->n_head * hp->head_dim,
                         (int64_t)hp->n_head_kv * hp->head_dim,
@@ -98,13 +98,13 @@ static int read_hparams(kt_model *md, int ctx_len, char *err, size_t errlen) {
                         (int64_t)hp->ssm_hv * hp->ssm_dv * hp->ssm_dk};
     for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++)
         if (widths[i] > KT_DIM_MAX)
-            return errf(err, errlen, "the model's head shapes are too large");
+            return kt_errorf(err, errlen, "the model's head shapes are too large");
     hp->ssm_channels = 2 * hp->ssm_hk * hp->ssm_dk + hp->ssm_hv * hp->ssm_dv;
     {
         char key[160];
         snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", a);
         if (gguf_get_f32(g, key, &hp->eps) != 0)
-            return errf(err, errlen, "missing metadata '%s'", key);
+            return kt_errorf(err, errlen, "missing metadata '%s'", key);
     }
     {
         char key[160];
@@ -112,14 +112,14 @@ static int read_hparams(kt_model *md, int ctx_len, char *err, size_t errlen) {
         if (gguf_get_f32(g, key, &hp->rope_base) != 0)
             hp->rope_base = 10000.0f;
         if (!(hp->rope_base > 0.0f))
-            return errf(err, errlen, "bad rope.freq_base");
+            return kt_errorf(err, errlen, "bad rope.freq_base");
     }
     hp->max_pos = ctx_len > 0 ? ctx_len : (ctx_train > 0 && ctx_train < KT_CTX_DEFAULT ? ctx_train
                                                                                       : KT_CTX_DEFAULT);
     /* layer types: recurrent_layers when present, else the interval */
     md->layer_recurrent = calloc((size_t)hp->n_layer, sizeof(int32_t));
     if (!md->layer_recurrent)
-        return errf(err, errlen, "out of memory");
+        return kt_errorf(err, errlen, "out of memory");
     char key[160];
     snprintf(key, sizeof key, "%s.attention.recurrent_layers", a);
     const gguf_kv *rl = gguf_find_kv(g, key);
@@ -127,11 +127,11 @@ static int read_hparams(kt_model *md, int ctx_len, char *err, size_t errlen) {
         if (rl) {
             int64_t v;
             if (gguf_get_arr_int(g, rl, (uint64_t)i, &v) != 0)
-                return errf(err, errlen, "'%s' has no integer entry for layer %d", key, i);
+                return kt_errorf(err, errlen, "'%s' has no integer entry for layer %d", key, i);
             md->layer_recurrent[i] = v != 0;
         } else {
             if (interval == 0)
-                return errf(err, errlen, "full_attention_interval is 0");
+                return kt_errorf(err, errlen, "full_attention_interval is 0");
             md->layer_recurrent[i] = (i + 1) % interval != 0;
         }
     }
@@ -149,7 +149,7 @@ static const gguf_tensor *find(kt_model *md, int layer, const char *name, int re
         snprintf(full, sizeof full, "%s", name);
     const gguf_tensor *t = gguf_find_tensor(&md->gguf, full);
     if (!t && required && !*failed) {
-        errf(err, errlen, "missing tensor '%s'", full);
+        kt_errorf(err, errlen, "missing tensor '%s'", full);
         *failed = 1;
     }
     return t;
@@ -207,7 +207,7 @@ static int check_finite(const gguf_tensor *t, char *err, size_t errlen) {
     }
     if (at < 0)
         return 0;
-    return errf(err, errlen, "tensor '%s' holds a non-finite %s (NaN or infinity) at %s %lld",
+    return kt_errorf(err, errlen, "tensor '%s' holds a non-finite %s (NaN or infinity) at %s %lld",
                 t->name, scale ? "block scale" : "value", scale ? "block" : "element",
                 (long long)at);
 }
@@ -220,7 +220,7 @@ static int matrix(kt_model *md, int layer, int role, const char *name, int k, in
     if (!t)
         return -1;
     if (t->ne[0] != k || t->ne[1] != n_out || t->ne[2] != 1 || t->ne[3] != 1)
-        return errf(err, errlen, "tensor '%s': shape [%lld, %lld, %lld, %lld], expected [%d, %d]",
+        return kt_errorf(err, errlen, "tensor '%s': shape [%lld, %lld, %lld, %lld], expected [%d, %d]",
                     t->name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
                     (long long)t->ne[3], k, n_out);
     if (check_finite(t, err, errlen))
@@ -243,18 +243,18 @@ static int vector(kt_model *md, int layer, int role, const char *name, int64_t n
     if (!t)
         return -1;
     if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != 1 || t->ne[3] != 1)
-        return errf(err, errlen, "tensor '%s': shape [%lld, %lld], expected [%lld, %lld]", t->name,
+        return kt_errorf(err, errlen, "tensor '%s': shape [%lld, %lld], expected [%lld, %lld]", t->name,
                     (long long)t->ne[0], (long long)t->ne[1], (long long)ne0, (long long)ne1);
     float *v = malloc((size_t)(ne0 * ne1) * sizeof(float));
     if (!v)
-        return errf(err, errlen, "out of memory");
+        return kt_errorf(err, errlen, "out of memory");
     md->owned[md->n_owned++] = v;
     for (int64_t r = 0; r < ne1; r++)
         dequant_row(t->type, (const uint8_t *)t->data + r * gguf_row_bytes(t->type, ne0), (int)ne0,
                     v + r * ne0);
     for (int64_t i = 0; i < ne0 * ne1; i++)
         if (!isfinite(v[i]))
-            return errf(err, errlen, "tensor '%s' holds a non-finite value (NaN or infinity) at "
+            return kt_errorf(err, errlen, "tensor '%s' holds a non-finite value (NaN or infinity) at "
                         "element %lld", t->name, (long long)i);
     *out = v;
     add_ref(md, layer, role, t);
@@ -265,7 +265,7 @@ static int vector(kt_model *md, int layer, int role, const char *name, int64_t n
 static int transpose_owned(float *v, int rows, int cols, char *err, size_t errlen) {
     float *t = malloc((size_t)rows * cols * sizeof(float));
     if (!t)
-        return errf(err, errlen, "out of memory");
+        return kt_errorf(err, errlen, "out of memory");
     for (int r = 0; r < rows; r++)
         for (int c = 0; c < cols; c++)
             t[(size_t)c * rows + r] = v[(size_t)r * cols + c];
@@ -284,13 +284,13 @@ static int load_tensors(kt_model *md, char *err, size_t errlen) {
     md->owned = calloc(max_refs, sizeof *md->owned);
     md->layers = calloc((size_t)hp->n_layer, sizeof *md->layers);
     if (!md->refs || !md->owned || !md->layers)
-        return errf(err, errlen, "out of memory");
+        return kt_errorf(err, errlen, "out of memory");
 
     const gguf_tensor *te = find(md, -1, "token_embd.weight", 1, err, errlen, &failed);
     if (!te)
         return -1;
     if (te->ne[1] > KT_DIM_MAX)
-        return errf(err, errlen, "token_embd.weight: vocabulary of %lld is too large",
+        return kt_errorf(err, errlen, "token_embd.weight: vocabulary of %lld is too large",
                     (long long)te->ne[1]);
     hp = &md->hp;
     md->hp.n_vocab = (int)te->ne[1];
@@ -312,7 +312,7 @@ static int load_tensors(kt_model *md, char *err, size_t errlen) {
         if (!g0)
             return -1;
         if (g0->ne[1] > KT_DIM_MAX)
-            return errf(err, errlen, "ffn_gate.weight too large");
+            return kt_errorf(err, errlen, "ffn_gate.weight too large");
         md->hp.n_ff = (int)g0->ne[1];
     }
     const int F = md->hp.n_ff;
@@ -374,18 +374,18 @@ static int load_tensors(kt_model *md, char *err, size_t errlen) {
 /* Common part of the two loaders, once md->gguf is open. */
 static int load_opened(kt_model *md, const char *path, int ctx_len, char *err, size_t errlen) {
     if (gguf_get_str(&md->gguf, "general.architecture", md->arch, sizeof md->arch) != 0) {
-        errf(err, errlen, "'%s': missing or bad metadata 'general.architecture'", path);
+        kt_errorf(err, errlen, "'%s': missing or bad metadata 'general.architecture'", path);
         kt_model_free(md);
         return -1;
     }
     if (strcmp(md->arch, "qwen35") != 0) {
-        errf(err, errlen, "'%s': architecture '%s' is not supported (only qwen35)", path, md->arch);
+        kt_errorf(err, errlen, "'%s': architecture '%s' is not supported (only qwen35)", path, md->arch);
         kt_model_free(md);
         return -1;
     }
     char inner[512];
     if (read_hparams(md, ctx_len, inner, sizeof inner) || load_tensors(md, inner, sizeof inner)) {
-        errf(err, errlen, "'%s': %s", path, inner);
+        kt_errorf(err, errlen, "'%s': %s", path, inner);
         kt_model_free(md);
         return -1;
     }
@@ -418,7 +418,7 @@ int kt_model_prepare(kt_model *md, int n_threads, int max_m, char *err, size_t e
     md->rope_cos = malloc((size_t)hp->max_pos * (half ? half : 1) * sizeof(float));
     md->rope_sin = malloc((size_t)hp->max_pos * (half ? half : 1) * sizeof(float));
     if (!md->rope_cos || !md->rope_sin)
-        return errf(err, errlen, "out of memory for RoPE tables");
+        return kt_errorf(err, errlen, "out of memory for RoPE tables");
     for (int i = 0; i < half; i++) {
         double inv_freq = kite_pow((double)hp->rope_base, (double)(-2 * i) / (double)hp->n_rot);
         for (int p = 0; p < hp->max_pos; p++) {
@@ -430,7 +430,7 @@ int kt_model_prepare(kt_model *md, int n_threads, int max_m, char *err, size_t e
     if (!md->pool) {
         md->pool = kt_pool_create(n_threads);
         if (!md->pool)
-            return errf(err, errlen, "cannot create the thread pool");
+            return kt_errorf(err, errlen, "cannot create the thread pool");
     }
     md->resident = 0;
     return 0;
@@ -477,7 +477,7 @@ int kt_state_init(kt_state *st, const kt_model *md, char *err, size_t errlen) {
     double ssm_floats = (double)md->n_rec * hp->ssm_hv * (double)hp->ssm_dv * hp->ssm_dk;
     double big_floats = (double)M * (double)(big > mix ? big : mix);
     if (kv_floats > 1e12 || ssm_floats > 1e12 || big_floats > 1e12)
-        return errf(err, errlen, "the sequence state would be too large");
+        return kt_errorf(err, errlen, "the sequence state would be too large");
     st->k_cache = fbuf((size_t)md->n_full * hp->max_pos * KVD, &ok);
     st->v_cache = fbuf((size_t)md->n_full * hp->max_pos * KVD, &ok);
     st->conv_state = fbuf((size_t)md->n_rec * (hp->ssm_conv - 1) * C, &ok);
@@ -501,7 +501,7 @@ int kt_state_init(kt_state *st, const kt_model *md, char *err, size_t errlen) {
     st->gemm.pool = md->pool;
     if (!ok) {
         kt_state_free(st);
-        return errf(err, errlen, "out of memory for the sequence state");
+        return kt_errorf(err, errlen, "out of memory for the sequence state");
     }
     st->device = -1;
     return 0;

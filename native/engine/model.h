@@ -117,6 +117,8 @@ typedef struct kt_state {
 } kt_state;
 
 /* 0 on success; -1 with a message (the model is then closed). */
+/* Formats a message into err (as snprintf) and returns -1: `return kt_errorf(err, n, "...", ...);`. */
+int kt_errorf(char *err, size_t errlen, const char *fmt, ...);
 int kt_model_load(kt_model *md, const char *path, int ctx_len, char *err, size_t errlen);
 /* The same from a GGUF image in memory (selftest, fuzzing); data must outlive the model. */
 int kt_model_load_memory(kt_model *md, const void *data, size_t size, int ctx_len, char *err,

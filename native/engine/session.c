@@ -2,21 +2,12 @@
  * CPU forward pass (forward.c). See session.h. */
 #include "session.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cuda_host.h"
 #include "kite_cuda.h"
-
-static int errf(char *err, size_t errlen, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 /* ---- the model on the device ------------------------------------------------------------------ */
 
@@ -88,13 +79,13 @@ static int cpu_catch_up(const kt_model *md, kt_state *st, int upto) {
 static int rows_check(const kt_model *md, const kt_state *st, const int32_t *tokens, int n, int m,
                       char *err, size_t errlen) {
     if (m < 1 || m > md->max_m)
-        return errf(err, errlen, "%d rows in one pass (1 to %d prepared)", m, md->max_m);
+        return kt_errorf(err, errlen, "%d rows in one pass (1 to %d prepared)", m, md->max_m);
     if (n < 1 || st->pos + n > md->hp.max_pos)
-        return errf(err, errlen, "position %d is past the context length %d", st->pos + n - 1,
+        return kt_errorf(err, errlen, "position %d is past the context length %d", st->pos + n - 1,
                     md->hp.max_pos);
     for (int i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= md->hp.n_vocab)
-            return errf(err, errlen, "token id %d is outside the vocabulary (%d)", tokens[i],
+            return kt_errorf(err, errlen, "token id %d is outside the vocabulary (%d)", tokens[i],
                         md->hp.n_vocab);
     return 0;
 }
@@ -129,12 +120,12 @@ int kt_process_rows(kt_model *md, kt_state *st, const int32_t *tokens, int m, fl
             fprintf(stderr, "kite: warning: the device refused %d row(s) at position %d in the "
                             "middle of a sequence; recomputing the sequence on the CPU\n", m, pos);
             if (cpu_catch_up(md, st, pos))
-                return errf(err, errlen, "out of memory while recomputing on the CPU");
+                return kt_errorf(err, errlen, "out of memory while recomputing on the CPU");
         }
         st->device = 0;
     }
     if (kt_forward_rows(md, st, tokens, m, pos, h_out, logits))
-        return errf(err, errlen, "out of memory in the forward pass");
+        return kt_errorf(err, errlen, "out of memory in the forward pass");
     md->counters.cpu_steps += m;
     if (m > 1)
         md->counters.cpu_mrow_calls++;
@@ -149,7 +140,7 @@ int kt_process_prompt(kt_model *md, kt_state *st, const int32_t *tokens, int n, 
     if (rows_check(md, st, tokens, n, m, err, errlen))
         return -1;
     if (ring < n && (ring < m || ring % m != 0))
-        return errf(err, errlen, "%d output rows for passes of %d rows", ring, m);
+        return kt_errorf(err, errlen, "%d output rows for passes of %d rows", ring, m);
     if (md->resident && st->device != 0 &&
         kc_prompt(tokens, n, m, st->pos, h_out, logits, ring)) {
         rows_done_on_device(md, st, tokens, n, m);

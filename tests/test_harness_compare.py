@@ -137,3 +137,131 @@ def test_tolerance_inf_against_finite_fails():
     assert "outside tolerance (1 differing element with an infinity, first at index 40 (position 2, element 8))" \
         in d.reason
     assert d.reason.startswith("Inf in B (0 in A, 1 in B), first at index 40")
+# ---- tolerance limits: each limit is applied, and each is inclusive ------------------------------
+
+def _pair(a: list[float], b: list[float]) -> tuple[bytes, bytes]:
+    return np.array(a, dtype="<f4").tobytes(), np.array(b, dtype="<f4").tobytes()
+
+
+def test_tolerance_nmse_limit_is_applied():
+    """A tolerance criterion with only `nmse:` fails when the error exceeds it."""
+    a, b = _pair([1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 3.0, 5.0])
+    d = compare_bytes(a, b, 4, mode="tolerance", nmse=0.01)
+    assert d.nmse == 1.0 / 30.0
+    assert not d.ok and "outside tolerance (NMSE 0.0333 > 0.01)" in d.reason
+    assert compare_bytes(a, b, 4, mode="tolerance", nmse=0.04).ok
+
+
+def test_tolerance_limits_are_inclusive():
+    """A measured value equal to its limit is within tolerance; just above it is not."""
+    a, b = _pair([1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 3.0, 4.5])
+    d = compare_bytes(a, b, 4)
+    assert (d.max_abs, d.max_ulp) == (0.5, 1 << 20)
+    for key, at, below in (("max_abs", d.max_abs, np.nextafter(d.max_abs, 0.0)),
+                           ("max_ulp", d.max_ulp, d.max_ulp - 1),
+                           ("nmse", d.nmse, np.nextafter(d.nmse, 0.0))):
+        assert compare_bytes(a, b, 4, mode="tolerance", **{key: at}).ok, key
+        low = compare_bytes(a, b, 4, mode="tolerance", **{key: below})
+        assert not low.ok and low.reason.startswith("outside tolerance"), key
+
+
+def test_tolerance_reports_every_limit_exceeded():
+    a, b = _pair([1.0, 2.0], [1.0, 3.0])
+    d = compare_bytes(a, b, 2, mode="tolerance", max_abs=0.5, max_ulp=1, nmse=0.01)
+    assert d.reason.startswith("outside tolerance (max abs 1 > 0.5; max ULP 4194304 > 1; NMSE 0.2 > 0.01): ")
+    ok = compare_bytes(a, b, 2, mode="tolerance", max_abs=1.0, max_ulp=1 << 22, nmse=0.2)
+    assert ok.ok and ok.reason.startswith("within tolerance: 1 of 2 elements differ")
+
+
+def test_memcmp_ignores_limits():
+    """Limits are for mode tolerance only: memcmp fails any difference."""
+    a, b = _pair([1.0, 2.0], [1.0, 2.5])
+    d = compare_bytes(a, b, 2, max_abs=10.0, max_ulp=1 << 30, nmse=10.0)
+    assert not d.ok and not d.reason.startswith(("within", "outside"))
+
+
+# ---- NMSE: its denominator and the non-finite elements ---------------------------------------------
+
+def test_nmse_denominator_skips_infinities_in_a():
+    """A holds +inf and -inf where B does too: NMSE over the finite elements, never 0 or NaN."""
+    a, b = _pair([np.inf, 3.0, -np.inf, 4.0], [np.inf, 3.0, -np.inf, 4.5])
+    d = compare_bytes(a, b, 4)
+    assert d.nmse == 0.25 / 25.0
+    assert not compare_bytes(a, b, 4, mode="tolerance", nmse=0.005).ok
+    assert compare_bytes(a, b, 4, mode="tolerance", nmse=0.01).ok
+
+
+def test_nmse_of_zero_reference():
+    """All of A zero: NMSE is inf when B differs by a value, 0 when only the sign of zero differs."""
+    a, b = _pair([0.0, 0.0], [0.0, 1.0])
+    assert compare_bytes(a, b, 2).nmse == float("inf")
+    assert not compare_bytes(a, b, 2, mode="tolerance", nmse=1e30).ok
+    a, b = _pair([0.0, 0.0], [0.0, -0.0])
+    d = compare_bytes(a, b, 2, mode="tolerance", nmse=0.0)
+    assert d.nmse == 0.0 and d.ok
+
+
+def test_infinity_differences_are_not_finite_errors():
+    """An element that is inf on one side is left out of max abs and NMSE, but still differs."""
+    a, b = _pair([1.0, np.inf, 2.0], [1.0, 5.0, 2.5])
+    d = compare_bytes(a, b, 3)
+    assert d.differing == 2 and d.first_index == 1 and d.first_values == (float("inf"), 5.0)
+    assert d.max_abs == 0.5 and d.nmse == 0.25 / 5.0
+    assert d.max_ulp == abs(0x7F800000 - int(np.array(5.0, "<f4").view("<u4")))
+    only_inf = compare_bytes(*_pair([1.0, np.inf], [1.0, 5.0]), 2)
+    assert (only_inf.max_abs, only_inf.nmse) == (0.0, 0.0)
+
+
+def test_nan_elements_are_left_out_of_ulps():
+    """A NaN against a number has no ULP distance; the other differing elements still count."""
+    a, b = _pair([1.0, np.nan, 2.0], [1.0, 3.0, 2.0])
+    d = compare_bytes(a, b, 3, allow_nan=True)
+    assert d.differing == 1 and d.max_ulp == 0 and d.max_abs == 0.0 and d.ok is False
+    a, b = _pair([1.0, np.nan, 2.0], [1.5, 3.0, 2.0])
+    d = compare_bytes(a, b, 3, allow_nan=True, mode="tolerance", max_ulp=1 << 22)
+    assert d.max_ulp == 1 << 22 and d.max_abs == 0.5 and d.ok
+
+
+# ---- the account of a difference -----------------------------------------------------------
+
+def test_row_len_defaults_to_one_row():
+    a, b = _pair([1.0, 2.0, 3.0], [1.0, 2.0, 4.0])
+    d = compare_bytes(a, b)
+    assert (d.row_len, d.first_position, d.first_element) == (3, 0, 2)
+    e = compare_bytes(b"", b"")
+    assert e.identical and e.ok and e.row_len == 1 and e.elements == 0 and e.reason == "identical bytes"
+
+
+def test_reason_and_json_of_a_difference():
+    a, b = _pair([1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 3.0, 4.5])
+    d = compare_bytes(a, b, 2)
+    assert d.reason == ("1 of 4 elements differ; first at index 3 (position 1, element 1): 4.0 vs 4.5; "
+                        "max abs 0.5, max ULP 1048576, NMSE 0.00833")
+    j = d.to_json()
+    assert j["first_values"] == [4.0, 4.5] and j["identical"] is False and j["elements"] == 4
+    assert compare_bytes(a, a, 2).to_json()["first_values"] is None
+
+
+def test_shape_checks_each_side():
+    a, _ = _pair([1.0, 2.0, 3.0, 4.0], [0.0])
+    d = compare_bytes(a, a, 2, shape_a=[2, 3], shape_b=[2, 2])
+    assert not d.ok and d.reason == "A: 16 bytes but meta.json shape [2, 3] needs 24 (truncated or stale dump)"
+    d = compare_bytes(a, a, 2, shape_a=[2, 2], shape_b=[4, 1])
+    assert not d.ok and d.reason == "shape mismatch: A [2, 2] vs B [4, 1]"
+    d = compare_bytes(a[:-1], a, 2)
+    assert d.reason == "A: 15 bytes is not a whole number of float32 (truncated?)"
+    assert compare_bytes(b"", b"", 0, shape_a=[], shape_b=[]).ok
+    assert not compare_bytes(a, a, 2, shape_a=[], shape_b=[]).ok
+    assert compare_bytes(a, a, 2, shape_a=[4], shape_b=None).ok
+
+
+def test_nan_reason_names_the_side_and_place():
+    a, b = _pair([1.0, 2.0, 3.0, 4.0], [1.0, 2.0, np.nan, 5.0])
+    d = compare_bytes(a, b, 2)
+    assert (d.nan_a, d.nan_b, d.ok) == (0, 1, False)
+    assert d.reason.startswith("NaN in B (0 in A, 1 in B), first at index 2 (position 1, element 0); 2 of 4")
+    both = np.array([np.nan, 1.0], dtype="<f4").tobytes()
+    d = compare_bytes(both, both, 1)
+    assert d.reason == "NaN in A and B (1 in A, 1 in B), first at index 0 (position 0, element 0) of A; identical bytes"
+    assert (d.nan_a, d.nan_b, d.identical, d.ok) == (1, 1, True, False)
+    assert compare_bytes(a, b, 2, allow_nan=True).reason.startswith("2 of 4 elements differ")

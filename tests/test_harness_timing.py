@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hypothesis
 import numpy as np
 import pytest
+from hypothesis import strategies as hst
 
 from harness.run import timing
 
@@ -24,31 +26,120 @@ def test_schedule():
     assert timing.schedule(3, "AB") == [("A", "B")] * 3
 
 
-def test_reducers():
-    xs = [5.0, 1.0, 3.0, 2.0]
-    assert timing.reduce_values(xs, "median") == 2.5
-    assert timing.reduce_values(xs, "first") == 5.0
-    assert timing.reduce_values(xs, "rest_median") == 2.0
-    assert timing.reduce_values(7, "median") == 7.0
-    with pytest.raises(ValueError):
-        timing.reduce_values([], "median")
-    with pytest.raises(ValueError):
+def test_schedule_abba_alternates_for_any_length():
+    for pairs in range(0, 7):
+        s = timing.schedule(pairs, "ABBA")
+        assert s == timing.schedule(pairs) and len(s) == pairs
+        assert all(p == (("A", "B") if i % 2 == 0 else ("B", "A")) for i, p in enumerate(s))
+
+
+# every reducer on one list whose answers all differ: median 3, mean 4, min 1, max 10, first 5,
+# last 2, sum 20, rest_median (of 1, 10, 2) 2
+XS = [5, 1, 10, 2, 2.0]
+REDUCED = {"median": 2.0, "mean": 4.0, "min": 1.0, "max": 10.0, "first": 5.0, "last": 2.0, "sum": 20.0,
+           "rest_median": 2.0}
+
+
+@pytest.mark.parametrize("how", sorted(REDUCED))
+def test_reducers(how):
+    assert timing.reduce_values(XS, how) == REDUCED[how]
+    assert type(timing.reduce_values(XS, how)) is float
+
+
+def test_reducers_tell_their_inputs_apart():
+    xs = [4.0, 1.0, 3.0, 6.0]
+    got = {how: timing.reduce_values(xs, how) for how in REDUCED}
+    assert got == {"median": 3.5, "mean": 3.5, "min": 1.0, "max": 6.0, "first": 4.0, "last": 6.0, "sum": 14.0,
+                   "rest_median": 3.0}
+    assert timing.reduce_values([1.0, 2.0, 9.0], "mean") == 4.0
+    assert timing.reduce_values([7.0, 8.0], "rest_median") == 8.0
+
+
+def test_reduce_a_single_number():
+    for how in REDUCED:
+        assert timing.reduce_values(7, how) == 7.0 and type(timing.reduce_values(7, how)) is float
+    assert timing.reduce_values(2.5, "median") == 2.5
+
+
+@pytest.mark.parametrize("bad,words", [
+    (True, "boolean, not a time"), ([], "non-empty list"), ([1.0, True], "non-empty list"),
+    ("12", "must be a number"), ({"ms": 1}, "must be a number"), ([1.0, "2"], "non-empty list"),
+    (None, "must be a number")])
+def test_reduce_refuses_what_is_not_a_time(bad, words):
+    with pytest.raises(ValueError, match=words):
+        timing.reduce_values(bad, "median")
+
+
+def test_reduce_refuses_unknown_and_short():
+    with pytest.raises(ValueError, match="unknown reducer 'mode'"):
+        timing.reduce_values([1.0, 2.0], "mode")
+    with pytest.raises(ValueError, match="rest_median needs at least 2 values"):
         timing.reduce_values([1.0], "rest_median")
 
 
-def test_bootstrap_is_reproducible():
+def test_bootstrap_is_reproducible_and_seeded():
+    """The same seed gives the same interval; another seed gives another one (the seed is used)."""
     r = simulate(np.random.default_rng(1), 1.1)
-    assert timing.bootstrap_median_ci(r, seed=5) == timing.bootstrap_median_ci(r, seed=5)
+    st = timing.bootstrap_median_ci(r, seed=5)
+    assert st == timing.bootstrap_median_ci(r, seed=5)
+    assert (st.n, st.confidence, st.resamples, st.seed) == (PAIRS, 0.95, 2000, 5)
+    assert st.median == float(np.median(r))
+    r25 = simulate(np.random.default_rng(2), 1.1, pairs=25)
+    one, other = (timing.bootstrap_median_ci(r25, 0.9, 101, seed) for seed in (5, 6))
+    assert (other.ci_lower, other.ci_upper) != (one.ci_lower, one.ci_upper)
+
+
+def test_bootstrap_is_the_percentile_interval():
+    """Pinned against the definition: resample the pairs with default_rng(seed), take the
+    (1-c)/2 and (1+c)/2 quantiles of the resampled medians."""
+    r = np.array(simulate(np.random.default_rng(3), 1.05, pairs=9))
+    for conf, resamples, seed in ((0.95, 2000, 12345), (0.8, 500, 4), (0.5, 301, 9)):
+        rng = np.random.default_rng(seed)
+        meds = np.median(r[rng.integers(0, r.size, size=(resamples, r.size))], axis=1)
+        lo, hi = np.quantile(meds, [(1 - conf) / 2, (1 + conf) / 2])
+        st = timing.bootstrap_median_ci(list(r), conf, resamples, seed)
+        assert (st.ci_lower, st.ci_upper) == pytest.approx((lo, hi), rel=1e-12, abs=0)
+        assert (st.confidence, st.resamples, st.seed) == (conf, resamples, seed)
+    default = timing.bootstrap_median_ci(list(r))
+    assert (default.confidence, default.resamples, default.seed) == (0.95, 2000, 12345)
+
+
+def test_bootstrap_refuses_no_ratios():
+    with pytest.raises(ValueError, match="no ratios"):
+        timing.bootstrap_median_ci([])
+
+
+def test_bootstrap_of_one_pair_and_of_equal_ratios():
+    st = timing.bootstrap_median_ci([1.25])
+    assert (st.n, st.median, st.ci_lower, st.ci_upper) == (1, 1.25, 1.25, 1.25)
+    st = timing.bootstrap_median_ci([0.5, 0.5, 0.5, 0.5])
+    assert (st.median, st.ci_lower, st.ci_upper) == (0.5, 0.5, 0.5)
+
+
+@hypothesis.settings(max_examples=60, deadline=None, derandomize=True)
+@hypothesis.given(hst.lists(hst.floats(0.25, 4.0), min_size=1, max_size=25), hst.floats(0.5, 0.99),
+                  hst.integers(0, 2**32 - 1))
+def test_bootstrap_interval_holds_the_sample_median(ratios, confidence, seed):
+    """Property: the interval is ordered and holds the sample median, at any confidence."""
+    st = timing.bootstrap_median_ci(ratios, confidence, 400, seed)
+    assert st.ci_lower <= st.median <= st.ci_upper
+    assert st.median == float(np.median(ratios))
+    assert min(ratios) <= st.ci_lower and st.ci_upper <= max(ratios)
 
 
 @pytest.mark.parametrize("noise,pairs", [(0.03, 10), (0.05, 6), (0.01, 20)])
 def test_aa_false_alarm_rate(noise, pairs):
-    alarms = 0
+    """Few alarms on A/A, and the same statistics flag a planted 25% difference: a verdict that
+    never passes cannot satisfy both."""
+    alarms = detected = 0
     for seed in range(200):
         r = simulate(np.random.default_rng(seed), 1.0, noise, pairs)
         st = timing.bootstrap_median_ci(r, 0.95, 1000, seed)
         alarms += timing.passes(st, *THRESHOLD)
+        big = timing.bootstrap_median_ci(simulate(np.random.default_rng(seed), 1.25, noise, pairs), 0.95, 1000, seed)
+        detected += timing.passes(big, *THRESHOLD)
     assert alarms / 200 <= 0.05, alarms
+    assert detected / 200 >= 0.9, detected
 
 
 def test_aa_interval_contains_one_mostly():
@@ -113,3 +204,35 @@ def test_stability_flags():
     st = timing.stability(calm, 1.05, floor)
     assert not st.stable and st.reasons == ["A/A noise floor CI [0.9700, 1.1100] reaches the threshold 1.05"]
     assert timing.stability(calm, 1.2, floor).stable
+    assert timing.pair_ratio(12.0, 10.0, "a/b") == 1.2
+    assert timing.pair_ratio(12.0, 10.0, "b/a") == 10 / 12
+    for a, b, ratio in ((1.0, 0.0, "a/b"), (1.0, -2.0, "a/b"), (0.0, 1.0, "b/a"), (-3.0, 1.0, "b/a")):
+        with pytest.raises(ValueError, match="not positive"):
+            timing.pair_ratio(a, b, ratio)
+    assert timing.pair_ratio(0.0, 1.0, "a/b") == 0.0  # a zero numerator is a ratio, a zero denominator is not
+
+
+@hypothesis.settings(max_examples=100, deadline=None, derandomize=True)
+@hypothesis.given(hst.floats(1e-3, 1e6), hst.floats(1e-3, 1e6))
+def test_pair_ratios_are_reciprocal(a, b):
+    """Property: a/b and b/a of one pair multiply to 1, and a/b is a over b."""
+    ab, ba = timing.pair_ratio(a, b, "a/b"), timing.pair_ratio(a, b, "b/a")
+    assert ab == a / b and ba == b / a
+    assert ab * ba == pytest.approx(1.0, rel=1e-12)
+
+
+def _stats(median: float, lower: float, upper: float) -> timing.Stats:
+    return timing.Stats(5, median, lower, upper, 0.95, 100, 1)
+
+
+@pytest.mark.parametrize("op,at,above,below", [(">=", True, True, False), (">", False, True, False),
+                                               ("<=", True, False, True), ("<", False, False, True)])
+@pytest.mark.parametrize("stat", ["median", "ci_lower", "ci_upper"])
+def test_passes_boundaries(stat, op, at, above, below):
+    """Each operator at, just above and just below its value, on the statistic it names."""
+    values = {"median": 2.0, "ci_lower": 1.0, "ci_upper": 3.0}
+    st = _stats(values["median"], values["ci_lower"], values["ci_upper"])
+    x = values[stat]
+    assert timing.passes(st, stat, op, x) is at
+    assert timing.passes(st, stat, op, float(np.nextafter(x, 0.0))) is above
+    assert timing.passes(st, stat, op, float(np.nextafter(x, 10.0))) is below

@@ -160,3 +160,131 @@ def test_refusal_of_a_reused_id_for_matrix_and_verify():
     assert "not as registered" in registry.refusal(changed, False, "hint")
     assert registry.refusal(registry.Status("unregistered", None, []), True, "hint") is None
     assert registry.refusal(registry.Status("registered", "sha256:x", []), False, "hint") is None
+# ---- registry.lock: what it refuses, and what it records -------------------------------------
+
+import json  # noqa: E402
+from datetime import datetime, timezone  # noqa: E402
+
+import pytest  # noqa: E402
+
+from harness.errors import HarnessError  # noqa: E402
+
+DIGEST = "sha256:" + "ab" * 32
+
+
+def line(cid="A1", file="regressions/s.yaml", digest=DIGEST, event="register", reason='""'):
+    return "\t".join([cid, file, digest, "2026-01-01T00:00:00Z", event, reason])
+
+
+def test_parse_fields_comments_and_line_endings():
+    text = registry.HEADER + "\n" + line() + "\r\n   \n# note\n" + line(event="amend", reason='"why é"') + "\n"
+    (a, b) = registry.parse(text)
+    assert a == registry.Entry("A1", "regressions/s.yaml", DIGEST, "2026-01-01T00:00:00Z", "register", "", 4)
+    assert b.line == 7
+    assert (b.event, b.reason) == ("amend", "why é")
+
+
+@pytest.mark.parametrize("reason", ["why", "'why'", '"open', "", "{"])
+def test_parse_refuses_a_reason_that_is_not_json(reason):
+    with pytest.raises(HarnessError, match=r"^registry.lock:4: reason is not a JSON string$"):
+        registry.parse(registry.HEADER + line() + "\n" + line(reason=reason) + "\n")
+
+
+@pytest.mark.parametrize("fields", [5, 7])
+def test_parse_refuses_a_wrong_number_of_fields(fields):
+    parts = line().split("\t")
+    bad = "\t".join((parts + ["extra"])[:fields])
+    with pytest.raises(HarnessError, match=rf"^registry.lock:2: expected 6 tab-separated fields, found {fields}$"):
+        registry.parse(line() + "\n" + bad)
+
+
+def test_load_refuses_a_registry_that_is_not_utf8(tmp_path):
+    p = tmp_path / "registry.lock"
+    p.write_bytes((registry.HEADER + line(reason='"caf')).encode() + b"\xe9\"\n")
+    with pytest.raises(HarnessError, match=r"^registry.lock: not UTF-8 text \(byte \d+: invalid continuation"):
+        registry.load(p)
+    assert registry.load(tmp_path / "absent.lock") == []
+
+
+def _crit(cid="A1", file="regressions/s.yaml", digest=DIGEST):
+    c = load(A)
+    return type(c)(**{**vars(c), "id": cid, "file": file, "digest": digest})
+
+
+@pytest.mark.parametrize("cid,file", [("A\t1", "regressions/s.yaml"), ("A1", "regressions/s\n.yaml"),
+                                      ("A1\t", "x")])
+def test_append_refuses_tab_in_id_and_newline_in_file(tmp_path, cid, file):
+    p = tmp_path / "registry.lock"
+    with pytest.raises(HarnessError, match="tab or newline in id/file"):
+        registry.append(p, [(_crit(), "register", ""), (_crit(cid, file), "register", "")])
+    assert not p.exists(), "nothing is written when one line is refused"
+
+
+def test_append_writes_header_once_and_exact_lines(tmp_path):
+    p = tmp_path / "sub" / "registry.lock"
+    t = datetime(2026, 3, 4, 5, 6, 7, tzinfo=timezone.utc)
+    registry.append(p, [(_crit(), "register", "")], now=t)
+    registry.append(p, [(_crit("B2"), "amend", "naïve \"quote\"")], now=t)
+    text = p.read_text(encoding="utf-8")
+    assert text == (registry.HEADER
+                    + "A1\tregressions/s.yaml\t" + DIGEST + "\t2026-03-04T05:06:07Z\tregister\t\"\"\n"
+                    + "B2\tregressions/s.yaml\t" + DIGEST + "\t2026-03-04T05:06:07Z\tamend\t"
+                    + json.dumps("naïve \"quote\"", ensure_ascii=False) + "\n")
+    assert "naïve" in text
+    (_, b) = registry.load(p)
+    assert b.reason == "naïve \"quote\""
+
+
+def test_append_stamps_the_current_utc_time(tmp_path):
+    p = tmp_path / "registry.lock"
+    before = datetime.now(timezone.utc).replace(microsecond=0)
+    registry.append(p, [(_crit(), "register", "")])
+    after = datetime.now(timezone.utc)
+    (e,) = registry.load(p)
+    stamp = datetime.strptime(e.time, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    assert before <= stamp <= after
+
+
+def test_status_current_digest_and_amendments():
+    t1, t2 = "2026-01-01T00:00:00Z", "2026-01-02T00:00:00Z"
+    e1 = registry.Entry("A1", "f", "sha256:1", t1, "register", "", 1)
+    e2 = registry.Entry("B2", "f", "sha256:2", t1, "register", "", 2)
+    e3 = registry.Entry("A1", "f", "sha256:3", t2, "amend", "longer", 3)
+    entries = [e1, e2, e3]
+    assert registry.current(entries) == {"A1": e3, "B2": e2}
+    st = registry.status(entries, _crit(digest="sha256:3"))
+    assert (st.state, st.registered_digest, st.amendments, st.ok, st.reason()) == \
+        ("registered", "sha256:3", [e3], True, "registered")
+    st = registry.status(entries, _crit(digest="sha256:1"))
+    assert (st.state, st.registered_digest, st.ok) == ("changed", "sha256:3", False)
+    assert st.reason() == "not as registered: digest differs from the registered sha256:3"
+    st = registry.status(entries, _crit("C3"))
+    assert (st.state, st.registered_digest, st.amendments, st.ok) == ("unregistered", None, [], False)
+    assert st.reason() == "not pre-registered (no entry in the registry)"
+    assert registry.status(entries, _crit("B2", digest="sha256:2")).amendments == []
+
+
+def test_refusal():
+    ok = registry.Status("registered", "d", [])
+    changed = registry.Status("changed", "sha256:9", [])
+    assert registry.refusal(ok, False, "hint") is None and registry.refusal(ok, True, "hint") is None
+    assert registry.refusal(changed, True, "hint") == registry.REUSED
+    assert registry.refusal(registry.Status("unregistered", None, []), True, "hint") is None
+    assert registry.refusal(changed, False, "run register") == \
+        "not as registered: digest differs from the registered sha256:9 (run register)"
+
+
+def test_plan_sorts_each_criterion():
+    T0 = "2026-01-01T00:00:00Z"
+    entries = [registry.Entry("A1", "f", "sha256:1", T0, "register", "", 1),
+               registry.Entry("B2", "f", "sha256:2", T0, "register", "", 2),
+               registry.Entry("C3", "f", "sha256:3", T0, "register", "", 3)]
+    a, b, c, d = _crit("A1", digest="sha256:1"), _crit("B2", digest="sha256:x"), \
+        _crit("C3", digest="sha256:y"), _crit("D4")
+    p = registry.plan(entries, [a, b, c, d], ["B2"], "why")
+    assert (p.new, p.unchanged, p.amended) == ([d], [a], [b])
+    assert p.refused == [(c, f"changed since registration ({T0}); re-registering needs --amend C3 --reason TEXT")]
+    p = registry.plan(entries, [b], ["B2"], "")
+    assert p.refused == [(b, "an amendment needs --reason TEXT")] and p.amended == []
+    p = registry.plan(entries, [b], ["B2"], None)
+    assert p.refused == [(b, "an amendment needs --reason TEXT")]

@@ -1,0 +1,446 @@
+"""Evaluating criteria in-process, with the engine's runs planned by the test: the verdict of each
+kind against an oracle (identical bytes PASS, one flipped byte FAIL, a NaN FAIL; a planted ratio
+passes its threshold and A/A does not), the warm-up runs, and what is kept of a failure.
+
+These are the fast tests that the mutation run (nox -s mutation) uses for harness/run/runner.py."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import ENGINE_YAML
+from harness.build.cmake import BuildResult, PartResult
+from harness.process import ProcResult
+from harness.run import runner
+from harness.run.probes import Probes
+from harness.spec import schema
+from harness.spec.config import load_config
+
+BUILDS = ["default", "stub", "gpu"]
+DUMPS = ["h_out", "logits"]
+
+
+class Engine:
+    """Stands in for run_process. Each call is recorded (its log name, argv, env); what it
+    returns comes from `plan(name, argv, env)`: a dict with stdout, rc, signal, and files for
+    the dump folder."""
+
+    def __init__(self, plan):
+        self.plan = plan
+        self.calls: list[tuple[str, list[str], dict[str, str]]] = []
+
+    def __call__(self, argv, env=None, *, timeout=120.0, log_prefix=None, **kw):
+        name = Path(log_prefix).name
+        self.calls.append((name, list(argv), dict(env or {})))
+        out = self.plan(name, list(argv), dict(env or {})) or {}
+        if "--dump" in argv:
+            d = Path(argv[argv.index("--dump") + 1])
+            d.mkdir(parents=True, exist_ok=True)
+            for fname, data in out.get("files", {}).items():
+                (d / fname).write_bytes(data)
+        return ProcResult(list(argv), dict(env or {}), out.get("rc", 0), out.get("signal"), False, 0.01, 0.01,
+                          1.0, None, None, stdout=out.get("stdout", ""), stderr=out.get("stderr", ""))
+
+    @property
+    def names(self) -> list[str]:
+        return [c[0] for c in self.calls]
+
+
+@pytest.fixture
+def ctx(tmp_path: Path) -> runner.Context:
+    root = tmp_path / "repo"
+    (root / "configs").mkdir(parents=True)
+    (root / "configs" / "engine.yaml").write_text(ENGINE_YAML)
+    bins = root / "fakebin" / "default"
+    bins.mkdir(parents=True)
+    (bins / "kite").write_text("engine")
+    (bins / "libkite_cuda.so").write_text("module")
+    b = BuildResult("default", str(bins), str(bins / "kite"), str(bins / "libkite_cuda.so"),
+                    PartResult("prebuilt"), PartResult("skipped"))
+    return runner.Context(cfg=load_config(root), report_dir=tmp_path / "report", probes=Probes(gpu_info=lambda: None),
+                          ensure_build=lambda name: b, model_path=lambda spec: root / "models" / "tiny.gguf",
+                          progress=lambda s: None)
+
+
+def evaluate(ctx: runner.Context, text: str, engine: Engine, monkeypatch) -> runner.Outcome:
+    (crit,) = schema.load_text(text, "regressions/t.yaml", BUILDS, DUMPS)
+    monkeypatch.setattr(runner, "run_process", engine)
+    return runner.evaluate(ctx, crit)
+
+
+def f32(*xs: float) -> bytes:
+    return struct.pack(f"<{len(xs)}f", *xs)
+
+
+# ---- A/B timing ---------------------------------------------------------------------------
+
+AB = """\
+criteria:
+  - id: T1
+    title: A is slower than B
+    kind: ab_timing
+    args: [run, --model, "{model}"]
+    a: {name: a, env: {SIDE: a}}
+    b: {name: b, env: {SIDE: b}, preconditions: {counters.steps: ">0"}}
+    metric: {field: timings.request_ms, reduce: min}
+    ratio: a/b
+    pairs: 3
+    EXTRA
+    pass_if: "ci_lower >= 1.1"
+    bootstrap: {resamples: 200, seed: 1}
+"""
+
+
+def timed(ms_by_side: dict[str, Any], steps: int = 1):
+    def plan(name, argv, env):
+        return {"stdout": json.dumps({"timings": {"request_ms": ms_by_side[env["SIDE"]]}, "counters": {"steps": steps}})}
+    return plan
+
+
+def test_ab_warmups_run_before_the_pairs_for_both_variants(ctx, monkeypatch):
+    eng = Engine(timed({"a": [13.0, 12.0], "b": [10.0, 11.0]}))
+    out = evaluate(ctx, AB.replace("EXTRA", "warmups: 2"), eng, monkeypatch)
+    assert eng.names == ["warmup1.A", "warmup1.B", "warmup2.A", "warmup2.B", "pair1.A", "pair1.B",
+                         "pair2.B", "pair2.A", "pair3.A", "pair3.B"]
+    assert [c[2]["SIDE"] for c in eng.calls] == ["a", "b", "a", "b", "a", "b", "b", "a", "a", "b"]
+    assert all(c[1][-1] == "--json" and c[1].count("--json") == 1 for c in eng.calls)
+    assert out.verdict == "PASS", out.reason
+    assert out.reason == "median a/b 1.2000, 95% CI [1.2000, 1.2000] over 3 pairs; pass if ci_lower >= 1.1"
+    assert [p["ratio"] for p in out.details["pairs"]] == [1.2] * 3
+    assert [p["order"] for p in out.details["pairs"]] == ["AB", "BA", "AB"]
+    assert [(r["pair"], r["side"], r["metric"]) for r in out.details["runs"]] == [
+        (1, "A", 12.0), (1, "B", 10.0), (2, "B", 10.0), (2, "A", 12.0), (3, "A", 12.0), (3, "B", 10.0)]
+
+
+def test_ab_default_one_warmup_and_zero(ctx, monkeypatch):
+    eng = Engine(timed({"a": 12.0, "b": 10.0}))
+    evaluate(ctx, AB.replace("EXTRA", "order: AB"), eng, monkeypatch)
+    assert eng.names == ["warmup1.A", "warmup1.B", "pair1.A", "pair1.B", "pair2.A", "pair2.B", "pair3.A", "pair3.B"]
+    eng = Engine(timed({"a": 12.0, "b": 10.0}))
+    evaluate(ctx, AB.replace("EXTRA", "warmups: 0"), eng, monkeypatch)
+    assert eng.names[0] == "pair1.A" and len(eng.names) == 6
+
+
+def test_ab_aa_is_not_flagged_and_b_over_a(ctx, monkeypatch):
+    out = evaluate(ctx, AB.replace("EXTRA", "warmups: 0"), Engine(timed({"a": 10.0, "b": 10.0})), monkeypatch)
+    assert out.verdict == "FAIL" and out.reason.startswith("threshold not met: median a/b 1.0000")
+    text = AB.replace("EXTRA", "warmups: 0").replace("ratio: a/b", "ratio: b/a")
+    out = evaluate(ctx, text, Engine(timed({"a": 10.0, "b": 12.0})), monkeypatch)
+    assert out.verdict == "PASS" and out.details["stats"]["median"] == 1.2
+
+
+def test_ab_noise_floor_runs_a_against_a(ctx, monkeypatch):
+    eng = Engine(timed({"a": 12.0, "b": 10.0}))
+    out = evaluate(ctx, AB.replace("EXTRA", "warmups: 0\n    noise_floor: true"), eng, monkeypatch)
+    assert eng.names[6:] == ["aa.pair1.A", "aa.pair1.B", "aa.pair2.B", "aa.pair2.A", "aa.pair3.A", "aa.pair3.B"]
+    assert all(c[2]["SIDE"] == "a" for c in eng.calls[6:])
+    nf = out.details["noise_floor"]
+    assert (nf["median"], nf["ci_lower"], nf["ci_upper"], nf["n"]) == (1.0, 1.0, 1.0, 3)
+    assert out.verdict == "PASS"
+
+
+@pytest.mark.parametrize("plan,words", [
+    (lambda n, a, e: {"stdout": "not json"}, "pair1.A: stdout is not the JSON meta object (--json)"),
+    (lambda n, a, e: {"rc": 3, "stderr": "boom"}, "warmup1.A: engine exit status 3: boom"),
+    (lambda n, a, e: {"stdout": json.dumps({"counters": {"steps": 1}})},
+     "pair 1 A: metric field timings.request_ms missing from meta.json"),
+    (lambda n, a, e: {"stdout": json.dumps({"timings": {"request_ms": "x"}, "counters": {"steps": 1}})},
+     "pair 1 A: metric timings.request_ms: metric field must be a number"),
+    (lambda n, a, e: {"stdout": json.dumps({"timings": {"request_ms": 0.0}, "counters": {"steps": 1}})},
+     "pair 1: metric is 0.0 (not positive): cannot form a ratio"),
+    (timed({"a": 12.0, "b": 10.0}, steps=0), "vacuous: pair1.B (variant b): precondition failed"),
+])
+def test_ab_failures_name_the_run(ctx, monkeypatch, plan, words):
+    text = AB.replace("EXTRA", "warmups: 0" if "warmup" not in words else "warmups: 1")
+    out = evaluate(ctx, text, Engine(plan), monkeypatch)
+    assert out.verdict == "FAIL" and out.reason.startswith(words), out.reason
+    assert out.details["pass_if"] == "ci_lower >= 1.1" and "runs" in out.details
+
+
+SAME = """\
+criteria:
+  - id: T2
+    title: first request not slower than the rest
+    kind: ab_timing
+    args: [run, --model, "{model}", --json]
+    same_run: true
+    a: {name: a, env: {SIDE: a}}
+    metric_a: {field: timings.request_ms, reduce: first}
+    metric_b: {field: timings.request_ms, reduce: rest_median}
+    pairs: 3
+    EXTRA
+    pass_if: "ci_upper <= 1.10"
+"""
+
+
+def test_same_run_warmups_then_runs(ctx, monkeypatch):
+    eng = Engine(timed({"a": [10.5, 10.0, 9.0, 11.0]}))
+    out = evaluate(ctx, SAME.replace("EXTRA", "warmups: 2"), eng, monkeypatch)
+    assert eng.names == ["warmup1", "warmup2", "run1", "run2", "run3"]
+    assert all(c[1].count("--json") == 1 for c in eng.calls), "the flag is not added twice"
+    assert out.verdict == "PASS", out.reason
+    assert [(p["a"], p["b"], p["ratio"], p["order"]) for p in out.details["pairs"]] == [(10.5, 10.0, 1.05,
+                                                                                         "same run")] * 3
+    assert [r["side"] for r in out.details["runs"]] == ["AB"] * 3
+    eng = Engine(timed({"a": [13.0, 10.0, 10.0]}))
+    out = evaluate(ctx, SAME.replace("EXTRA", "warmups: 0"), eng, monkeypatch)
+    assert eng.names == ["run1", "run2", "run3"]
+    assert out.verdict == "FAIL" and "median a/b 1.3000" in out.reason
+    out = evaluate(ctx, SAME.replace("EXTRA", ""), Engine(timed({"a": [1.0, 0.0, 0.0]})), monkeypatch)
+    assert out.verdict == "FAIL" and out.reason.startswith("run 1: metric is 0.0 (not positive)"), out.reason
+
+
+# ---- equivalence ----------------------------------------------------------------------------
+
+EQ = """\
+criteria:
+  - id: Q1
+    title: two variants give the same bytes
+    kind: equivalence
+    args: [run, --model, "{model}", --steps, "2"]
+    variants:
+      - {name: a, env: {SIDE: a}, preconditions: {counters.steps: ">0"}}
+      - {name: b, env: {SIDE: b}}
+    compare: {dumps: [h_out, logits], MODE}
+"""
+
+H = f32(1.0, 2.0, 3.0, 4.0, 5.0, 6.0)
+L = f32(0.5, 0.25, -1.0, 8.0)
+
+
+def dumps(h: dict[str, bytes] | None = None, meta: Any = None):
+    """Plan: each side writes meta.json and both dumps; h overrides h_out.f32 per side."""
+    def plan(name, argv, env):
+        m = meta if meta is not None else {"shapes": {"h_out": [2, 3], "logits": [2, 2]}, "counters": {"steps": 2}}
+        files = {"meta.json": m if isinstance(m, bytes) else json.dumps(m).encode(), "h_out.f32": H,
+                 "logits.f32": L}
+        if h and env["SIDE"] in h:
+            files["h_out.f32"] = h[env["SIDE"]]
+        return {"files": files}
+    return plan
+
+
+def flipped(data: bytes, byte: int) -> bytes:
+    b = bytearray(data)
+    b[byte] ^= 1
+    return bytes(b)
+
+
+def test_equivalence_oracle_identical_flipped_nan(ctx, monkeypatch):
+    text = EQ.replace("MODE", "mode: memcmp")
+    eng = Engine(dumps())
+    out = evaluate(ctx, text, eng, monkeypatch)
+    assert out.verdict == "PASS" and out.reason == "2 comparisons: identical bytes"
+    assert eng.names == ["a", "b"] and all(c[1][-2] == "--dump" for c in eng.calls)
+    for byte in (0, 13, len(H) - 1):
+        out = evaluate(ctx, text, Engine(dumps({"b": flipped(H, byte)})), monkeypatch)
+        assert out.verdict == "FAIL", byte
+        assert out.reason.startswith(f"b vs a, h_out: 1 of 6 elements differ; first at index {byte // 4} "
+                                     f"(position {byte // 12}, element {byte // 4 % 3})"), out.reason
+    nan = f32(1.0, 2.0, float("nan"), 4.0, 5.0, 6.0)
+    out = evaluate(ctx, text, Engine(dumps({"a": nan, "b": nan})), monkeypatch)
+    assert out.verdict == "FAIL" and out.reason.startswith("b vs a, h_out: NaN in A"), out.reason
+
+
+def test_equivalence_tolerance_and_counts(ctx, monkeypatch):
+    near = f32(1.0, 2.0, 3.0, 4.0, 5.0, 6.5)
+    out = evaluate(ctx, EQ.replace("MODE", "mode: tolerance, max_abs: 0.5"), Engine(dumps({"b": near})), monkeypatch)
+    assert out.verdict == "PASS" and out.reason == "2 comparisons: within tolerance"
+    out = evaluate(ctx, EQ.replace("MODE", "mode: tolerance, max_abs: 0.4"), Engine(dumps({"b": near})), monkeypatch)
+    assert out.verdict == "FAIL" and "outside tolerance (max abs 0.5 > 0.4)" in out.reason
+    text = EQ.replace("MODE", "mode: memcmp").replace("dumps: [h_out, logits]", "dumps: [logits]")
+    text = text.replace("      - {name: b, env: {SIDE: b}}", "      - {name: b, env: {SIDE: b}}\n"
+                        "      - {name: c, env: {SIDE: c}}")
+    out = evaluate(ctx, text, Engine(dumps()), monkeypatch)
+    assert out.reason == "2 comparisons: identical bytes"
+    assert [(c["a"], c["b"], c["dump"]) for c in out.details["comparisons"]] == [("a", "b", "logits"),
+                                                                               ("a", "c", "logits")]
+    out = evaluate(ctx, text.replace("      - {name: c, env: {SIDE: c}}\n", ""), Engine(dumps()), monkeypatch)
+    assert out.reason == "1 comparison: identical bytes"
+
+
+def test_equivalence_failures_counted_and_cases(ctx, monkeypatch):
+    text = EQ.replace("MODE", "mode: memcmp").replace('--steps, "2"', '--steps, "{n}"') + \
+        '    cases: [{n: "1"}, {n: "2"}, {n: "3"}]\n'
+    eng = Engine(dumps({"b": flipped(H, 0)}))
+    out = evaluate(ctx, text, eng, monkeypatch)
+    assert eng.names == ["a.case0", "b.case0", "a.case1", "b.case1", "a.case2", "b.case2"]
+    assert [c[1][c[1].index("--steps") + 1] for c in eng.calls] == ["1", "1", "2", "2", "3", "3"]
+    assert out.verdict == "FAIL" and out.reason.startswith("b vs a [n=1], h_out: 1 of 6")
+    assert out.reason.endswith(" (+2 more)")
+    assert [c["case"] for c in out.details["comparisons"]] == ["n=1", "n=1", "n=2", "n=2", "n=3", "n=3"]
+
+
+@pytest.mark.parametrize("meta,words", [
+    (b"\x80", "variant a: meta.json is not valid JSON"),
+    (b"{", "variant a: meta.json is not valid JSON"),
+    ({"shapes": {"h_out": [2, 3], "logits": [2, 2]}, "counters": {"steps": 0}},
+     "vacuous: variant a: precondition failed: counters.steps"),
+    ({"shapes": {"h_out": [2, "3"], "logits": [2, 2]}, "counters": {"steps": 1}},
+     "variant a: meta.json shapes.h_out = [2, '3'] is not a list of non-negative integers"),
+    ({"shapes": {"h_out": [2, -3], "logits": [2, 2]}, "counters": {"steps": 1}},
+     "variant a: meta.json shapes.h_out = [2, -3] is not a list"),
+    ({"shapes": {"h_out": [2, True], "logits": [2, 2]}, "counters": {"steps": 1}},
+     "variant a: meta.json shapes.h_out = [2, True] is not a list"),
+    ({"shapes": {"h_out": 6, "logits": [2, 2]}, "counters": {"steps": 1}},
+     "variant a: meta.json shapes.h_out = 6 is not a list"),
+    ({"shapes": {"h_out": [2, 4], "logits": [2, 2]}, "counters": {"steps": 1}},
+     "b vs a, h_out: A: 24 bytes but meta.json shape [2, 4] needs 32"),
+])
+def test_equivalence_bad_meta(ctx, monkeypatch, meta, words):
+    out = evaluate(ctx, EQ.replace("MODE", "mode: memcmp"), Engine(dumps(meta=meta)), monkeypatch)
+    assert out.verdict == "FAIL" and out.reason.startswith(words), out.reason
+    assert out.details["runs"]
+
+
+def test_equivalence_row_length_from_shape_and_missing_shape(ctx, monkeypatch):
+    meta = {"shapes": {"h_out": [3, 2], "logits": None}, "counters": {"steps": 1}}
+    out = evaluate(ctx, EQ.replace("MODE", "mode: memcmp"), Engine(dumps({"b": flipped(H, 12)}, meta=meta)),
+                   monkeypatch)
+    assert "first at index 3 (position 1, element 1)" in out.reason, out.reason
+    (cmp_h, cmp_l) = out.details["comparisons"]
+    assert (cmp_h["row_len"], cmp_l["row_len"], cmp_l["ok"]) == (2, 4, True)
+
+
+def test_equivalence_missing_outputs(ctx, monkeypatch):
+    def no_meta(name, argv, env):
+        return {"files": {"h_out.f32": H, "logits.f32": L}}
+
+    def no_dump(name, argv, env):
+        return {"files": {"meta.json": b'{"counters": {"steps": 1}}', "h_out.f32": H}}
+    text = EQ.replace("MODE", "mode: memcmp")
+    out = evaluate(ctx, text, Engine(no_meta), monkeypatch)
+    assert out.reason == "variant a: meta.json missing from the dump folder"
+    out = evaluate(ctx, text, Engine(no_dump), monkeypatch)
+    assert out.reason == "variant a: dump logits.f32 missing"
+    out = evaluate(ctx, text, Engine(lambda n, a, e: {"signal": "SIGSEGV"}), monkeypatch)
+    assert out.reason == "variant a: engine killed by signal SIGSEGV"
+
+
+def test_equivalence_stale_dump_is_removed(ctx, monkeypatch):
+    """A dump folder left by an earlier run is emptied first: a run that writes nothing fails."""
+    text = EQ.replace("MODE", "mode: memcmp")
+    evaluate(ctx, text, Engine(dumps()), monkeypatch)
+    work = ctx.report_dir / "work" / "Q1" / "a" / "dump"
+    work.mkdir(parents=True)
+    (work / "meta.json").write_text("{}")
+    out = evaluate(ctx, text, Engine(lambda n, a, e: {}), monkeypatch)
+    assert out.reason == "variant a: meta.json missing from the dump folder"
+
+
+# ---- run and artifact -----------------------------------------------------------------------
+
+RUN = """\
+criteria:
+  - id: R1
+    title: selftest and info
+    kind: run
+    runs:
+      - name: selftest
+        args: [selftest]
+        expect: {exit: 0, passes_min: 3, must_match: ["^ok$"], must_not_match: ["error"]}
+      - name: info
+        args: [info, --json]
+        preconditions: {cuda.compiled: true}
+        expect: {exit: 1, json: {cuda.bound: false}}
+"""
+
+
+def test_run_kind(ctx, monkeypatch):
+    good = {"selftest": {"stdout": "ok\n3 passed, 0 failed\n"},
+            "info": {"rc": 1, "stdout": json.dumps({"cuda": {"compiled": True, "bound": False}})}}
+    eng = Engine(lambda n, a, e: good[n])
+    out = evaluate(ctx, RUN, eng, monkeypatch)
+    assert out.verdict == "PASS" and out.reason == "2 runs as expected", out.reason
+    assert [c[1][1:] for c in eng.calls] == [["selftest"], ["info", "--json"]]
+    assert [(r["name"], r["ended"], r["ok"]) for r in out.details["runs"]] == [
+        ("selftest", "exit status 0", True), ("info", "exit status 1", True)]
+    bad = {"selftest": {"stdout": "FAIL gemm\nerror here\n2 passed, 1 failed\n"},
+           "info": {"rc": 0, "stdout": json.dumps({"cuda": {"compiled": False, "bound": True}})}}
+    out = evaluate(ctx, RUN, Engine(lambda n, a, e: bad[n]), monkeypatch)
+    assert out.verdict == "FAIL"
+    assert out.reason == ("selftest: 1 failed: FAIL gemm; only 2 passed (at least 3 expected); output lacks /^ok$/; "
+                          "output has /error/: 'error' (+1 more)")
+    assert out.details["runs"][1]["reason"].startswith("exit status 0 (expected 1); ")
+
+
+@pytest.mark.parametrize("res,problems", [
+    ({"stdout": "ok"}, ["no closing line 'N passed, M failed'"]),
+    ({"stdout": "ok\n3 passed, 0 failed", "signal": "SIGABRT"}, ["killed by signal SIGABRT"]),
+    ({"stdout": "ok\n", "stderr": "5 passed, 0 failed"}, []),
+])
+def test_check_run(res, problems):
+    from harness.spec import criteria as C
+
+    r = ProcResult(["kite"], {}, res.get("rc", 0), res.get("signal"), False, 0.1, 0.1, 1.0, None, None,
+                   stdout=res.get("stdout", ""), stderr=res.get("stderr", ""))
+    ex = C.Expect(exit=0, passes_min=3, must_match=["^ok"])
+    assert runner.check_run(r, ex, {}) == problems
+
+
+def test_check_run_json_needs_json_stdout():
+    from harness.spec import criteria as C
+
+    r = ProcResult(["kite"], {}, 0, None, False, 0.1, 0.1, 1.0, None, None, stdout="ok")
+    need = ["stdout is not JSON (needed by `json` / `preconditions`)"]
+    assert runner.check_run(r, C.Expect(json={"a": 1}), {}) == need
+    assert runner.check_run(r, C.Expect(), {"a": 1}) == need
+    assert runner.check_run(r, C.Expect(), {}) == []
+
+
+ART = """\
+criteria:
+  - id: F1
+    title: files
+    kind: artifact
+    files:
+      - {path: "{bin}/kite", exists: true, text_match: ["^eng"], text_not_match: ["secret"]}
+      - {path: "{bin}/nothing", exists: false}
+"""
+
+
+def test_artifact_kind(ctx, monkeypatch):
+    out = evaluate(ctx, ART, Engine(lambda n, a, e: {}), monkeypatch)
+    assert out.verdict == "PASS" and out.reason == "2 file checks hold", out.reason
+    assert [f["facts"] for f in out.details["files"]] == [[], ["absent"]]
+    out = evaluate(ctx, ART.replace("^eng", "^motor").replace("/nothing", "/libkite_cuda.so"),
+                   Engine(lambda n, a, e: {}), monkeypatch)
+    assert out.verdict == "FAIL"
+    assert out.reason == "kite: text lacks /^motor/ (+1 more)"
+    assert out.details["files"][1]["problems"][0].endswith("libkite_cuda.so exists but must not")
+
+
+# ---- evaluate: skips, internal errors, what is kept -----------------------------------------
+
+def test_requires_unmet_is_skip(ctx, monkeypatch):
+    eng = Engine(dumps())
+    out = evaluate(ctx, EQ.replace("MODE", "mode: memcmp").replace("kind: equivalence",
+                                                                   "kind: equivalence\n    requires: [gpu]"),
+                   eng, monkeypatch)
+    assert out.verdict == "SKIP" and out.reason.startswith("no GPU") and eng.calls == []
+
+
+def test_failure_keeps_its_work_and_pass_removes_it(ctx, monkeypatch):
+    text = EQ.replace("MODE", "mode: memcmp")
+    out = evaluate(ctx, text, Engine(dumps({"b": flipped(H, 3)})), monkeypatch)
+    kept = ctx.report_dir / "failed" / "Q1"
+    assert out.details["kept"] == "failed/Q1" and (kept / "b" / "dump" / "h_out.f32").read_bytes() == flipped(H, 3)
+    assert not (ctx.report_dir / "work" / "Q1").exists()
+    out = evaluate(ctx, text, Engine(dumps({"b": flipped(H, 5)})), monkeypatch)
+    assert (kept / "b" / "dump" / "h_out.f32").read_bytes() == flipped(H, 5), "the older failure is replaced"
+    out = evaluate(ctx, text, Engine(dumps()), monkeypatch)
+    assert out.verdict == "PASS" and "kept" not in out.details and not (ctx.report_dir / "work" / "Q1").exists()
+    assert out.details["seconds"] >= 0
+
+
+def test_internal_error_is_a_fail_with_a_log(ctx, monkeypatch):
+    def broken(name, argv, env):
+        raise RuntimeError("planted")
+    out = evaluate(ctx, EQ.replace("MODE", "mode: memcmp"), Engine(broken), monkeypatch)
+    assert out.verdict == "FAIL" and out.reason == "internal error: RuntimeError: planted (see internal-error.txt)"
+    assert "RuntimeError: planted" in (ctx.report_dir / "logs" / "Q1" / "internal-error.txt").read_text()

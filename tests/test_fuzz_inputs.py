@@ -167,13 +167,37 @@ def test_registry_any_lines(lines):
     registry.plan(entries, crits, ["X1"], "a reason")
 
 
+def _registry_oracle(text: str) -> list[tuple[str, ...]] | str:
+    """What registry.parse must give, worked out independently: the entries' fields, or the
+    'registry.lock:N:' prefix of the first bad line."""
+    out = []
+    for n, line in enumerate(text.split("\n"), 1):
+        line = line[:-1] if line.endswith("\r") else line
+        if line.strip() == "" or line[:1] == "#":
+            continue
+        parts = line.split("\t")
+        if len(parts) != 6:
+            return f"registry.lock:{n}:"
+        try:
+            reason = json.loads(parts[5])
+        except ValueError:
+            return f"registry.lock:{n}:"
+        out.append((*parts[:5], str(reason)))
+    return out
+
+
 @FAST
-@given(st.text(max_size=400))
+@given(st.one_of(st.text(max_size=400),
+                 st.lists(st.lists(field_text, min_size=5, max_size=7).map("\t".join), max_size=6).map("\n".join)))
 def test_registry_any_text(text):
+    """Any text: the entries it holds, or an error naming the first bad line, as the oracle says."""
+    want = _registry_oracle(text)
     try:
-        registry.parse(text)
-    except HarnessError:
-        pass
+        got = [(e.id, e.file, e.digest, e.time, e.event, e.reason) for e in registry.parse(text)]
+    except HarnessError as e:
+        assert isinstance(want, str) and str(e).startswith(want), (str(e), want)
+        return
+    assert got == want
 
 
 _REG_DIR = Path(tempfile.mkdtemp(prefix="kite-fuzz-registry-"))
@@ -184,12 +208,22 @@ atexit.register(shutil.rmtree, _REG_DIR, True)
 @given(st.binary(max_size=120))
 @example(b"\x80")  # found: UnicodeDecodeError escaped registry.load
 def test_registry_any_bytes_as_file(data):
+    """Bytes that are not UTF-8 are refused as such; any other file loads as its text parses."""
     path = _REG_DIR / "bytes.lock"
     path.write_bytes(data)
     try:
-        registry.load(path)
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        with pytest.raises(HarnessError, match=r"^registry.lock: not UTF-8 text \(byte \d+"):
+            registry.load(path)
+        return
+    want = _registry_oracle(text)
+    try:
+        got = [(e.id, e.file, e.digest, e.time, e.event, e.reason) for e in registry.load(path)]
     except HarnessError as e:
-        assert "registry.lock" in str(e)
+        assert isinstance(want, str) and str(e).startswith(want), (str(e), want)
+        return
+    assert got == want
 
 
 @settings(FAST, max_examples=max(1, N_EXAMPLES * 3 // 10))  # each example appends with fsync
@@ -208,7 +242,7 @@ def test_registry_reason_round_trip(reason):
 
 # ---- meta.json and dumps through a criterion ------------------------------------------------
 
-from conftest import ENGINE_YAML  # noqa: E402  (the fake repository's engine.yaml, one copy)
+from conftest import ENGINE_YAML, write_engine  # noqa: E402  (the fake repository's engine.yaml, one copy)
 
 _ROOT = Path(tempfile.mkdtemp(prefix="kite-fuzz-inputs-"))
 atexit.register(shutil.rmtree, _ROOT, True)
@@ -319,8 +353,78 @@ def _outcome(crit_text: str, plans: list[dict[str, Any]], monkeypatch, tmp: Path
 @example(plans=[{"files": {"meta.json": b'{"shapes": {"h_out": [""]}, "backend": {"compiled": true}}',
                             "h_out.f32": b"", "logits.f32": b""}}] * 2,
          mode="mode: memcmp")  # found: a shape of strings was an "internal error" (int(""))
+@example(plans=[{"files": {"meta.json": b'{"backend": {"compiled": true}}', "h_out.f32": b"\0\0\x80?",
+                            "logits.f32": b""}}] * 2, mode="mode: memcmp")  # the oracle's PASS
 def test_equivalence_any_meta_and_dumps(monkeypatch, tmp_path_factory, plans, mode):
-    _outcome(EQUIV.replace("MODE", mode), plans, monkeypatch, tmp_path_factory.mktemp("eq"))
+    out = _outcome(EQUIV.replace("MODE", mode), plans, monkeypatch, tmp_path_factory.mktemp("eq"))
+    want = _equivalence_oracle(plans, mode)
+    assert want is None or out.verdict == want, (want, out.reason)
+
+
+_NOT_JSON = object()
+
+
+def _json(data: bytes) -> Any:
+    try:
+        return json.loads(data.decode("utf-8"))
+    except ValueError:
+        return _NOT_JSON
+
+
+def _equivalence_oracle(plans: list[dict[str, Any]], mode: str) -> str | None:
+    """The verdict where it follows from the inputs alone: FAIL for a meta.json that is not JSON, a
+    failed precondition (A needs backend.compiled true), a dump that is not whole float32, a NaN,
+    or (memcmp) any byte that differs; PASS for identical, well-formed outputs without shapes."""
+    a, b = (p["files"] for p in plans)
+    meta_a, meta_b = _json(a["meta.json"]), _json(b["meta.json"])
+    if meta_a is _NOT_JSON or meta_b is _NOT_JSON:
+        return "FAIL"
+    backend = meta_a.get("backend") if isinstance(meta_a, dict) else None
+    if not (isinstance(backend, dict) and backend.get("compiled") is True):
+        return "FAIL"
+    dumps = [a["h_out.f32"], a["logits.f32"], b["h_out.f32"], b["logits.f32"]]
+    if any(len(d) % 4 for d in dumps):
+        return "FAIL"
+    if any(x != x for d in dumps for x in struct.unpack(f"<{len(d) // 4}f", d)):
+        return "FAIL"
+    same = dumps[0] == dumps[2] and dumps[1] == dumps[3]
+    if "memcmp" in mode and not same:
+        return "FAIL"
+    no_shapes = all(not isinstance(m, dict) or m.get("shapes") in (None, {}) for m in (meta_a, meta_b))
+    return "PASS" if same and no_shapes else None
+
+
+@st.composite
+def dump_pairs(draw):
+    """Well-formed runs of A and B (valid meta.json with matching shapes) and what B does to the
+    bytes: nothing, one flipped byte, or a NaN."""
+    rows, e, v = draw(st.integers(1, 4)), draw(st.integers(1, 6)), draw(st.integers(1, 6))
+    finite = st.floats(allow_nan=False, width=32)
+    h = struct.pack(f"<{rows * e}f", *draw(st.lists(finite, min_size=rows * e, max_size=rows * e)))
+    lg = struct.pack(f"<{rows * v}f", *draw(st.lists(finite, min_size=rows * v, max_size=rows * v)))
+    meta = json.dumps({"shapes": {"h_out": [rows, e], "logits": [rows, v]}, "backend": {"compiled": True}}).encode()
+    a = {"meta.json": meta, "h_out.f32": h, "logits.f32": lg}
+    b = dict(a)
+    change, which = draw(st.sampled_from(["same", "flip", "nan"])), draw(st.sampled_from(["h_out.f32", "logits.f32"]))
+    if change == "flip":
+        data = bytearray(b[which])
+        data[draw(st.integers(0, len(data) - 1))] ^= 1 << draw(st.integers(0, 7))
+        b[which] = bytes(data)
+    elif change == "nan":
+        k = draw(st.integers(0, len(b[which]) // 4 - 1))
+        b[which] = b[which][:4 * k] + struct.pack("<f", float("nan")) + b[which][4 * k + 4:]
+    return [{"files": a}, {"files": b}], change
+
+
+@SLOW
+@given(dump_pairs())
+def test_equivalence_verdict_oracle(monkeypatch, tmp_path_factory, pair):
+    """Identical bytes PASS; one flipped byte FAILs; a NaN FAILs."""
+    plans, change = pair
+    out = _outcome(EQUIV.replace("MODE", "mode: memcmp"), plans, monkeypatch, tmp_path_factory.mktemp("eqo"))
+    assert out.verdict == ("PASS" if change == "same" else "FAIL"), (change, out.reason)
+    if change == "nan":
+        assert "NaN in B" in out.reason, out.reason
 
 
 @SLOW
@@ -355,11 +459,40 @@ criteria:
 """
 
 
+good_timing_meta = st.fixed_dictionaries({
+    "timings": st.fixed_dictionaries({"request_ms": st.lists(st.floats(0.5, 50.0), min_size=2, max_size=5)}),
+    "counters": st.fixed_dictionaries({"gpu_steps": st.integers(0, 9)})}).map(json.dumps)
+
+
 @SLOW
-@given(st.lists(st.fixed_dictionaries({"stdout": meta_docs().map(lambda b: b.decode("utf-8", "replace"))}),
+@given(st.lists(st.fixed_dictionaries({"stdout": st.one_of(meta_docs().map(lambda b: b.decode("utf-8", "replace")),
+                                                           good_timing_meta)}),
                 min_size=1, max_size=3), st.sampled_from(C.REDUCERS))
+@example(plans=[{"stdout": json.dumps({"timings": {"request_ms": [2.0, 3.0]}, "counters": {"gpu_steps": 1}})}],
+         reduce="rest_median")  # the oracle's PASS
 def test_ab_timing_any_meta(monkeypatch, tmp_path_factory, plans, reduce):
-    _outcome(AB.replace("REDUCE", reduce), plans, monkeypatch, tmp_path_factory.mktemp("ab"))
+    """Any output gives a verdict; where the oracle knows it, the right one: the first run's
+    stdout not a JSON object FAILs (not JSON at all: in the first warm-up), and A/A on one well-formed output gives ratio 1, which passes
+    'ci_lower >= 1.0' exactly."""
+    out = _outcome(AB.replace("REDUCE", reduce), plans, monkeypatch, tmp_path_factory.mktemp("ab"))
+    first = _json(plans[0]["stdout"].encode())
+    if first is _NOT_JSON:
+        assert out.verdict == "FAIL" and out.reason.startswith("warmup1.A: stdout is not the JSON"), out.reason
+    if not isinstance(first, dict):
+        assert out.verdict == "FAIL", out.reason
+    if all(p == plans[0] for p in plans) and _well_formed_timing(first):
+        assert out.verdict == "PASS" and "median a/b 1.0000" in out.reason, out.reason
+
+
+def _well_formed_timing(doc: Any) -> bool:
+    """B's precondition holds and every reducer gives a positive, finite time."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("counters"), dict) \
+            or not isinstance(doc.get("timings"), dict):
+        return False
+    steps, ms = doc["counters"].get("gpu_steps"), doc["timings"].get("request_ms")
+    number = (int, float)
+    return (isinstance(steps, number) and not isinstance(steps, bool) and steps >= 0 and isinstance(ms, list)
+            and len(ms) >= 2 and all(isinstance(x, number) and not isinstance(x, bool) and 0 < x < 1e300 for x in ms))
 
 
 RUN = """\
@@ -374,16 +507,30 @@ criteria:
 """
 
 
+GOOD_INFO = json.dumps({"cuda": {"bound": True, "search": [{"how": "KITE_CUDA_LIB"}]}})
+
+
 @SLOW
 @given(st.lists(st.fixed_dictionaries({
     "stdout": st.one_of(st.text(max_size=60), meta_docs().map(lambda b: b.decode("utf-8", "replace")),
-                        st.sampled_from(["3 passed, 0 failed\n", "x passed, -1 failed", "9" * 40 + " passed, 0 failed"])),
-    "stderr": st.text(max_size=30),
+                        st.sampled_from(["3 passed, 0 failed\n", "x passed, -1 failed", "9" * 40 + " passed, 0 failed",
+                                         GOOD_INFO])),
+    "stderr": st.one_of(st.text(max_size=30), st.sampled_from(["ok\n1 passed, 0 failed\n"])),
     "rc": st.one_of(st.none(), st.integers(-300, 300)),
     "signal": st.one_of(st.none(), st.sampled_from(["SIGSEGV", "SIGKILL"])),
     "timed_out": st.booleans()}), min_size=1, max_size=1))
+@example(plans=[{"stdout": GOOD_INFO, "stderr": "ok\n1 passed, 0 failed\n", "rc": 0, "signal": None,
+                 "timed_out": False}])
 def test_run_any_output(monkeypatch, tmp_path_factory, plans):
-    _outcome(RUN, plans, monkeypatch, tmp_path_factory.mktemp("run"))
+    """Any output gives a verdict: FAIL when the engine did not exit 0 or its stdout is not the
+    JSON the expectations read; PASS for output that meets every expectation."""
+    out = _outcome(RUN, plans, monkeypatch, tmp_path_factory.mktemp("run"))
+    (p,) = plans
+    ended_ok = p["rc"] == 0 and p["signal"] is None and not p["timed_out"]
+    if not ended_ok or not isinstance(_json(p["stdout"].encode()), dict):
+        assert out.verdict == "FAIL", out.reason
+    elif p["stdout"] == GOOD_INFO and p["stderr"].startswith("ok\n1 passed, 0 failed"):
+        assert out.verdict == "PASS", out.reason
 
 
 # ---- report.json given to --resume -----------------------------------------------------------
@@ -407,6 +554,7 @@ def test_resume_any_report_json(tmp_path_factory, data):
     (root / "regressions").mkdir()
     (root / "regressions" / "s.yaml").write_text("criteria:\n  - {id: A1, title: t, kind: artifact, "
                                                  "files: [{path: '{root}/nothing', exists: false}]}\n")
+    write_engine(root / "fakebin" / "default")
     rdir = root / "reports" / "old"
     rdir.mkdir(parents=True)
     (rdir / "report.json").write_bytes(data)
@@ -416,6 +564,16 @@ def test_resume_any_report_json(tmp_path_factory, data):
     err = io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
         rc = main(["--root", str(root), "verify", "--exploratory", "--no-build", "--resume", str(rdir)])
-    assert rc in (0, 1, 2)
     assert "internal error" not in err.getvalue(), err.getvalue()[-400:]
+    doc = _json(data)
+    if not (isinstance(doc, dict) and doc.get("schema") == report.SCHEMA):
+        assert rc == 2 and "--resume: cannot read" in err.getvalue(), (rc, err.getvalue()[-400:])
+    elif rc == 2:
+        assert "--resume: cannot read" in err.getvalue() and "damaged" in err.getvalue(), err.getvalue()[-400:]
+    else:
+        after = json.loads((rdir / "report.json").read_text())
+        assert after["status"] == "complete" and [r["id"] for r in after["results"]] == ["A1"]
+        assert rc == (0 if after["results"][0]["verdict"] == "PASS" else 1)
+        if doc.get("results") == []:
+            assert after["results"][0]["verdict"] == "PASS" and rc == 0
 

@@ -16,6 +16,7 @@ outputs, and has knobs (environment variables) to misbehave:
   FAKE_REQUEST_MS=X        base request time (default 10), FAKE_NOISE=0.02 relative noise
   FAKE_SELFTEST_FAIL=N     N selftest checks fail (FAKE_SELFTEST_PAD=N: N bytes of lines before)
   FAKE_LOG=FILE            append one line per invocation (argv)
+  FAKE_HANG_AT=N           with FAKE_LOG: sleep forever when this invocation writes line N of it
   FAKE_STUB=1              behave as a stub build (KITE_CUDA=OFF)
 
 The module is simulated by a JSON file named like the real one ({"abi": 1, "device": true,
@@ -40,6 +41,10 @@ def misbehave():
     if os.environ.get("FAKE_LOG"):
         with open(os.environ["FAKE_LOG"], "a") as f:
             f.write(" ".join(sys.argv[1:]) + "\n")
+        if os.environ.get("FAKE_HANG_AT"):
+            with open(os.environ["FAKE_LOG"]) as f:
+                if sum(1 for _ in f) == int(os.environ["FAKE_HANG_AT"]):
+                    time.sleep(3600)
     sig = os.environ.get("FAKE_CRASH")
     if sig:
         sys.stdout.flush()

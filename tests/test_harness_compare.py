@@ -265,3 +265,14 @@ def test_nan_reason_names_the_side_and_place():
     assert d.reason == "NaN in A and B (1 in A, 1 in B), first at index 0 (position 0, element 0) of A; identical bytes"
     assert (d.nan_a, d.nan_b, d.identical, d.ok) == (1, 1, True, False)
     assert compare_bytes(a, b, 2, allow_nan=True).reason.startswith("2 of 4 elements differ")
+
+
+def test_refusals_are_neither_identical_nor_ok():
+    """Every refusal (truncation, stale shape, shape or length mismatch) says identical False and
+    ok False: False itself, since the report's JSON shows it."""
+    a = np.arange(4, dtype="<f4").tobytes()
+    for d in (compare_bytes(a[:-1], a), compare_bytes(a, a[:-1]), compare_bytes(a, a, shape_a=[3]),
+              compare_bytes(a, a, shape_b=[5]), compare_bytes(a, a, shape_a=[4], shape_b=[2, 2]),
+              compare_bytes(a, a[:8])):
+        assert d.identical is False and d.ok is False, d.reason
+        assert d.to_json()["identical"] is False and d.to_json()["ok"] is False

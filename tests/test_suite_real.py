@@ -166,6 +166,36 @@ def test_selfcheck_one_ulp_in_a_real_dump(built, tmp_path):
     assert (diff.first_position, diff.first_element) == (2, 17)
 
 
+AB_COUNT = """\
+criteria:
+  - id: SC
+    title: A processes more rows than B (a count, so the verdict has no timing noise)
+    kind: ab_timing
+    build: stub
+    args: [run, --model, "{model}", --prompt, "3,1,4,1,5,9,2,6", --steps, "%s", --iters, "2"]
+    a: {name: a}
+    b: {name: b, args: [run, --model, "{model}", --prompt, "3,1,4,1,5,9,2,6", --steps, "12", --iters, "2"]}
+    metric: {field: counters.cpu_steps, reduce: min}
+    ratio: a/b
+    pairs: 6
+    warmups: 1
+    order: ABBA
+    pass_if: "ci_lower >= 1.02"
+    bootstrap: {resamples: 500, seed: 3}
+"""
+
+
+def test_selfcheck_ab_verdict_through_the_real_engine(built, tmp_path):
+    """The A/B verdict path on the real engine's --json output (run, metric, pairs, bootstrap,
+    threshold), deterministic: the metric is a row count. A/A is not flagged; A doing 32 rows
+    to B's 20 is (ratio 1.6 in every pair). The wall-clock version is the `timing` test below."""
+    rc, aa = verify_one(tmp_path, "aa", AB_COUNT % "12")
+    assert rc == 1 and aa["reason"].startswith("threshold not met: median a/b 1.0000"), aa["reason"]
+    rc, more = verify_one(tmp_path, "more", AB_COUNT % "24")
+    assert rc == 0 and more["verdict"] == "PASS", more["reason"]
+    assert more["reason"].startswith("median a/b 1.6000, 95% CI [1.6000, 1.6000] over 6 pairs"), more["reason"]
+
+
 @pytest.mark.timing
 def test_selfcheck_slowdown_knob_flagged_aa_not(built, tmp_path):
     """A/A through the real engine is not flagged; a planted slowdown of about 10% is.
@@ -209,6 +239,6 @@ def test_selfcheck_missing_export(built, tmp_path):
 
 
 for _t in (test_selfcheck_vacuous_without_gpu_steps, test_selfcheck_one_ulp_in_a_real_dump,
-           test_selfcheck_slowdown_knob_flagged_aa_not, test_selfcheck_edit_after_registration,
+           test_selfcheck_ab_verdict_through_the_real_engine, test_selfcheck_slowdown_knob_flagged_aa_not, test_selfcheck_edit_after_registration,
            test_selfcheck_missing_export):
     pytest.mark.selfcheck(_t)

@@ -172,6 +172,15 @@ def oracle(session: nox.Session) -> None:
 
 
 @nox.session
+def mutation(session: nox.Session) -> None:
+    """Mutation testing of the harness's core (mutmut, [tool.mutmut] in pyproject.toml; figures in
+    docs/TESTING.md). Every mutant by default; `-- --module compare` one module; `-- --sample 40
+    --seed 1 --fail-under 90` the CI subset."""
+    _install(session, *TESTS, "mutmut==3.8.1")
+    session.run("python", "scripts/mutation.py", *session.posargs, external=True)
+
+
+@nox.session
 def bench(session: nox.Session) -> None:
     """The harness's own costs: start-up, comparison speed, overhead per engine run."""
     _install(session, *RUNTIME)

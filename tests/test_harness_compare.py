@@ -276,3 +276,23 @@ def test_refusals_are_neither_identical_nor_ok():
               compare_bytes(a, a[:8])):
         assert d.identical is False and d.ok is False, d.reason
         assert d.to_json()["identical"] is False and d.to_json()["ok"] is False
+
+
+def test_nmse_with_a_reference_of_small_values():
+    """sum(a^2) under 1 is still a denominator: NMSE 0.0625 / 0.5, not inf."""
+    a, b = _pair([0.5, 0.5], [0.5, 0.75])
+    assert compare_bytes(a, b, 2).nmse == 0.125
+
+
+def test_nan_only_in_a_is_located_in_a():
+    a, b = _pair([1.0, 2.0, np.nan, 4.0], [1.0, np.nan, 3.0, 4.0])
+    d = compare_bytes(a, b, 2)
+    assert d.reason.startswith("NaN in A (1 in A, 1 in B), first at index 2 (position 1, element 0)")
+    a, b = _pair([1.0, np.nan], [1.0, 2.0])
+    assert compare_bytes(a, b, 2).reason.startswith("NaN in A (1 in A, 0 in B), first at index 1 (position 0, "
+                                                    "element 1); 1 of 2 elements differ")
+
+
+def test_length_mismatch_message():
+    a = np.arange(6, dtype="<f4").tobytes()
+    assert compare_bytes(a, a[:16]).reason == "length mismatch: A has 6 elements, B has 4"

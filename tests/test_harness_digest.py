@@ -57,6 +57,7 @@ def test_file_sha256(tmp_path):
     assert file_sha256(tmp_path / "missing") is None
     assert file_sha256(tmp_path) is None  # a folder is not a file
     assert file_sha256("") is None
+    assert file_sha256(None) is None  # type: ignore[arg-type]  # an optional path left unset
 
 
 # ---- properties of a registered criterion's digest ---------------------------------------------

@@ -168,6 +168,7 @@ from datetime import datetime, timezone  # noqa: E402
 import pytest  # noqa: E402
 
 from harness.errors import HarnessError  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 DIGEST = "sha256:" + "ab" * 32
 
@@ -221,7 +222,7 @@ def test_append_refuses_tab_in_id_and_newline_in_file(tmp_path, cid, file):
 
 
 def test_append_writes_header_once_and_exact_lines(tmp_path):
-    p = tmp_path / "sub" / "registry.lock"
+    p = tmp_path / "new" / "folders" / "registry.lock"
     t = datetime(2026, 3, 4, 5, 6, 7, tzinfo=timezone.utc)
     registry.append(p, [(_crit(), "register", "")], now=t)
     registry.append(p, [(_crit("B2"), "amend", "naïve \"quote\"")], now=t)
@@ -235,11 +236,20 @@ def test_append_writes_header_once_and_exact_lines(tmp_path):
     assert b.reason == "naïve \"quote\""
 
 
-def test_append_stamps_the_current_utc_time(tmp_path):
+def test_append_stamps_the_current_utc_time(tmp_path, monkeypatch):
+    """UTC, also where local time is not: the time zone is set far from UTC for the test."""
+    import time
+
     p = tmp_path / "registry.lock"
-    before = datetime.now(timezone.utc).replace(microsecond=0)
-    registry.append(p, [(_crit(), "register", "")])
-    after = datetime.now(timezone.utc)
+    monkeypatch.setenv("TZ", "Pacific/Kiritimati")  # UTC+14
+    time.tzset()
+    try:
+        before = datetime.now(timezone.utc).replace(microsecond=0)
+        registry.append(p, [(_crit(), "register", "")])
+        after = datetime.now(timezone.utc)
+    finally:
+        monkeypatch.undo()
+        time.tzset()
     (e,) = registry.load(p)
     stamp = datetime.strptime(e.time, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
     assert before <= stamp <= after
@@ -288,3 +298,22 @@ def test_plan_sorts_each_criterion():
     assert p.refused == [(b, "an amendment needs --reason TEXT")] and p.amended == []
     p = registry.plan(entries, [b], ["B2"], None)
     assert p.refused == [(b, "an amendment needs --reason TEXT")]
+
+
+def test_registry_is_utf8_under_an_ascii_locale(tmp_path):
+    """The registry is read and written as UTF-8 whatever the locale: a non-ASCII reason round-trips
+    in a Python whose locale encoding is ASCII (C locale, no coercion, no UTF-8 mode)."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import sys; from pathlib import Path; from harness.spec import registry, schema\n"
+            f"(c,) = schema.load_text({A!r}, 'regressions/s.yaml', {BUILDS!r}, {DUMPS!r})\n"
+            "p = Path(sys.argv[1]); registry.append(p, [(c, 'amend', 'na\\u00efve')])\n"
+            "print(ascii(registry.load(p)[0].reason))")
+    env = {**os.environ, "LC_ALL": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"}
+    r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "registry.lock")], env=env, capture_output=True,
+                       text=True, cwd=Path(__file__).resolve().parent.parent, timeout=60)
+    assert r.returncode == 0, r.stderr[-1500:]
+    assert r.stdout.strip() == "'na\\xefve'"
+    assert "naïve" in (tmp_path / "registry.lock").read_text(encoding="utf-8")

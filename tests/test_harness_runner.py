@@ -111,10 +111,24 @@ def test_ab_warmups_run_before_the_pairs_for_both_variants(ctx, monkeypatch):
     assert all(c[1][-1] == "--json" and c[1].count("--json") == 1 for c in eng.calls)
     assert out.verdict == "PASS", out.reason
     assert out.reason == "median a/b 1.2000, 95% CI [1.2000, 1.2000] over 3 pairs; pass if ci_lower >= 1.1"
-    assert [p["ratio"] for p in out.details["pairs"]] == [1.2] * 3
-    assert [p["order"] for p in out.details["pairs"]] == ["AB", "BA", "AB"]
+    assert [(p["pair"], p["order"], p["a"], p["b"], p["ratio"]) for p in out.details["pairs"]] == [
+        (1, "AB", 12.0, 10.0, 1.2), (2, "BA", 12.0, 10.0, 1.2), (3, "AB", 12.0, 10.0, 1.2)]
     assert [(r["pair"], r["side"], r["metric"]) for r in out.details["runs"]] == [
         (1, "A", 12.0), (1, "B", 10.0), (2, "B", 10.0), (2, "A", 12.0), (3, "A", 12.0), (3, "B", 10.0)]
+
+
+def test_ab_progress_lines(ctx, monkeypatch):
+    lines: list[str] = []
+    ctx.progress = lines.append
+    evaluate(ctx, AB.replace("EXTRA", "warmups: 0\n    noise_floor: true").replace("pairs: 3", "pairs: 2"),
+             Engine(timed({"a": 12.0, "b": 10.0})), monkeypatch)
+    assert lines == ["  [T1] pair 1/2 (AB): A 12  B 10  ratio 1.2000", "  [T1] pair 2/2 (BA): A 12  B 10  ratio 1.2000",
+                     "  [T1] A/A noise floor", "  [T1] aa.pair 1/2 (AB): A 12  B 12  ratio 1.0000",
+                     "  [T1] aa.pair 2/2 (BA): A 12  B 12  ratio 1.0000"]
+    lines.clear()
+    evaluate(ctx, SAME.replace("EXTRA", "warmups: 0").replace("pairs: 3", "pairs: 2"),
+             Engine(timed({"a": [10.5, 10.0, 9.0, 11.0]})), monkeypatch)
+    assert lines == ["  [T2] run 1/2: A 10.5  B 10  ratio 1.0500", "  [T2] run 2/2: A 10.5  B 10  ratio 1.0500"]
 
 
 def test_ab_default_one_warmup_and_zero(ctx, monkeypatch):
@@ -408,6 +422,9 @@ def test_artifact_kind(ctx, monkeypatch):
     out = evaluate(ctx, ART, Engine(lambda n, a, e: {}), monkeypatch)
     assert out.verdict == "PASS" and out.reason == "2 file checks hold", out.reason
     assert [f["facts"] for f in out.details["files"]] == [[], ["absent"]]
+    bins = Path(ctx.ensure_build("default").bin_dir)
+    assert [(f["path"], f["ok"], f["problems"]) for f in out.details["files"]] == [
+        (str(bins / "kite"), True, []), (str(bins / "nothing"), True, [])]
     out = evaluate(ctx, ART.replace("^eng", "^motor").replace("/nothing", "/libkite_cuda.so"),
                    Engine(lambda n, a, e: {}), monkeypatch)
     assert out.verdict == "FAIL"

@@ -178,3 +178,65 @@ criteria:
 """
     (c,) = schema.load_text(text, "t.yaml", BUILDS, DUMPS)
     assert [(v.name, v.build) for v in c.spec.variants] == [("a", "stub"), ("b", "stub")]
+
+
+# ---- exact messages and defaults (each pinned against a surviving mutant) -------------------
+
+AB_T = """\
+criteria:
+  - id: T1
+    title: t
+    kind: ab_timing
+    args: [run]
+    a: {name: a}
+    %s
+    metric: {field: timings.request_ms}
+    pairs: 3
+    pass_if: "ci_lower >= 1.0"
+"""
+
+RUN_T = """\
+criteria:
+  - id: R1
+    title: t
+    kind: run
+    runs:
+%s
+"""
+
+
+@pytest.mark.parametrize("text,message", [
+    (GOOD.replace("    compare:", "    cases: []\n    compare:"),
+     "t.yaml:9: criteria[0] (A1).cases: must be a non-empty list of mappings (placeholder -> value)"),
+    (AB_T % "same_run: true\n    b: {name: b}\n    metric_a: {field: x}\n    metric_b: {field: y}",
+     "t.yaml:8: criteria[0] (T1).b: `same_run: true` reads A and B from one run of `a`; remove `b`"),
+    (AB_T % "b: {name: b}\n    confidence: 0.2", "t.yaml:8: criteria[0] (T1).confidence: must be >= 0.5, not 0.2"),
+    (AB_T % "b: {name: b}\n    bootstrap: {resamples: 5}",
+     "t.yaml:8: criteria[0] (T1).bootstrap.resamples: must be >= 100, not 5"),
+    (AB_T.replace("    args: [run]\n", "") % "b: {name: b, args: [run]}",
+     "t.yaml:5: criteria[0] (T1).a: no `args`: give the engine argv at the criterion or variant level"),
+    (AB_T.replace("    args: [run]\n", "").replace("a: {name: a}", "a: {name: a, args: [run]}") % "b: {env: {X: '1'}}",
+     "t.yaml:6: criteria[0] (T1).b: no `args`: give the engine argv at the criterion or variant level"),
+    (RUN_T % "      - 3", "t.yaml:6: criteria[0] (R1).runs[0]: a run must be a mapping, not an integer"),
+    (RUN_T % "      - {name: x, args: [info]}\n      - {name: x, args: [info]}",
+     "t.yaml:7: criteria[0] (R1).runs[1].name: duplicate run name 'x'"),
+    (RUN_T % "      - {name: x, args: [info], expect: {must_match: [\"(\"]}}",
+     "t.yaml:6: criteria[0] (R1).runs[0].expect.must_match[0]: bad regular expression '(': missing ), "
+     "unterminated subpattern at position 0"),
+    (RUN_T % "      - {name: x, args: [info], expect: {must_match: 3}}",
+     "t.yaml:6: criteria[0] (R1).runs[0].expect.must_match: must be a list of regular expressions, not an integer"),
+])
+def test_exact_messages(text, message):
+    assert one_error(text) == "regressions/" + message
+
+
+def test_defaults_and_overrides():
+    (c,) = schema.load_text(AB_T % "b: {env: {X: '1'}}\n    confidence: 0.9\n    bootstrap: {resamples: 500, seed: 4}",
+                            "regressions/t.yaml", BUILDS, DUMPS)
+    s = c.spec
+    assert (s.b.name, s.confidence, s.resamples, s.seed, s.warmups, s.order) == ("B", 0.9, 500, 4, 1, "ABBA")
+    (c,) = schema.load_text(AB_T % "b: {name: b}", "regressions/t.yaml", BUILDS, DUMPS)
+    assert (c.spec.confidence, c.spec.resamples) == (0.95, 2000)
+    (c,) = schema.load_text(RUN_T % "      - {args: [info]}\n      - {args: [selftest]}", "regressions/t.yaml",
+                            BUILDS, DUMPS)
+    assert [st.variant.name for st in c.spec.steps] == ["run1", "run2"]

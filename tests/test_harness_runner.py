@@ -33,10 +33,12 @@ class Engine:
     def __init__(self, plan):
         self.plan = plan
         self.calls: list[tuple[str, list[str], dict[str, str]]] = []
+        self.timeouts: list[float] = []
 
     def __call__(self, argv, env=None, *, timeout=120.0, log_prefix=None, **kw):
         name = Path(log_prefix).name
         self.calls.append((name, list(argv), dict(env or {})))
+        self.timeouts.append(timeout)
         out = self.plan(name, list(argv), dict(env or {})) or {}
         if "--dump" in argv:
             d = Path(argv[argv.index("--dump") + 1])
@@ -461,3 +463,20 @@ def test_internal_error_is_a_fail_with_a_log(ctx, monkeypatch):
     out = evaluate(ctx, EQ.replace("MODE", "mode: memcmp"), Engine(broken), monkeypatch)
     assert out.verdict == "FAIL" and out.reason == "internal error: RuntimeError: planted (see internal-error.txt)"
     assert "RuntimeError: planted" in (ctx.report_dir / "logs" / "Q1" / "internal-error.txt").read_text()
+
+
+def test_timeout_and_placeholders_reach_the_engine(ctx, monkeypatch):
+    """A criterion's timeout_s, else engine.yaml's run timeout (20 s here), and the placeholders'
+    values, as the engine's argv."""
+    text = RUN.replace("args: [selftest]", 'args: [selftest, "{engine_dir}", "{engine}", "{work}"]')
+    good = {"selftest": {"stdout": "ok\n3 passed, 0 failed\n"},
+            "info": {"rc": 1, "stdout": json.dumps({"cuda": {"compiled": True, "bound": False}})}}
+    eng = Engine(lambda n, a, e: good[n])
+    evaluate(ctx, text, eng, monkeypatch)
+    bins = Path(ctx.ensure_build("default").bin_dir)
+    work = ctx.report_dir / "work" / "R1" / "selftest"
+    assert eng.calls[0][1] == [str(bins / "kite"), "selftest", str(bins), str(bins / "kite"), str(work)]
+    assert eng.timeouts == [20, 20]
+    eng = Engine(lambda n, a, e: good[n])
+    evaluate(ctx, text.replace("    kind: run", "    kind: run\n    timeout_s: 7"), eng, monkeypatch)
+    assert eng.timeouts == [7, 7]

@@ -240,3 +240,56 @@ def test_defaults_and_overrides():
     (c,) = schema.load_text(RUN_T % "      - {args: [info]}\n      - {args: [selftest]}", "regressions/t.yaml",
                             BUILDS, DUMPS)
     assert [st.variant.name for st in c.spec.steps] == ["run1", "run2"]
+
+
+def _g(old: str, new: str) -> str:
+    assert old in GOOD
+    return GOOD.replace(old, new)
+
+
+@pytest.mark.parametrize("text,message", [
+    (_g("{dumps: [h_out]}", "{dumps: [h_out], nope: 1}"),
+     "t.yaml:9: criteria[0] (A1).compare.nope: unknown key 'nope' in compare; allowed: dumps, mode, max_abs, "
+     "max_ulp, nmse, allow_nan"),
+    (_g("{dumps: [h_out]}", "{dumps: [h_out], mode: tolerance, nmse: -1}"),
+     "t.yaml:9: criteria[0] (A1).compare.nmse: must be >= 0, not -1"),
+    (_g("    variants:", "    timeout_s: 0\n    variants:"), "t.yaml:6: criteria[0] (A1).timeout_s: must be > 0, not 0"),
+    (_g("    variants:", "    description: 3\n    variants:"),
+     "t.yaml:6: criteria[0] (A1).description: must be a string, not an integer"),
+    (_g("- {name: a}", "- {name: a, place: {x.so: '{module}'}}"),
+     "t.yaml:7: criteria[0] (A1).variants[0].place: `place` needs `layout: engine_only` (files are copied next "
+     "to a copied engine)"),
+    (_g("- {name: a}", "- {name: a, layout: engine_only, place: {a/x.so: '{module}'}}"),
+     "t.yaml:7: criteria[0] (A1).variants[0].place.a/x.so: 'a/x.so' must be a plain file name"),
+    (_g("- {name: a}", "- {name: a, wrapper: [env, '{nope}']}"),
+     "t.yaml:7: criteria[0] (A1).variants[0].wrapper[1]: unknown placeholder {nope}; allowed: {bin}, {build}, "
+     "{engine}, {engine_dir}, {model}, {module}, {nonexistent}, {root}, {testmods}, {work}"),
+    (_g('KITE_CUDA_GRAPH: "0"', '1BAD: "0"'),
+     "t.yaml:8: criteria[0] (A1).variants[1].env.1BAD: '1BAD' is not a valid environment variable name"),
+    (_g('args: [run, --model, "{model}"]', 'args: "run --model x"'),
+     "t.yaml:5: criteria[0] (A1).args: must be an argv list (YAML list of strings); a shell command string is "
+     "not allowed"),
+    (_g('args: [run, --model, "{model}"]', 'args: [run, [x]]'),
+     "t.yaml:5: criteria[0] (A1).args[1]: must be a string, not a list"),
+])
+def test_exact_messages_common(text, message):
+    assert one_error(text) == "regressions/" + message
+
+
+def test_common_keys_loaded():
+    def one(old, new):
+        (c,) = schema.load_text(_g(old, new), "regressions/t.yaml", BUILDS, DUMPS)
+        return c
+    c = one("{dumps: [h_out]}", "{dumps: [h_out], allow_nan: true, mode: tolerance, nmse: 0.5}")
+    assert (c.spec.compare.allow_nan, c.spec.compare.nmse, c.model, c.timeout_s, c.description) == \
+        (True, 0.5, None, None, "")
+    assert one("    variants:", "    model: tiny\n    variants:").model == {"recipe": "tiny", "qtype": None}
+    assert one("    variants:", "    model: {recipe: tiny, qtype: q8_0}\n    variants:").model == \
+        {"recipe": "tiny", "qtype": "q8_0"}
+    assert one("    variants:", "    model: default\n    variants:").model is None
+    c = one("    variants:", "    timeout_s: 7\n    description: why\n    variants:")
+    assert (c.timeout_s, c.description) == (7, "why")
+    c = one("- {name: a}", "- {name: a, layout: engine_only, place: {x.so: '{module}'}, wrapper: [env, '{work}']}")
+    a = c.spec.variants[0]
+    assert (a.layout, a.place, a.wrapper) == ("engine_only", {"x.so": "{module}"}, ["env", "{work}"])
+    assert one('KITE_CUDA_GRAPH: "0"', 'lower_Ok: "0"').spec.variants[1].env == {"lower_Ok": "0"}

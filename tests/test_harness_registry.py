@@ -311,6 +311,9 @@ def test_registry_is_utf8_under_an_ascii_locale(tmp_path):
             f"(c,) = schema.load_text({A!r}, 'regressions/s.yaml', {BUILDS!r}, {DUMPS!r})\n"
             "p = Path(sys.argv[1]); registry.append(p, [(c, 'amend', 'na\\u00efve')])\n"
             "print(ascii(registry.load(p)[0].reason))")
+    # the same calls in this process first (so that the mutation run sees this test reach them)
+    registry.append(tmp_path / "here.lock", [(load(A), "amend", "naïve")])
+    assert registry.load(tmp_path / "here.lock")[0].reason == "naïve"
     env = {**os.environ, "LC_ALL": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"}
     r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "registry.lock")], env=env, capture_output=True,
                        text=True, cwd=Path(__file__).resolve().parent.parent, timeout=60)

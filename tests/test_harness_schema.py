@@ -293,3 +293,28 @@ def test_common_keys_loaded():
     a = c.spec.variants[0]
     assert (a.layout, a.place, a.wrapper) == ("engine_only", {"x.so": "{module}"}, ["env", "{work}"])
     assert one('KITE_CUDA_GRAPH: "0"', 'lower_Ok: "0"').spec.variants[1].env == {"lower_Ok": "0"}
+
+
+def test_every_duplicate_id_across_files_is_reported(tmp_path):
+    two = GOOD + GOOD.replace("criteria:\n", "").replace("A1", "B1")
+    (tmp_path / "one.yaml").write_text(two)
+    (tmp_path / "two.yaml").write_text(two)
+    with pytest.raises(SchemaErrors) as ei:
+        schema.load_many([tmp_path / "one.yaml", tmp_path / "two.yaml"], tmp_path, BUILDS, DUMPS)
+    assert ei.value.messages == ["two.yaml:2: id 'A1' is already used at one.yaml:2",
+                                 "two.yaml:10: id 'B1' is already used at one.yaml:10"]
+
+
+def test_unknown_kind_is_the_only_message():
+    """Keys of every kind stay optional while the kind is unknown: one message, not a list of
+    'missing required key'."""
+    msg = one_error("criteria:\n  - {id: K1, title: t, kind: nope, args: [run]}\n")
+    assert msg.startswith("regressions/t.yaml:2: criteria[0] (K1).kind: ") and "nope" in msg
+
+
+def test_artifact_export_checks_loaded():
+    (c,) = schema.load_text("criteria:\n  - id: F1\n    title: t\n    kind: artifact\n    files:\n"
+                            "      - {path: '{module}', exports_exactly: [kcuda_a, kcuda_b], exports_match: '^kcuda_'}\n",
+                            "regressions/t.yaml", BUILDS, DUMPS)
+    fc = c.spec.files[0]
+    assert (fc.exports_exactly, fc.exports_match) == (["kcuda_a", "kcuda_b"], "^kcuda_")

@@ -96,8 +96,9 @@ def main() -> int:
         names = sorted(random.Random(args.seed).sample(names, args.sample))
     # mutmut refuses a named mutant whose function no selected test reaches: such a mutant is a
     # survivor ("no tests") without running anything
-    covered = json.loads((ROOT / "mutants" / "mutmut-stats.json").read_text())["tests_by_mangled_function_name"]
-    untested = {n for n in names if not covered.get(n.partition("__mutmut_")[0])}
+    stats = ROOT / "mutants" / "mutmut-stats.json"
+    covered = json.loads(stats.read_text())["tests_by_mangled_function_name"] if stats.exists() else None
+    untested = {n for n in names if covered is not None and not covered.get(n.partition("__mutmut_")[0])}
     to_run = [n for n in names if n not in untested]
     if not args.report_only and to_run:
         run = subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", args.max_children, *to_run],

@@ -318,3 +318,19 @@ def test_artifact_export_checks_loaded():
                             "regressions/t.yaml", BUILDS, DUMPS)
     fc = c.spec.files[0]
     assert (fc.exports_exactly, fc.exports_match) == (["kcuda_a", "kcuda_b"], "^kcuda_")
+
+
+@pytest.mark.parametrize("text,message", [
+    ("criteria:\n  - {id: F1, title: t, kind: artifact, files: []}\n",
+     "t.yaml:2: criteria[0] (F1).files: must be a non-empty list of file checks"),
+    ("criteria:\n  - {id: F1, title: t, kind: artifact, files: {a: 1}}\n",
+     "t.yaml:2: criteria[0] (F1).files: must be a non-empty list of file checks"),
+    (_g("- {name: a}", "- {name: a, layout: engine_only, place: {'.': '{module}'}}"),
+     "t.yaml:7: criteria[0] (A1).variants[0].place..: '.' must be a plain file name"),
+    (_g("- {name: a}", "- {name: a, layout: engine_only, place: {'..': '{module}'}}"),
+     "t.yaml:7: criteria[0] (A1).variants[0].place...: '..' must be a plain file name"),
+    (_g('args: [run, --model, "{model}"]', 'args: [run, {a: 1}]'),
+     "t.yaml:5: criteria[0] (A1).args[1]: must be a string, not a mapping"),
+])
+def test_exact_messages_more(text, message):
+    assert one_error(text) == "regressions/" + message

@@ -264,7 +264,9 @@ def test_nan_reason_names_the_side_and_place():
     d = compare_bytes(both, both, 1)
     assert d.reason == "NaN in A and B (1 in A, 1 in B), first at index 0 (position 0, element 0) of A; identical bytes"
     assert (d.nan_a, d.nan_b, d.identical, d.ok) == (1, 1, True, False)
-    assert compare_bytes(a, b, 2, allow_nan=True).reason.startswith("2 of 4 elements differ")
+    allowed = compare_bytes(a, b, 2, allow_nan=True)
+    assert allowed.reason.startswith("NaN in B (0 in A, 1 in B), first at index 2 (position 1, element 0); 2 of 4 "
+                                     "elements differ")
 
 
 def test_refusals_are_neither_identical_nor_ok():
@@ -287,7 +289,7 @@ def test_nmse_with_a_reference_of_small_values():
 def test_nan_only_in_a_is_located_in_a():
     a, b = _pair([1.0, 2.0, np.nan, 4.0], [1.0, np.nan, 3.0, 4.0])
     d = compare_bytes(a, b, 2)
-    assert d.reason.startswith("NaN in A (1 in A, 1 in B), first at index 2 (position 1, element 0)")
+    assert d.reason.startswith("NaN in A and B (1 in A, 1 in B), first at index 2 (position 1, element 0) of A")
     a, b = _pair([1.0, np.nan], [1.0, 2.0])
     assert compare_bytes(a, b, 2).reason.startswith("NaN in A (1 in A, 0 in B), first at index 1 (position 0, "
                                                     "element 1); 1 of 2 elements differ")

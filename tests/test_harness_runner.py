@@ -293,7 +293,7 @@ def test_equivalence_failures_counted_and_cases(ctx, monkeypatch):
 
 
 @pytest.mark.parametrize("meta,words", [
-    (b"\x80", "variant a: meta.json is not valid JSON"),
+    (b"\x80", "variant a: meta.json: not UTF-8 text (byte 0"),
     (b"{", "variant a: meta.json is not valid JSON"),
     ({"shapes": {"h_out": [2, 3], "logits": [2, 2]}, "counters": {"steps": 0}},
      "vacuous: variant a: precondition failed: counters.steps"),

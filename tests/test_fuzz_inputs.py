@@ -208,9 +208,18 @@ atexit.register(shutil.rmtree, _REG_DIR, True)
 @given(st.binary(max_size=120))
 @example(b"\x80")  # found: UnicodeDecodeError escaped registry.load
 def test_registry_any_bytes_as_file(data):
-    """Bytes that are not UTF-8 are refused as such; any other file loads as its text parses."""
+    """UTF-16 (a byte order mark), binary bytes (a NUL) and bytes that are not UTF-8 are refused as
+    such; any other file loads as its text parses."""
     path = _REG_DIR / "bytes.lock"
     path.write_bytes(data)
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        with pytest.raises(HarnessError, match=r"^registry.lock: UTF-16 text \(byte order mark\)"):
+            registry.load(path)
+        return
+    if b"\0" in data:
+        with pytest.raises(HarnessError, match=r"^registry.lock: binary data \(NUL byte at offset \d+\), not text$"):
+            registry.load(path)
+        return
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -567,7 +576,7 @@ def test_resume_any_report_json(tmp_path_factory, data):
     assert "internal error" not in err.getvalue(), err.getvalue()[-400:]
     doc = _json(data)
     if not (isinstance(doc, dict) and doc.get("schema") == report.SCHEMA):
-        assert rc == 2 and "--resume: cannot read" in err.getvalue(), (rc, err.getvalue()[-400:])
+        assert rc == 2 and "report.json" in err.getvalue(), (rc, err.getvalue()[-400:])
     elif rc == 2:
         assert "--resume: cannot read" in err.getvalue() and "damaged" in err.getvalue(), err.getvalue()[-400:]
     else:

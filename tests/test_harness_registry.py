@@ -320,3 +320,14 @@ def test_registry_is_utf8_under_an_ascii_locale(tmp_path):
     assert r.returncode == 0, r.stderr[-1500:]
     assert r.stdout.strip() == "'na\\xefve'"
     assert "naïve" in (tmp_path / "registry.lock").read_text(encoding="utf-8")
+
+
+def test_status_names_the_dependencies_that_changed(tmp_path):
+    p = tmp_path / "registry.lock"
+    c = load(A)
+    registry.append(p, [(c, "register", "")], deps=[(c, {"model": "sha256:m1", "build:default": "sha256:b1"})])
+    entries = registry.load(p)
+    assert registry.status(entries, c, {"model": "sha256:m1", "build:default": "sha256:b1"}).ok
+    st = registry.status(entries, c, {"model": "sha256:m2", "build:default": "sha256:b1", "build:gpu": "x"})
+    assert st.state == "changed"
+    assert st.why == "what it depends on changed since registration: build:gpu, model (registry.lock:4)"

@@ -334,3 +334,18 @@ def test_artifact_export_checks_loaded():
 ])
 def test_exact_messages_more(text, message):
     assert one_error(text) == "regressions/" + message
+
+
+@pytest.mark.parametrize("text,message", [
+    (AB_T % "b: {name: b, nope: 1}",
+     "t.yaml:7: criteria[0] (T1).b.nope: unknown key 'nope' in variant b; allowed: name, build, layout, place, env, "
+     "args, extra_args, preconditions, wrapper"),
+    (AB_T.replace("{field: timings.request_ms}", "{field: 'a..b'}") % "b: {name: b}",
+     "t.yaml:8: criteria[0] (T1).metric.field: 'a..b' is not valid: a dotted field of meta.json like "
+     "timings.request_ms"),
+    (_g("{dumps: [h_out]}", "{dumps: [h_out], mode: tolerance, max_abs: -1}"),
+     "t.yaml:9: criteria[0] (A1).compare.max_abs: must be >= 0, not -1"),
+    ("criteria:\n  - 3\n", "t.yaml:2: criteria[0]: a criterion must be a mapping, not an integer"),
+])
+def test_exact_messages_rebased(text, message):
+    assert one_error(text) == "regressions/" + message

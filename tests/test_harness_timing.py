@@ -237,3 +237,35 @@ def test_passes_boundaries(stat, op, at, above, below):
     assert timing.passes(st, stat, op, x) is at
     assert timing.passes(st, stat, op, float(np.nextafter(x, 0.0))) is above
     assert timing.passes(st, stat, op, float(np.nextafter(x, 10.0))) is below
+
+
+def test_bca_interval_follows_efron():
+    """BCa pinned against its definition on a skewed sample (so that the acceleration matters):
+    z0 from the share of resampled medians under the sample median, a from the jackknife."""
+    from statistics import NormalDist
+
+    r = np.array([1.0, 1.01, 1.02, 1.03, 1.05, 1.1, 1.2, 1.4, 1.8, 2.6, 4.0])
+    resamples, seed, conf = 997, 3, 0.9
+    rng = np.random.default_rng(seed)
+    meds = np.median(r[rng.integers(0, r.size, size=(resamples, r.size))], axis=1)
+    theta = float(np.median(r))
+    nd = NormalDist()
+    z0 = nd.inv_cdf((np.sum(meds < theta) + 0.5 * np.sum(meds == theta)) / resamples)
+    jack = np.array([np.median(np.delete(r, i)) for i in range(r.size)])
+    dev = jack.mean() - jack
+    a = float(np.sum(dev ** 3)) / (6.0 * float(np.sum(dev ** 2)) ** 1.5)
+    assert a != 0.0
+    levels = [nd.cdf(z0 + (z0 + z) / (1 - a * (z0 + z))) for z in (nd.inv_cdf(0.05), nd.inv_cdf(0.95))]
+    lo, hi = np.quantile(meds, levels)
+    st = timing.bca_median_ci(list(r), conf, resamples, seed)
+    assert (st.ci_lower, st.ci_upper) == pytest.approx((lo, hi), rel=1e-12, abs=0)
+    assert st.median == theta
+
+
+def test_stability_note_lists_every_reason():
+    floor = timing.Stats(5, 1.0, 0.9, 1.1, 0.95, 100, 1)
+    st = timing.stability([1.0, 2.0, 0.5, 1.5, 0.7], 1.05, floor)
+    assert not st.stable and len(st.reasons) == 2
+    assert st.note() == "unstable: " + st.reasons[0] + "; " + st.reasons[1]
+    assert st.note().startswith("unstable: pair spread ") and "reaches the threshold 1.05" in st.note()
+    assert timing.stability([1.0, 1.0, 1.0], 1.05).note() == ""

@@ -8,7 +8,8 @@
 mutmut copies the tree into mutants/ (git-ignored) and, for each mutant, runs the selected tests
 that reach the mutated function. Afterwards this prints a table per module: mutants, killed,
 survived (listed equivalents apart), score over the non-equivalent ones, and each survivor.
-Equivalent mutants are listed with their reason in tests/mutation-equivalent.txt. Exit status 1
+Equivalent mutants are listed, by function and mutated line, with their reason in
+tests/mutation-equivalent.txt. Exit status 1
 when the score is under --fail-under.
 """
 
@@ -57,15 +58,22 @@ def results() -> dict[str, str]:
     return dict(re.findall(r"^\s*(\S+__mutmut_\d+): (.+?)\s*$", r.stdout, re.M))
 
 
-def equivalents() -> dict[str, str]:
-    """name -> why it is equivalent, from lines 'NAME  reason' (# comments)."""
+def equivalents() -> dict[tuple[str, str], str]:
+    """(function, mutated line) -> why that mutant is equivalent, from lines 'FUNCTION<TAB>LINE<TAB>WHY'
+    (# comments). Keyed by content, not by mutmut's number, which shifts when a function changes."""
     out = {}
     for line in EQUIVALENT.read_text(encoding="utf-8").splitlines():
-        line = line.strip()
-        if line and not line.startswith("#"):
-            name, _, why = line.partition(" ")
-            out[name] = why.strip()
+        if line.strip() and not line.startswith("#"):
+            func, mutated, why = line.split("\t")
+            out[(func.strip(), mutated.strip())] = why.strip()
     return out
+
+
+def mutated_line(name: str) -> str:
+    """The first line the mutant adds, from `mutmut show NAME`."""
+    r = mutmut("show", name)
+    added = [ln[1:].strip() for ln in r.stdout.splitlines() if ln.startswith("+") and not ln.startswith("+++")]
+    return added[0] if added else ""
 
 
 def module_of(name: str) -> str | None:
@@ -114,7 +122,7 @@ def main() -> int:
         s = "no tests" if n in untested else status.get(n, "missing")
         if s in KILLED:
             t.killed += 1
-        elif s in SURVIVED and n in equiv:
+        elif s in SURVIVED and (n.partition("__mutmut_")[0], mutated_line(n)) in equiv:
             t.equivalent += 1
         elif s in SURVIVED:
             t.survivors.append(n)

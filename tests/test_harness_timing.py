@@ -269,3 +269,33 @@ def test_stability_note_lists_every_reason():
     assert st.note() == "unstable: " + st.reasons[0] + "; " + st.reasons[1]
     assert st.note().startswith("unstable: pair spread ") and "reaches the threshold 1.05" in st.note()
     assert timing.stability([1.0, 1.0, 1.0], 1.05).note() == ""
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 6, 7, 9, 10, 17, 30])
+@pytest.mark.parametrize("confidence", [0.95, 0.9, 0.5])
+def test_order_interval_follows_the_binomial(n, confidence):
+    """[x(k), x(n+1-k)] with the largest k whose two tails stay within 1 - confidence, computed
+    here from the binomial probabilities; the whole range when no k qualifies."""
+    from math import comb
+
+    r = [1.0 + 0.01 * ((7 * i) % n) + 0.001 * i for i in range(n)]
+    xs = sorted(r)
+    k = 0
+    while k + 1 <= n // 2 and sum(comb(n, j) for j in range(k + 1)) / 2 ** n <= (1 - confidence) / 2:
+        k += 1
+    want = (xs[k - 1], xs[n - k]) if k else (xs[0], xs[-1])
+    st = timing.order_median_ci(r, confidence)
+    assert (st.ci_lower, st.ci_upper) == want, (n, confidence, k)
+    assert (st.n, st.median, st.confidence, st.resamples, st.seed, st.method) == \
+        (n, float(np.median(r)), confidence, 0, 0, "order")
+
+
+def test_bca_fields_defaults_and_one_pair():
+    st = timing.bca_median_ci([1.0, 1.2, 1.1, 1.5, 0.9])
+    assert (st.n, st.confidence, st.resamples, st.seed, st.method) == (5, 0.95, 2000, 12345, "bca")
+    assert st == timing.bca_median_ci([1.0, 1.2, 1.1, 1.5, 0.9], 0.95, 2000, 12345)
+    one = timing.bca_median_ci([1.25], 0.9, 200, 7)
+    assert (one.n, one.median, one.ci_lower, one.ci_upper, one.confidence, one.resamples, one.seed) == \
+        (1, 1.25, 1.25, 1.25, 0.9, 200, 7)
+    two = timing.bca_median_ci([1.0, 2.0], 0.9, 200, 7)
+    assert two.ci_lower == 1.0 and two.ci_upper == 2.0

@@ -242,9 +242,14 @@ def test_passes_boundaries(stat, op, at, above, below):
 def test_bca_interval_follows_efron():
     """BCa pinned against its definition on a skewed sample (so that the acceleration matters):
     z0 from the share of resampled medians under the sample median, a from the jackknife."""
+    for sample in ([1.0, 1.01, 1.02, 1.03, 1.05, 1.1, 1.2, 1.4, 1.8, 2.6, 4.0],
+                   [1, 1.1, 1.2, 1.3, 1.5, 2, 3, 5, 9, 17, 33, 65]):  # odd n: a > 0; even n: a == 0
+        _check_bca(np.array(sample, dtype=float))
+
+
+def _check_bca(r: np.ndarray) -> None:
     from statistics import NormalDist
 
-    r = np.array([1.0, 1.01, 1.02, 1.03, 1.05, 1.1, 1.2, 1.4, 1.8, 2.6, 4.0])
     resamples, seed, conf = 997, 3, 0.9
     rng = np.random.default_rng(seed)
     meds = np.median(r[rng.integers(0, r.size, size=(resamples, r.size))], axis=1)
@@ -254,7 +259,6 @@ def test_bca_interval_follows_efron():
     jack = np.array([np.median(np.delete(r, i)) for i in range(r.size)])
     dev = jack.mean() - jack
     a = float(np.sum(dev ** 3)) / (6.0 * float(np.sum(dev ** 2)) ** 1.5)
-    assert a != 0.0
     levels = [nd.cdf(z0 + (z0 + z) / (1 - a * (z0 + z))) for z in (nd.inv_cdf(0.05), nd.inv_cdf(0.95))]
     lo, hi = np.quantile(meds, levels)
     st = timing.bca_median_ci(list(r), conf, resamples, seed)

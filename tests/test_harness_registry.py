@@ -331,3 +331,71 @@ def test_status_names_the_dependencies_that_changed(tmp_path):
     st = registry.status(entries, c, {"model": "sha256:m2", "build:default": "sha256:b1", "build:gpu": "x"})
     assert st.state == "changed"
     assert st.why == "what it depends on changed since registration: build:gpu, model (registry.lock:4)"
+
+
+def _entries(*rows):
+    return [registry.Entry(cid, "f", digest, time, event, reason, n) for n, (cid, digest, time, event, reason)
+            in enumerate(rows, 1)]
+
+
+T1, T2, T3 = "2026-01-01T00:00:00Z", "2026-01-02T00:00:00Z", "2026-01-03T00:00:00Z"
+
+
+def test_status_fields_of_suspect_and_changed():
+    c = _crit("A1", digest="sha256:1")
+    twice = _entries(("A1", "sha256:1", T1, "register", ""), ("A1", "sha256:1", T2, "register", ""))
+    st = registry.status(twice, c)
+    assert (st.state, st.registered_digest, st.entry) == ("suspect", "sha256:1", twice[1])
+    assert st.why == ("registry.lock:2: a second `register` for A1 (first at line 1); a change after "
+                      "registration is an `amend` with a reason")
+    assert registry.status(twice, c, suspect={}).state == "registered", "the caller's problems() are used"
+    orphan = _entries(("A1", "sha256:1", T1, "amend", "why"))
+    assert registry.status(orphan, _crit("B2")).registered_digest is None
+    st = registry.status(orphan, c)
+    assert (st.state, st.registered_digest) == ("suspect", "sha256:1")
+    one = _entries(("A1", "sha256:1", T1, "register", ""))
+    st = registry.status(one, _crit("A1", digest="sha256:2"))
+    assert (st.state, st.why, st.entry, st.registered_digest) == \
+        ("changed", "digest differs from the registered sha256:1", one[0], "sha256:1")
+
+
+def test_status_fields_when_dependencies_changed():
+    c = _crit("A1", digest="sha256:1")
+    dep = registry.dependency_digest({"model": "m1"})
+    rows = _entries(("A1", "sha256:1", T1, "register", ""), ("A1", dep, T1, "depends", json.dumps('{"model":"m1"}')))
+    st = registry.status(rows, c, {"model": "m2"})
+    assert (st.state, st.registered_digest, st.entry) == ("changed", "sha256:1", rows[0])
+    assert st.why == "what it depends on changed since registration: model (registry.lock:2)"
+    bad = _entries(("A1", "sha256:1", T1, "register", ""), ("A1", "sha256:x", T1, "depends", '"not a mapping"'))
+    assert registry.status(bad, c, {"model": "m2"}).why == \
+        "what it depends on changed since registration: model (registry.lock:2)"
+    empty = _entries(("A1", "sha256:1", T1, "register", ""), ("A1", "sha256:x", T1, "depends", '"{}"'))
+    assert registry.status(empty, c, {}).why == \
+        "what it depends on changed since registration: the recorded digests (registry.lock:2)"
+
+
+def test_problems_messages():
+    rows = _entries(("A1", "d", T2, "register", ""), ("B2", "d", T1, "register", ""),
+                    ("C3", "d", T3, "frobnicate", ""))
+    p = registry.problems(rows)
+    assert p["B2"] == ("registry.lock:2: time 2026-01-01T00:00:00Z is earlier than line 1's (2026-01-02T00:00:00Z); "
+                       "lines are only ever appended, so this one was back-dated or moved")
+    assert p["C3"] == "registry.lock:3: unknown event 'frobnicate'; events: register, amend, depends"
+
+
+def test_append_refuses_a_time_before_the_last_line(tmp_path):
+    p = tmp_path / "registry.lock"
+    later = datetime(2026, 5, 1, tzinfo=timezone.utc)
+    registry.append(p, [(_crit(), "register", "")], now=later)
+    with pytest.raises(HarnessError, match=r"^registry.lock: its last line \(line 3\) is dated 2026-05-01T00:00:00Z, "
+                                           r"later than now \(2026-04-01T00:00:00Z\)"):
+        registry.append(p, [(_crit("B2"), "register", "")], now=datetime(2026, 4, 1, tzinfo=timezone.utc))
+
+
+def test_plan_records_missing_dependencies():
+    rows = _entries(("A1", "sha256:1", T1, "register", ""))
+    a, n = _crit("A1", digest="sha256:1"), _crit("N1")
+    p = registry.plan(rows, [a, n], [], None, {"A1": {"model": "m"}, "N1": {"model": "m"}})
+    assert (p.unchanged, p.new, p.depends) == ([a], [n], [a, n])
+    p = registry.plan(rows, [a], [], None, {})
+    assert p.depends == []

@@ -298,3 +298,14 @@ def test_nan_only_in_a_is_located_in_a():
 def test_length_mismatch_message():
     a = np.arange(6, dtype="<f4").tobytes()
     assert compare_bytes(a, a[:16]).reason == "length mismatch: A has 6 elements, B has 4"
+
+
+def test_int32_and_half_dumps():
+    """i32 dumps compare as integers; f16 NMSE is computed in float64 over the dump's values."""
+    a = np.array([1, 2, 3, 4], dtype="<i4").tobytes()
+    b = np.array([1, 2, 3, 7], dtype="<i4").tobytes()
+    d = compare_bytes(a, b, 4, dtype="i32")
+    assert d.first_values == (4, 7) and d.max_abs == 3.0 and not d.ok
+    h = np.array([1.0, 2.0, 3.0, 4.0], dtype="<f2").tobytes()
+    g = np.array([1.0, 2.0, 3.0, 5.0], dtype="<f2").tobytes()
+    assert compare_bytes(h, g, 4, dtype="f16").nmse == 1.0 / 30.0

@@ -349,3 +349,21 @@ def test_exact_messages_more(text, message):
 ])
 def test_exact_messages_rebased(text, message):
     assert one_error(text) == "regressions/" + message
+
+
+@pytest.mark.parametrize("text,message", [
+    (_g("kind: equivalence", "kind: equivalence\n    build: nope"),
+     "t.yaml:5: criteria[0] (A1).build: unknown build 'nope'; builds defined in configs/engine.yaml: default, stub, gpu"),
+    (_g("- {name: a}", "- {name: a, layout: engine_only, place: {x.so: 3}}"),
+     "t.yaml:7: criteria[0] (A1).variants[0].place.x.so: source must be a path string, not an integer"),
+    ("criteria:\n  - {id: R1, title: t, kind: run, runs: [{name: x, args: [info], expect: {passes_min: -1}}]}\n",
+     "t.yaml:2: criteria[0] (R1).runs[0].expect.passes_min: must be >= 0, not -1"),
+])
+def test_exact_messages_of_the_last_sample(text, message):
+    assert one_error(text) == "regressions/" + message
+
+
+def test_passes_min_zero_is_allowed():
+    (c,) = schema.load_text("criteria:\n  - {id: R1, title: t, kind: run, runs: [{name: x, args: [info], "
+                            "expect: {passes_min: 0}}]}\n", "regressions/t.yaml", BUILDS, DUMPS)
+    assert c.spec.steps[0].expect.passes_min == 0

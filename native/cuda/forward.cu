@@ -106,10 +106,12 @@ static int32_t forward_impl(kcuda_model *md, int m, const Slot &out) {
                        (const float *)l.v[KCUDA_W_ATTN_K_NORM], (const float *)md->cos_tab,
                        (const float *)md->sin_tab, md->half_tab, half, (const int *)md->d_in, H, Hkv, D, eps, md->q_rope,
                        k_cache, v_cache, max_pos));
-            dim3 g2(H, m);
-            CK(klaunch(k_attn, g2, dim3(KC_THREADS), 0, (const float *)md->q_rope, (const float *)k_cache, (const float *)v_cache,
-                       (const float *)md->q_gate, 2 * H * D, (const int *)md->d_in, H, Hkv, D, md->scores, max_pos, md->attn_out,
-                       H * D));
+            CK(klaunch(k_attn_scores, dim3(H, m, KC_ATT_SPLITS), dim3(KC_THREADS), 0, (const float *)md->q_rope,
+                       (const float *)k_cache, (const int *)md->d_in, H, Hkv, D, md->scores, max_pos, md->split_max,
+                       md->splits_done));
+            CK(klaunch(k_attn_values, dim3(H, m, (D + KC_ATT_COLS - 1) / KC_ATT_COLS), dim3(KC_THREADS), 0,
+                       (const float *)md->scores, (const float *)v_cache, (const float *)md->q_gate, 2 * H * D,
+                       (const int *)md->d_in, H, Hkv, D, max_pos, md->attn_out, H * D));
             js.nj = 1;
             js.j[0] = job(l.w[KCUDA_W_ATTN_OUTPUT], md->x, E, 1);
             CKS(gemv_in(md, js, m, prologue(0, md->attn_out, nullptr, H * D, nullptr, 1, eps)));

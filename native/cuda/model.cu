@@ -208,6 +208,8 @@ KCUDA_API int32_t kcuda_model_prepare(kcuda_model *md, int32_t max_m) {
         AL(q_rope, M * H * D * 4);
         AL(attn_out, M * H * D * 4);
         AL(scores, M * H * (size_t)max_pos * 4);
+        AL(split_max, M * H * KC_ATT_SPLITS * 4);
+        AL(splits_done, M * H * 4);
         AL(k_cache, (size_t)md->nfull * max_pos * Hkv * D * 4);
         AL(v_cache, (size_t)md->nfull * max_pos * Hkv * D * 4);
     }

@@ -65,6 +65,8 @@ struct kcuda_model {
     float *q_rope = nullptr;                      // [max_m][H * D]: queries normed and rotated
     float *attn_out = nullptr;                    // [max_m][H * D]: gated attention output
     float *scores = nullptr;                      // [max_m][H][max_pos]: attention probabilities
+    float *split_max = nullptr;                   // [max_m][H][KC_ATT_SPLITS]: each split's largest score
+    int *splits_done = nullptr;                   // [max_m][H]: splits of a head done (0 between passes)
     float *gate = nullptr, *up = nullptr;         // [max_m][F]
     Slot sl[KC_SLOTS];
     cudaStream_t copy_stream = nullptr;           // the copies back

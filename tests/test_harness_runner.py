@@ -381,7 +381,7 @@ def test_run_kind(ctx, monkeypatch):
     out = evaluate(ctx, RUN, Engine(lambda n, a, e: bad[n]), monkeypatch)
     assert out.verdict == "FAIL"
     assert out.reason == ("selftest: 1 failed: FAIL gemm; only 2 passed (at least 3 expected); output lacks /^ok$/; "
-                          "output has /error/: 'error' (+1 more)")
+                          "output has /error/: 'error here' (+1 more)")
     assert out.details["runs"][1]["reason"].startswith("exit status 0 (expected 1); ")
 
 
@@ -480,3 +480,16 @@ def test_timeout_and_placeholders_reach_the_engine(ctx, monkeypatch):
     eng = Engine(lambda n, a, e: good[n])
     evaluate(ctx, text.replace("    kind: run", "    kind: run\n    timeout_s: 7"), eng, monkeypatch)
     assert eng.timeouts == [7, 7]
+
+
+@pytest.mark.parametrize("text,problem", [
+    # the whole line of the match, not the match alone: it names the claim that failed
+    ("model m.gguf\nFAIL q4_over_q8: 1.040 < 1.5 (rounds 1.09, 1.02)\nPASS tok_s: 2700 >= 2600\n",
+     "out has /^FAIL /: 'FAIL q4_over_q8: 1.040 < 1.5 (rounds 1.09, 1.02)'"),
+    ("last line FAIL here", "out has /FAIL/: 'last line FAIL here'"),
+    ("x\n" + "FAIL " + "y" * 300 + "\n", "out has /^FAIL /: 'FAIL " + "y" * 155 + "'"),
+])
+def test_pattern_problems_quote_the_matching_line(text, problem):
+    must_not = [problem.split("/")[1]]
+    assert runner.pattern_problems(text, [], must_not, "out") == [problem]
+    assert runner.pattern_problems(text, [r"^nothing$"], [], "out") == ["out lacks /^nothing$/"]

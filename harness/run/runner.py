@@ -78,7 +78,11 @@ def pattern_problems(text: str, must: list[str], must_not: list[str], what: str)
     for pat in must_not:
         m = re.search(pat, text, re.M)
         if m:
-            out.append(f"{what} has /{pat}/: {m.group(0)[:100]!r}")
+            # the whole line that matched: `^FAIL ` alone would hide which claim failed and by how much
+            start = text.rfind("\n", 0, m.start()) + 1
+            end = text.find("\n", m.end())
+            line = text[start:end if end >= 0 else len(text)].strip()
+            out.append(f"{what} has /{pat}/: {line[:160]!r}")
     return out
 
 

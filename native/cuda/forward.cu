@@ -56,13 +56,10 @@ int32_t forward(kcuda_model *md, int m, int s) {
 }
 
 static int32_t forward_impl(kcuda_model *md, int m, const Slot &out) {
-    const int32_t *hp = md->hp;
-    const int E = hp[KCUDA_HP_N_EMBD], V = hp[KCUDA_HP_N_VOCAB], F = hp[KCUDA_HP_N_FF];
-    const int H = hp[KCUDA_HP_N_HEAD], Hkv = hp[KCUDA_HP_N_HEAD_KV], D = hp[KCUDA_HP_HEAD_DIM];
-    const int K = hp[KCUDA_HP_SSM_CONV], dk = hp[KCUDA_HP_SSM_DK], Hk = hp[KCUDA_HP_SSM_HK];
-    const int Hv = hp[KCUDA_HP_SSM_HV], dv = hp[KCUDA_HP_SSM_DV], max_pos = hp[KCUDA_HP_MAX_POS];
-    const int C = 2 * Hk * dk + Hv * dv;
-    const int half = hp[KCUDA_HP_N_ROT] / 2;
+    const ModelDims dm = model_dims(md);
+    const int E = dm.E, V = dm.V, F = dm.F, H = dm.H, Hkv = dm.Hkv, D = dm.D;
+    const int K = dm.K, dk = dm.dk, Hk = dm.Hk, Hv = dm.Hv, dv = dm.dv, C = dm.C, max_pos = dm.max_pos;
+    const int half = dm.half_rot;
     const float eps = md->eps;
     g_pdl = 0; // the first kernel follows a copy: plain stream order
     k_embed<<<m, KC_THREADS, 0, g_stream>>>(md->tok, md->d_in, E, md->x);

@@ -3,6 +3,19 @@
 
 // Every model buffer starts zeroed: the warm-up passes in prepare read state and scratch before
 // any step wrote them (compute-sanitizer initcheck flagged those reads), and zeros keep them defined.
+ModelDims model_dims(const kcuda_model *md) {
+    const int32_t *hp = md->hp;
+    ModelDims d;
+    d.E = hp[KCUDA_HP_N_EMBD], d.V = hp[KCUDA_HP_N_VOCAB], d.F = hp[KCUDA_HP_N_FF];
+    d.H = hp[KCUDA_HP_N_HEAD], d.Hkv = hp[KCUDA_HP_N_HEAD_KV], d.D = hp[KCUDA_HP_HEAD_DIM];
+    d.half_rot = hp[KCUDA_HP_N_ROT] / 2;
+    d.K = hp[KCUDA_HP_SSM_CONV], d.dk = hp[KCUDA_HP_SSM_DK], d.Hk = hp[KCUDA_HP_SSM_HK];
+    d.Hv = hp[KCUDA_HP_SSM_HV], d.dv = hp[KCUDA_HP_SSM_DV];
+    d.C = 2 * d.Hk * d.dk + d.Hv * d.dv;
+    d.max_pos = hp[KCUDA_HP_MAX_POS];
+    return d;
+}
+
 int32_t dalloc(kcuda_model *md, void **p, size_t bytes) {
     CK(cudaMalloc(p, bytes ? bytes : 4));
     md->allocs.push_back(*p);
@@ -134,18 +147,15 @@ KCUDA_API int32_t kcuda_model_prepare(kcuda_model *md, int32_t max_m) {
     if (!md || !g_ready) return KCUDA_E_STATE;
     if (md->prepared) return KCUDA_E_STATE;
     if (max_m < 1) max_m = 1;
-    const int32_t *hp = md->hp;
-    const int E = hp[KCUDA_HP_N_EMBD], V = hp[KCUDA_HP_N_VOCAB], F = hp[KCUDA_HP_N_FF];
-    const int H = hp[KCUDA_HP_N_HEAD], Hkv = hp[KCUDA_HP_N_HEAD_KV], D = hp[KCUDA_HP_HEAD_DIM];
-    const int K = hp[KCUDA_HP_SSM_CONV], dk = hp[KCUDA_HP_SSM_DK], Hk = hp[KCUDA_HP_SSM_HK];
-    const int Hv = hp[KCUDA_HP_SSM_HV], dv = hp[KCUDA_HP_SSM_DV], max_pos = hp[KCUDA_HP_MAX_POS];
-    const int C = 2 * Hk * dk + Hv * dv;
+    const ModelDims dm = model_dims(md);
+    const int E = dm.E, V = dm.V, F = dm.F, H = dm.H, Hkv = dm.Hkv, D = dm.D;
+    const int K = dm.K, dk = dm.dk, Hk = dm.Hk, Hv = dm.Hv, dv = dm.dv, C = dm.C, max_pos = dm.max_pos;
     // required tensors and shapes
     if (!matrix_has_shape(md->tok, E, V) || !md->out_norm) return KCUDA_E_STATE;
     if (md->out.type >= 0 && !matrix_has_shape(md->out, E, V)) return KCUDA_E_STATE;
     if (md->nfull > 0) {
-        if (!md->cos_tab || md->rope_max_pos < max_pos || md->half_tab < hp[KCUDA_HP_N_ROT] / 2) return KCUDA_E_STATE;
-        if (D > 1024 || H <= 0 || Hkv <= 0 || hp[KCUDA_HP_N_ROT] > D) return KCUDA_E_UNSUPPORTED;
+        if (!md->cos_tab || md->rope_max_pos < max_pos || md->half_tab < dm.half_rot) return KCUDA_E_STATE;
+        if (D > 1024 || H <= 0 || Hkv <= 0 || md->hp[KCUDA_HP_N_ROT] > D) return KCUDA_E_UNSUPPORTED;
     }
     if (md->nrec > 0 && (K < 1 || dk <= 0 || dv <= 0 || Hk <= 0 || Hv <= 0)) return KCUDA_E_UNSUPPORTED;
     for (int il = 0; il < md->nl; il++) {
@@ -249,11 +259,8 @@ KCUDA_API int32_t kcuda_model_prepare(kcuda_model *md, int32_t max_m) {
 
 KCUDA_API int32_t kcuda_seq_reset(kcuda_model *md) {
     if (!md || !md->prepared || !g_ready) return KCUDA_E_STATE;
-    const int32_t *hp = md->hp;
-    const int Hkv = hp[KCUDA_HP_N_HEAD_KV], D = hp[KCUDA_HP_HEAD_DIM], max_pos = hp[KCUDA_HP_MAX_POS];
-    const int dk = hp[KCUDA_HP_SSM_DK], Hk = hp[KCUDA_HP_SSM_HK];
-    const int Hv = hp[KCUDA_HP_SSM_HV], dv = hp[KCUDA_HP_SSM_DV];
-    const int C = 2 * Hk * dk + Hv * dv;
+    const ModelDims dm = model_dims(md);
+    const int Hkv = dm.Hkv, D = dm.D, max_pos = dm.max_pos, dk = dm.dk, Hv = dm.Hv, dv = dm.dv, C = dm.C;
     if (md->nfull) {
         CK(cudaMemsetAsync(md->k_cache, 0, (size_t)md->nfull * max_pos * Hkv * D * 4, g_stream));
         CK(cudaMemsetAsync(md->v_cache, 0, (size_t)md->nfull * max_pos * Hkv * D * 4, g_stream));

@@ -91,6 +91,15 @@ struct kcuda_model {
     std::vector<void *> allocs;
 };
 
+// The model's sizes by the names of the comment above kcuda_model, read once from its hyperparameters.
+struct ModelDims {
+    int E, V, F;             // embedding width, vocabulary, feed-forward width
+    int H, Hkv, D, half_rot; // attention heads, KV heads, head size, RoPE dims / 2
+    int K, dk, Hk, Hv, dv, C; // DeltaNet conv taps, key size, key heads, value heads, value size, conv channels
+    int max_pos;             // positions the caches hold
+};
+ModelDims model_dims(const kcuda_model *md);
+
 // model.cu
 int32_t dalloc(kcuda_model *md, void **p, size_t bytes);
 // forward.cu: one pass of m rows whose h_out and logits land in slot s (launches only), and its

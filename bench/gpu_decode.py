@@ -29,27 +29,32 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import re
-import statistics
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
+from decode_report import REQUIRE_RE, claims, decode_summary, judge, markdown, median, round_ratios
 
 REPO = Path(__file__).resolve().parents[1]
-THREADS: list[str] = []
-REQUIRE_RE = re.compile(r"^(q4_over_q8|copy_fraction|tok_s)>=(\d+(?:\.\d+)?)$")
+
+
+@dataclass(frozen=True)
+class Engine:
+    """An engine binary that speaks kite's `run` command line, and the options every run gets."""
+
+    path: str
+    extra: tuple[str, ...] = ()
 
 
 def run_engine(
-    kite: str, model: Path, prompt: list[int], steps: int, mt: int, iters: int, env_extra: dict[str, str]
+    engine: Engine, model: Path, prompt: list[int], steps: int, mt: int, iters: int, env_extra: dict[str, str]
 ) -> dict:
     env = dict(os.environ)
     env.update(env_extra)
     cmd = [
-        kite,
+        engine.path,
         "run",
         "--model",
         str(model),
@@ -62,7 +67,8 @@ def run_engine(
         "--iters",
         str(iters),
         "--json",
-    ] + THREADS
+        *engine.extra,
+    ]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
     if out.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({out.returncode}): {out.stderr.strip()}")
@@ -95,17 +101,6 @@ def copy_bandwidth(nbytes: int = 1 << 30, reps: int = 20) -> dict | None:
     return {"bytes": nbytes, "seconds": best, "gbps_rw": 2 * nbytes / best / 1e9, "device": name}
 
 
-def median(xs: list[float]) -> float:
-    return statistics.median(xs) if xs else float("nan")
-
-
-def round_ratios(num_ms: list[float], den_ms: list[float]) -> dict:
-    """Per-round ratios num / den (times of the same round), their median and range."""
-    rs = [a / b for a, b in zip(num_ms, den_ms, strict=True)]
-    return {"rounds": rs, "median": median(rs), "min": min(rs, default=float("nan")),
-            "max": max(rs, default=float("nan"))}
-
-
 # configurations of a round: label, prompt tokens (decode) / --mt, environment
 DECODE = (("graph", 8, 1, {}), ("stream", 8, 1, {"KITE_CUDA_GRAPH": "0"}))
 PREFILL = (("prefill_mt1", 1, {}), ("prefill_mt4", 4, {}), ("prefill_mt4_graph_m", 4, {"KITE_CUDA_GRAPH_M": "1"}))
@@ -127,7 +122,7 @@ def bench_prompt(n: int) -> list[int]:
 
 
 def bench_model(
-    kite: str, model: Path, prompt_len: int, steps: int, iters: int, check: bool = True, rounds: int = 1,
+    kite: Engine, model: Path, prompt_len: int, steps: int, iters: int, check: bool = True, rounds: int = 1,
     decode_only: bool = False, long_context: int = 0
 ) -> dict:
     prompt = bench_prompt(prompt_len)
@@ -159,10 +154,7 @@ def bench_model(
             per.setdefault(key, []).append(median(meta["timings"]["prefill_ms"]))
     wb = res["weight_bytes"]
     for label, *_ in DECODE[:1] if decode_only else DECODE:
-        ms = median(per[label])
-        res[label].update({"step_ms": ms, "step_ms_rounds": per[label], "tokens_per_s": 1e3 / ms,
-                           "weight_gbps": wb / (ms / 1e3) / 1e9,
-                           "weight_gbps_rounds": [wb / (x / 1e3) / 1e9 for x in per[label]]})
+        res[label].update(decode_summary(per[label], wb))
     if long_context:
         res["long_context"] = {"tokens": long_context, "ctx64_ms_rounds": per["ctx64"],
                                "ctx_long_ms_rounds": per["ctx_long"],
@@ -176,119 +168,6 @@ def bench_model(
     res["prefill_speedup_mt4"] = round_ratios(per["prefill_mt1"], per["prefill_mt4"])
     res["prefill_speedup_mt4_graph_m"] = round_ratios(per["prefill_mt1"], per["prefill_mt4_graph_m"])
     return res
-
-
-def model_type(name: str) -> str | None:
-    """The weight type in a model file's name (q8_0, q4_0, ...), None if it names none."""
-    m = re.search(r"(?:^|[-_.])(q8_0|q4_0|f16|bf16|f32)(?:[-_.]|$)", name.lower())
-    return m.group(1) if m else None
-
-
-def claims(results: list[dict], copy: dict | None) -> dict[str, dict]:
-    """The registered claims this run can judge: name -> value, per-round values, what it is."""
-    by_type = {model_type(r["model"]): r for r in results}
-    out: dict[str, dict] = {}
-    q8, q4 = by_type.get("q8_0"), by_type.get("q4_0")
-    if q8 and q4:
-        r = round_ratios(q8["graph"]["step_ms_rounds"], q4["graph"]["step_ms_rounds"])
-        out["q4_over_q8"] = {"value": r["median"], "rounds": r["rounds"],
-                             "what": "Q4_0 graph decode tok/s over Q8_0's (median over rounds)"}
-    if q8:
-        out["tok_s"] = {"value": q8["graph"]["tokens_per_s"], "rounds": [1e3 / x for x in q8["graph"]["step_ms_rounds"]],
-                        "what": "Q8_0 graph decode tok/s (median over rounds)"}
-        if copy:
-            fr = [g / copy["gbps_rw"] for g in q8["graph"]["weight_gbps_rounds"]]
-            out["copy_fraction"] = {"value": median(fr), "rounds": fr,
-                                    "what": f"Q8_0 weight GB/s over the copy bandwidth {copy['gbps_rw']:.0f} GB/s"}
-    return out
-
-
-def judge(requires: list[str], found: dict[str, dict]) -> tuple[list[str], bool]:
-    """One PASS / FAIL line per requirement NAME>=X; a claim this run could not measure fails."""
-    lines, ok = [], True
-    for spec in requires:
-        m = REQUIRE_RE.match(spec.replace(" ", ""))
-        name, thr = m.group(1), float(m.group(2))
-        c = found.get(name)
-        if c is None:
-            lines.append(f"FAIL {name}: not measured in this run (needs a Q8_0 model, a Q4_0 one for q4_over_q8, "
-                         "and the copy bandwidth for copy_fraction)")
-            ok = False
-            continue
-        passed = c["value"] >= thr
-        ok = ok and passed
-        rounds = ", ".join(f"{x:.3f}" for x in c["rounds"])
-        lines.append(f"{'PASS' if passed else 'FAIL'} {name}: {c['value']:.3f} {'>=' if passed else '<'} {thr:g} "
-                     f"({c['what']}; rounds: {rounds})")
-    return lines, ok
-
-
-def _ratio_cell(r: dict) -> str:
-    if len(r["rounds"]) > 1:
-        return f"{r['median']:.2f}x ({r['min']:.2f}-{r['max']:.2f})"
-    return f"{r['median']:.2f}x"
-
-
-def markdown(results: list[dict], copy: dict | None, args: argparse.Namespace) -> str:
-    dev = results[0]["backend"].get("device") if results else None
-    lines = [f"# kite GPU decode benchmark ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})", ""]
-    if dev:
-        lines.append(
-            f"Device: {dev.get('name')} (cc {dev.get('cc')}), driver {dev.get('driver_version')}, "
-            f"runtime {dev.get('runtime_version')}; host {platform.node() or 'n/a'}."
-        )
-    if copy:
-        lines.append(
-            f"Device-to-device copy bandwidth (same run, torch, {copy['bytes'] >> 20} MiB, "
-            f"read + write bytes / time): **{copy['gbps_rw']:.0f} GB/s**."
-        )
-    else:
-        lines.append("Device-to-device copy bandwidth: not measured (torch with CUDA not importable).")
-    lines += [
-        "",
-        f"Decode: prompt 8 tokens, {args.steps} greedy steps; prefill: {args.prompt_len} prompt tokens. "
-        f"Each figure: the median over {args.rounds} round(s) that alternate the configurations, of the "
-        f"median of {args.iters} requests; a ratio is taken within each round (median, and range in "
-        "parentheses).",
-        "",
-        "| model | weight MB | graph ms/tok | graph tok/s | GB/s | % of copy | stream ms/tok | stream tok/s "
-        "| graph speed-up | prefill M=1 rows/s | prefill M=4 rows/s | M=4 / M=1 | M=4 / M=1, per-M graphs |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for r in results:
-        if "stream" not in r:  # --decode-only
-            continue
-        g, s = r["graph"], r["stream"]
-        pct = f"{100 * g['weight_gbps'] / copy['gbps_rw']:.0f}%" if copy else "n/a"
-        lines.append(
-            f"| {r['model']} | {r['weight_bytes'] / 1e6:.1f} | {g['step_ms']:.3f} | {g['tokens_per_s']:.0f} "
-            f"| {g['weight_gbps']:.0f} | {pct} | {s['step_ms']:.3f} | {s['tokens_per_s']:.0f} "
-            f"| {_ratio_cell(r['graph_speedup'])} | {r['prefill_mt1']['rows_per_s']:.0f} "
-            f"| {r['prefill_mt4']['rows_per_s']:.0f} | {_ratio_cell(r['prefill_speedup_mt4'])} "
-            f"| {_ratio_cell(r['prefill_speedup_mt4_graph_m'])} |"
-        )
-    lines += [
-        "",
-        "Step time = the engine's decode window / steps (host-side, including the per-step copy of "
-        "h_out and logits back to the host). M=4 / M=1: prefill rows/s under the default gates "
-        "(the M-row passes in stream mode); per-M graphs: the same M=4 prefill with KITE_CUDA_GRAPH_M=1.",
-        "",
-    ]
-    for r in results:
-        g = r["graph"]
-        pct = f", {100 * g['weight_gbps'] / copy['gbps_rw']:.0f}% of copy" if copy else ""
-        lines.append(f"- {r['model']}: graph decode {g['tokens_per_s']:.0f} tok/s, {g['weight_gbps']:.0f} GB/s of "
-                     f"weights{pct}.")
-        lc = r.get("long_context")
-        if lc:
-            lines.append(f"  Decode after {lc['tokens']} prompt tokens over after 64: "
-                         f"{_ratio_cell(lc['slowdown'])} ({median(lc['ctx_long_ms_rounds']):.3f} against "
-                         f"{median(lc['ctx64_ms_rounds']):.3f} ms/token).")
-    q = claims(results, copy).get("q4_over_q8")
-    if q:
-        lines.append(f"- Q4_0 decode tok/s over Q8_0's: {q['value']:.2f}x (rounds: "
-                     + ", ".join(f"{x:.2f}" for x in q["rounds"]) + ").")
-    return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -322,8 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, help="write the raw numbers here")
     args = ap.parse_args(argv)
 
-    if args.threads:
-        THREADS[:] = ["--threads", str(args.threads)]
+    kite = Engine(args.kite, ("--threads", str(args.threads)) if args.threads else ())
     for spec in args.require:
         if not REQUIRE_RE.match(spec.replace(" ", "")):
             ap.error(f"--require {spec!r}: write NAME>=X with NAME one of q4_over_q8, copy_fraction, tok_s")
@@ -342,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.rounds < 1 or args.iters < 1:
         ap.error("--rounds and --iters must be at least 1")
     results = [
-        bench_model(args.kite, m, args.prompt_len, args.steps, args.iters, not args.no_check, args.rounds,
+        bench_model(kite, m, args.prompt_len, args.steps, args.iters, not args.no_check, args.rounds,
                     args.decode_only, args.long_context)
         for m in models
     ]

@@ -10,17 +10,24 @@ import json
 import math
 import shutil
 import statistics
+import sys
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+BENCH = REPO / "bench"
 FAKE = REPO / "tests" / "fake_engine.py"
 
 
 def _bench(name: str = "cpu_decode"):
-    spec = importlib.util.spec_from_file_location(name, REPO / "bench" / f"{name}.py")
+    """A script of bench/ as a module; its folder on the path, as when it runs as a script (its
+    sibling imports), and the module registered by name (its dataclasses need that)."""
+    if str(BENCH) not in sys.path:
+        sys.path.insert(0, str(BENCH))
+    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
     spec.loader.exec_module(mod)
     return mod
 

@@ -33,6 +33,19 @@ def decode_summary(step_ms_rounds: list[float], weight_bytes: int) -> dict:
             "weight_gbps_rounds": [weight_bytes / (x / 1e3) / 1e9 for x in step_ms_rounds]}
 
 
+def add_copy_fractions(results: list[dict], copy: dict | None) -> None:
+    """Each decode configuration's weight bandwidth over the copy bandwidth (kite's and llama.cpp's)."""
+    if not copy:
+        return
+    for r in results:
+        for entry in (r, r.get("llama", {})):
+            for label in ("graph", "stream"):
+                c = entry.get(label)
+                if c and "weight_gbps" in c:
+                    c["copy_fraction"] = c["weight_gbps"] / copy["gbps_rw"]
+                    c["copy_fraction_rounds"] = [g / copy["gbps_rw"] for g in c["weight_gbps_rounds"]]
+
+
 def model_type(name: str) -> str | None:
     """The weight type in a model file's name (q8_0, q4_0, ...), None if it names none."""
     m = re.search(r"(?:^|[-_.])(q8_0|q4_0|f16|bf16|f32)(?:[-_.]|$)", name.lower())
@@ -143,5 +156,42 @@ def markdown(results: list[dict], copy: dict | None, args: argparse.Namespace) -
     if q:
         lines.append(f"- Q4_0 decode tok/s over Q8_0's: {q['value']:.2f}x (rounds: "
                      + ", ".join(f"{x:.2f}" for x in q["rounds"]) + ").")
+    if any("llama" in r for r in results):
+        lines += ["", *llama_lines(results, copy)]
     return "\n".join(lines) + "\n"
+
+
+def _pct(entry: dict, copy: dict | None) -> str:
+    return f"{100 * entry['weight_gbps'] / copy['gbps_rw']:.0f}%" if copy else "n/a"
+
+
+def llama_lines(results: list[dict], copy: dict | None) -> list[str]:
+    """kite's decode beside llama.cpp's on the same files: one row per model and graphs on / off."""
+    first = next(r["llama"] for r in results if "llama" in r)
+    backend = first["backend"]
+    gpus = [d.get("description") or d.get("name") for d in backend.get("devices", []) if d.get("type") == "gpu"]
+    where = (f"on {', '.join(gpus)}, every layer offloaded (the adapter's default)" if backend.get("gpu_layers", 0) > 0
+             else "on the CPU (backend.gpu_layers 0: a dry run without the device checks)")
+    lines = [
+        "## kite and llama.cpp, same GGUF files",
+        "",
+        f"llama.cpp through its adapter (`kite-llama run ... {' '.join(first['args'])}`: llama.cpp's own "
+        f"defaults), {where}; its run of "
+        "each configuration follows kite's in every round, same prompt and steps. Graphs off: "
+        "KITE_CUDA_GRAPH=0 for kite, GGML_CUDA_DISABLE_GRAPHS=1 for llama.cpp. % of copy: the model's "
+        "weight bytes per step (kite's count, the same file for both) over the step time, over the copy "
+        "bandwidth. kite / llama.cpp: llama.cpp's step time over kite's within each round, median (range).",
+        "",
+        "| model | CUDA graphs | kite tok/s | kite % of copy | llama.cpp tok/s | llama.cpp % of copy | kite / llama.cpp |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in results:
+        for label, graphs in (("graph", "on"), ("stream", "off")):
+            if label not in r.get("llama", {}):
+                continue
+            k, ll = r[label], r["llama"][label]
+            lines.append(f"| {r['model']} | {graphs} | {k['tokens_per_s']:.0f} | {_pct(k, copy)} "
+                         f"| {ll['tokens_per_s']:.0f} | {_pct(ll, copy)} "
+                         f"| {ratio_cell(r['llama']['kite_over_llama'][label])} |")
+    return lines
 

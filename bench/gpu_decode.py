@@ -21,6 +21,13 @@ over rounds of Q8_0's graph step time over Q4_0's), copy_fraction (the Q8_0 mode
 per graph step time over the copy bandwidth, median over rounds), tok_s (the Q8_0 model's graph
 tokens/s). --decode-only skips the stream and prefill configurations.
 
+--llama PATH (the llama.cpp adapter, native/llamacpp) also times llama.cpp's decode on the same
+files at its own defaults (--kv-type f16 --flash-attn auto), each of its runs right after kite's
+run of the same configuration (graphs on; off: GGML_CUDA_DISABLE_GRAPHS=1) with the same prompt
+and steps, and adds a table: both engines' tok/s and % of copy bandwidth, and kite over llama.cpp
+(llama.cpp's step time over kite's within each round). Its meta must show the GPU (gpu_layers and
+gpu_devices above 0), graphs as asked and finite logits. --require judges kite alone.
+
     python3 bench/gpu_decode.py --kite build/x/bin/kite --gen q8_0 q4_0 --md report.md
 """
 
@@ -35,7 +42,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from decode_report import REQUIRE_RE, claims, decode_summary, judge, markdown, median, round_ratios
+from decode_report import (REQUIRE_RE, add_copy_fractions, claims, decode_summary, judge, markdown, median,
+                           round_ratios)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -104,6 +112,10 @@ def copy_bandwidth(nbytes: int = 1 << 30, reps: int = 20) -> dict | None:
 # configurations of a round: label, prompt tokens (decode) / --mt, environment
 DECODE = (("graph", 8, 1, {}), ("stream", 8, 1, {"KITE_CUDA_GRAPH": "0"}))
 PREFILL = (("prefill_mt1", 1, {}), ("prefill_mt4", 4, {}), ("prefill_mt4_graph_m", 4, {"KITE_CUDA_GRAPH_M": "1"}))
+# llama.cpp's run beside each decode configuration: its CUDA graphs off where kite's are
+LLAMA_ENV = {"graph": {}, "stream": {"GGML_CUDA_DISABLE_GRAPHS": "1"}}
+# llama.cpp's own defaults (the adapter's are kite's numerics), as its speed criteria run it
+LLAMA_ARGS = ("--kv-type", "f16", "--flash-attn", "auto")
 
 
 def _checked(label: str, mt: int, env: dict[str, str], c: dict) -> None:
@@ -117,17 +129,42 @@ def _checked(label: str, mt: int, env: dict[str, str], c: dict) -> None:
         raise RuntimeError(f"KITE_CUDA_GRAPH_M=1 did not replay an M-row graph: {c}")
 
 
+def _checked_llama(label: str, model: Path, meta: dict) -> None:
+    """llama.cpp's meta must show the path its figure claims: the GPU, CUDA graphs as asked."""
+    b = meta.get("backend", {})
+    where = f"llama.cpp, {model.name}, graphs {'off' if label == 'stream' else 'on'}"
+    if b.get("engine") != "llama.cpp":
+        raise RuntimeError(f"{where}: backend.engine is {b.get('engine')!r}: --llama takes the llama.cpp adapter")
+    if b.get("gpu_layers", 0) <= 0 or b.get("gpu_devices", 0) <= 0:
+        raise RuntimeError(f"{where}: did not run on the GPU (backend.gpu_layers {b.get('gpu_layers')}, "
+                           f"backend.gpu_devices {b.get('gpu_devices')}; the CPU build, or no device)")
+    if b.get("cuda_graphs_disabled") != (label == "stream"):
+        raise RuntimeError(f"{where}: backend.cuda_graphs_disabled is {b.get('cuda_graphs_disabled')}")
+    if meta.get("nonfinite", {}).get("logits", 0) != 0:
+        raise RuntimeError(f"{where}: {meta['nonfinite']['logits']} non-finite logits")
+
+
+def _record_decode(entry: dict, rounds: list[float], meta: dict, steps: int) -> None:
+    """One run of a decode configuration: its step times (ms) into the entry, their median into rounds."""
+    dec = [d / steps for d in meta["timings"]["decode_ms"]]
+    entry.setdefault("step_ms_all", []).extend(dec)
+    entry["counters"] = meta["counters"]
+    rounds.append(median(dec))
+
+
 def bench_prompt(n: int) -> list[int]:
     return [(i * 7919 + 13) % 500 + 1 for i in range(n)]
 
 
 def bench_model(
     kite: Engine, model: Path, prompt_len: int, steps: int, iters: int, check: bool = True, rounds: int = 1,
-    decode_only: bool = False, long_context: int = 0
+    decode_only: bool = False, long_context: int = 0, llama: Engine | None = None
 ) -> dict:
     prompt = bench_prompt(prompt_len)
     res: dict = {"model": model.name, "rounds": rounds}
     per: dict[str, list[float]] = {}  # label -> the round medians (ms)
+    llama_per: dict[str, list[float]] = {}  # the same for llama.cpp's decode configurations
+    decode = DECODE[:1] if decode_only else DECODE
     contexts = ((64, "ctx64"), (long_context, "ctx_long")) if long_context else ()
     for _ in range(rounds):
         for plen, key in contexts:  # the decode step after a short and a long prompt (--mt 4 prefill)
@@ -135,17 +172,21 @@ def bench_model(
             if check:
                 _checked("graph", 1, {}, meta["counters"])
             per.setdefault(key, []).append(median([d / steps for d in meta["timings"]["decode_ms"]]))
-        for label, plen, mt, env in DECODE[:1] if decode_only else DECODE:
+        for label, plen, mt, env in decode:
             meta = run_engine(kite, model, prompt[:plen], steps, mt, iters, env)
             if check:
                 _checked(label, mt, env, meta["counters"])
-            dec = [d / steps for d in meta["timings"]["decode_ms"]]
-            r = res.setdefault(label, {"step_ms_all": []})
-            r["step_ms_all"] += dec
-            r["counters"] = meta["counters"]
-            per.setdefault(label, []).append(median(dec))
+            _record_decode(res.setdefault(label, {}), per.setdefault(label, []), meta, steps)
             res["weight_bytes"] = meta["model"]["weight_bytes"]
             res["backend"] = meta["backend"]
+            if llama:  # right after kite's run of the same configuration: A B A B within the round
+                meta = run_engine(llama, model, prompt[:plen], steps, mt, iters, LLAMA_ENV[label])
+                if check:
+                    _checked_llama(label, model, meta)
+                lres = res.setdefault("llama", {})
+                _record_decode(lres.setdefault(label, {}), llama_per.setdefault(label, []), meta, steps)
+                lres.update({"args": list(LLAMA_ARGS), "model_bytes": meta["model"]["bytes"],
+                             "backend": meta["backend"], "options": meta.get("options", {})})
         for key, mt, env in () if decode_only else PREFILL:
             meta = run_engine(kite, model, prompt, 0, mt, iters, env)
             if check:
@@ -153,8 +194,11 @@ def bench_model(
             res[key] = {"counters": meta["counters"]}
             per.setdefault(key, []).append(median(meta["timings"]["prefill_ms"]))
     wb = res["weight_bytes"]
-    for label, *_ in DECODE[:1] if decode_only else DECODE:
+    for label, *_ in decode:
         res[label].update(decode_summary(per[label], wb))
+        if llama:  # kite's weight bytes: the bytes a step of either engine reads from the same file
+            res["llama"][label].update(decode_summary(llama_per[label], wb))
+            res["llama"].setdefault("kite_over_llama", {})[label] = round_ratios(llama_per[label], per[label])
     if long_context:
         res["long_context"] = {"tokens": long_context, "ctx64_ms_rounds": per["ctx64"],
                                "ctx_long_ms_rounds": per["ctx_long"],
@@ -189,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=3, help="rounds that alternate the configurations")
     ap.add_argument("--threads", type=int, help="pass --threads to the engine")
     ap.add_argument(
-        "--no-check", action="store_true", help="do not require the device counters (a CPU-only dry run of the script)"
+        "--no-check", action="store_true", help="do not require the device counters, nor llama.cpp's GPU (a CPU-only dry run of the script)"
     )
     ap.add_argument("--no-copy", action="store_true", help="skip the device-to-device copy bandwidth (torch)")
     ap.add_argument("--decode-only", action="store_true", help="only the graph decode configuration")
@@ -197,11 +241,18 @@ def main(argv: list[str] | None = None) -> int:
                     help="also time the decode step after an N-token prompt against after 64 tokens")
     ap.add_argument("--require", action="append", default=[], metavar="NAME>=X",
                     help="judge a claim: q4_over_q8>=X, copy_fraction>=X or tok_s>=X (repeatable)")
+    ap.add_argument("--llama", metavar="PATH",
+                    help="also time llama.cpp's decode on the same files: the adapter of the llamacpp-cuda build "
+                         "(build/llamacpp-cuda/bin/kite-llama), its runs alternating with kite's")
     ap.add_argument("--md", type=Path, help="write the Markdown table here")
     ap.add_argument("--json", type=Path, help="write the raw numbers here")
     args = ap.parse_args(argv)
 
-    kite = Engine(args.kite, ("--threads", str(args.threads)) if args.threads else ())
+    threads = ("--threads", str(args.threads)) if args.threads else ()
+    kite = Engine(args.kite, threads)
+    llama = Engine(args.llama, threads + LLAMA_ARGS) if args.llama else None
+    if llama and not Path(llama.path).is_file():
+        ap.error(f"--llama {llama.path}: no such file (build it with `python3 -m harness build llamacpp-cuda`)")
     for spec in args.require:
         if not REQUIRE_RE.match(spec.replace(" ", "")):
             ap.error(f"--require {spec!r}: write NAME>=X with NAME one of q4_over_q8, copy_fraction, tok_s")
@@ -217,13 +268,18 @@ def main(argv: list[str] | None = None) -> int:
     if not models:
         ap.error("no models (--models or --gen)")
     copy = None if args.no_copy else copy_bandwidth()
-    if args.rounds < 1 or args.iters < 1:
-        ap.error("--rounds and --iters must be at least 1")
-    results = [
-        bench_model(kite, m, args.prompt_len, args.steps, args.iters, not args.no_check, args.rounds,
-                    args.decode_only, args.long_context)
-        for m in models
-    ]
+    if args.rounds < 1 or args.iters < 1 or args.steps < 1:
+        ap.error("--rounds, --iters and --steps must be at least 1")
+    try:
+        results = [
+            bench_model(kite, m, args.prompt_len, args.steps, args.iters, not args.no_check, args.rounds,
+                        args.decode_only, args.long_context, llama)
+            for m in models
+        ]
+    except RuntimeError as e:  # a run failed or did not take the path its figure claims
+        print(f"gpu_decode.py: error: {e}", file=sys.stderr)
+        return 1
+    add_copy_fractions(results, copy)
     md = markdown(results, copy, args)
     print(md)
     verdicts, ok = judge(args.require, claims(results, copy))

@@ -174,6 +174,8 @@ def cmd_run(argv):
     if mt > 1:
         key = "mrow_calls" if gpu else "cpu_mrow_calls"
         counters[key] = -(-len(prompt) // mt) * iters
+        if gpu and info["gates"]["graph_m"]:
+            counters["mrow_graph_replays"] = counters["mrow_calls"]
     meta = {"kite_version": "0.1.0",
             "model": {"path": model, "bytes": os.path.getsize(model), "weight_bytes": os.path.getsize(model),
                       "sha256": None, "arch": "qwen35"},

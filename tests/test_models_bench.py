@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import re
 import shutil
 import statistics
 import sys
@@ -109,3 +110,130 @@ def test_require_judges_claims_and_fails_what_it_cannot_measure(tmp_path, capsys
     assert "FAIL copy_fraction: not measured" in capsys.readouterr().out
     with pytest.raises(SystemExit):
         gpu_decode.main(common + ["--require", "speed>=2"])
+
+
+# llama.cpp beside kite: the fake adapter's step is 2.0 ms (3.0 with its graphs off); the fake engine's
+# 8-token prompt and 4 steps at noise 0 give kite 0.667 ms (graph) and 0.833 ms (stream) a step.
+FAKE_LLAMA = REPO / "tests" / "fake_llama.py"
+COPY = {"bytes": 1 << 30, "seconds": 0.1, "gbps_rw": 20.0, "device": "Fake GPU"}
+
+
+@pytest.fixture
+def bench_env(tmp_path, monkeypatch):
+    """A device for the fake engine (its module file), a 4 MB Q8_0 model and a log of every run."""
+    module = tmp_path / "libkite_cuda.so"
+    module.write_text('{"abi": 1, "device": true}')
+    monkeypatch.setenv("KITE_CUDA_LIB", str(module))
+    monkeypatch.setenv("FAKE_NOISE", "0")
+    monkeypatch.setenv("FAKE_LOG", str(tmp_path / "argv.log"))
+    monkeypatch.delenv("GGML_CUDA_DISABLE_GRAPHS", raising=False)
+    monkeypatch.delenv("KITE_CUDA_GRAPH", raising=False)
+    model = tmp_path / "m-q8_0.gguf"
+    model.write_bytes(b"\0" * 4_000_000)
+    return tmp_path, model
+
+
+def _llama_main(gpu_decode, model: Path, tmp_path: Path, *extra: str) -> int:
+    return gpu_decode.main(["--kite", str(FAKE), "--llama", str(FAKE_LLAMA), "--models", str(model), "--iters", "2",
+                            "--steps", "4", "--prompt-len", "8", "--json", str(tmp_path / "b.json"),
+                            "--md", str(tmp_path / "b.md"), *extra])
+
+
+def _opt(argv: list[str], name: str) -> str | None:
+    return argv[argv.index(name) + 1] if name in argv else None
+
+
+def test_llama_runs_follow_kites_in_each_round(bench_env):
+    tmp_path, model = bench_env
+    assert _llama_main(_bench("gpu_decode"), model, tmp_path, "--no-copy", "--rounds", "2", "--threads", "3") == 0
+    runs = [ln.split() for ln in (tmp_path / "argv.log").read_text().splitlines()]
+    kinds = ["llama " + a[1] if a[0] == "llama.cpp" else f"kite steps={_opt(a, '--steps')} mt={_opt(a, '--mt')}"
+             for a in runs]
+    one_round = ["kite steps=4 mt=1", "llama graphs=on", "kite steps=4 mt=1", "llama graphs=off",
+                 "kite steps=0 mt=1", "kite steps=0 mt=4", "kite steps=0 mt=4"]
+    assert kinds == one_round * 2
+    for kite_run, llama_run in zip(runs, runs[1:], strict=False):
+        if llama_run[0] != "llama.cpp":
+            continue
+        for name in ("--model", "--prompt", "--steps", "--mt", "--iters", "--threads"):
+            assert _opt(llama_run, name) == _opt(kite_run, name), name
+        assert (_opt(llama_run, "--kv-type"), _opt(llama_run, "--flash-attn")) == ("f16", "auto")
+        assert "--json" in llama_run and _opt(kite_run, "--threads") == "3"
+
+
+def test_llama_figures_beside_kites_in_table_and_json(bench_env, monkeypatch):
+    tmp_path, model = bench_env
+    gpu_decode = _bench("gpu_decode")
+    monkeypatch.setattr(gpu_decode, "copy_bandwidth", lambda: COPY)
+    assert _llama_main(gpu_decode, model, tmp_path, "--rounds", "3") == 0
+    res = json.loads((tmp_path / "b.json").read_text())["results"][0]
+    kite, llama = res, res["llama"]
+    assert llama["args"] == ["--kv-type", "f16", "--flash-attn", "auto"]
+    assert llama["backend"]["gpu_layers"] > 0 and llama["model_bytes"] == 4_000_000 - 4096  # its own count, not used
+    expect = {  # label: kite step ms, llama.cpp step ms
+        "graph": (8.0 * 4 / 12 / 4, 2.0),
+        "stream": (10.0 * 4 / 12 / 4, 3.0),
+    }
+    for label, (kite_ms, llama_ms) in expect.items():
+        assert len(llama[label]["step_ms_rounds"]) == 3 and len(llama[label]["step_ms_all"]) == 3 * 2
+        assert llama[label]["tokens_per_s"] == pytest.approx(1e3 / llama_ms)
+        assert llama[label]["weight_gbps"] == pytest.approx(4e6 / llama_ms / 1e6)
+        assert llama[label]["copy_fraction"] == pytest.approx(4e6 / llama_ms / 1e6 / 20.0)
+        assert kite[label]["copy_fraction"] == pytest.approx(4e6 / kite_ms / 1e6 / 20.0)
+        r = llama["kite_over_llama"][label]
+        assert r["rounds"] == pytest.approx([llama_ms / kite_ms] * 3)
+    table = (tmp_path / "b.md").read_text()
+    assert "## kite and llama.cpp, same GGUF files" in table
+    assert "`kite-llama run ... --kv-type f16 --flash-attn auto`: llama.cpp's own defaults), on Fake GPU, every layer" in table
+    assert "| m-q8_0.gguf | on | 1500 | 30% | 500 | 10% | 3.00x (3.00-3.00) |" in table
+    assert "| m-q8_0.gguf | off | 1200 | 24% | 333 | 7% | 3.60x (3.60-3.60) |" in table
+
+
+def test_llama_beside_kite_leaves_the_verdicts_alone(bench_env, capsys):
+    """--require judges kite alone: the same lines, and the same exit status, with and without --llama."""
+    tmp_path, model = bench_env
+    q4 = tmp_path / "m-q4_0.gguf"
+    q4.write_bytes(b"\0" * 2_000_000)
+    common = ["--kite", str(FAKE), "--models", str(model), str(q4), "--no-copy", "--rounds", "2", "--iters", "1",
+              "--steps", "4", "--decode-only", "--require", "q4_over_q8>=0.5", "--require", "tok_s>=2600",
+              "--require", "copy_fraction>=0.5"]
+    gpu_decode = _bench("gpu_decode")
+    outputs = []
+    for extra in ([], ["--llama", str(FAKE_LLAMA)]):
+        assert gpu_decode.main(common + extra) == 1
+        outputs.append(capsys.readouterr().out)
+    verdicts = [[ln for ln in out.splitlines() if ln.startswith(("PASS ", "FAIL "))] for out in outputs]
+    assert verdicts[0] == verdicts[1] and len(verdicts[0]) == 3
+    assert verdicts[0][0].startswith("PASS q4_over_q8: 1.000 >= 0.5")
+    # kite's part of the output is unchanged: the llama.cpp table comes after it, before the verdicts
+    kite_md, llama_md = (re.sub(r"\(\d{4}-\d\d-\d\d \d\d:\d\d UTC\)", "(date)", out).split("\nPASS ")[0]
+                         for out in outputs)
+    assert "llama.cpp" not in kite_md
+    assert llama_md.startswith(kite_md.rstrip("\n") + "\n\n## kite and llama.cpp, same GGUF files\n")
+    assert "| m-q4_0.gguf | on | 1500 | n/a | 500 | n/a | 3.00x (3.00-3.00) |" in llama_md
+
+
+@pytest.mark.parametrize("knobs, says", [
+    ({"FAKE_LLAMA_GPU_DEVICES": "0"}, "did not run on the GPU (backend.gpu_layers 0, backend.gpu_devices 0"),
+    ({"GGML_CUDA_DISABLE_GRAPHS": "1"}, "backend.cuda_graphs_disabled is True"),
+    ({"FAKE_LLAMA_NAN": "3"}, "3 non-finite logits"),
+])
+def test_llama_off_its_claimed_path_fails_loudly(bench_env, monkeypatch, capsys, knobs, says):
+    tmp_path, model = bench_env
+    for k, v in knobs.items():
+        monkeypatch.setenv(k, v)
+    assert _llama_main(_bench("gpu_decode"), model, tmp_path, "--no-copy", "--rounds", "1", "--decode-only") == 1
+    out = capsys.readouterr()
+    assert f"gpu_decode.py: error: llama.cpp, m-q8_0.gguf, graphs on: {says}" in out.err
+    assert out.out == "" and not (tmp_path / "b.json").exists()
+
+
+def test_llama_must_be_the_adapter(bench_env, capsys):
+    tmp_path, model = bench_env
+    gpu_decode = _bench("gpu_decode")
+    with pytest.raises(SystemExit):
+        gpu_decode.main(["--kite", str(FAKE), "--llama", str(tmp_path / "no-such"), "--models", str(model)])
+    assert "no such file (build it with `python3 -m harness build llamacpp-cuda`)" in capsys.readouterr().err
+    assert gpu_decode.main(["--kite", str(FAKE), "--llama", str(FAKE), "--models", str(model), "--no-copy",
+                            "--rounds", "1", "--iters", "1", "--steps", "4", "--decode-only"]) == 1
+    assert "backend.engine is None: --llama takes the llama.cpp adapter" in capsys.readouterr().err

@@ -1,0 +1,64 @@
+#!/usr/bin/env python3
+"""A stand-in for the llama.cpp adapter (native/llamacpp/kite_llama.c), used only by the benchmark's
+tests: `run ... --json` prints the meta object the adapter prints, with deterministic timings.
+
+  FAKE_LLAMA_STEP_MS=X      each decode step's time with CUDA graphs (default 2.0); graphs off
+                            (GGML_CUDA_DISABLE_GRAPHS set, not "0") take 1.5 times as long
+  FAKE_LLAMA_GPU_DEVICES=N  GPU devices found (default 1; 0: a CPU-only machine or build)
+  FAKE_LLAMA_NAN=N          N non-finite logits
+  FAKE_LOG=FILE             append one line per invocation: "llama.cpp graphs=on|off ARGV"
+"""
+
+import json
+import os
+import sys
+
+
+def opt(argv, name, default):
+    return argv[argv.index(name) + 1] if name in argv else default
+
+
+def main():
+    argv = sys.argv[1:]
+    if not argv or argv[0] != "run":
+        print("usage: kite-llama info|run", file=sys.stderr)
+        return 2
+    no_graphs = os.environ.get("GGML_CUDA_DISABLE_GRAPHS", "") not in ("", "0")
+    if os.environ.get("FAKE_LOG"):
+        with open(os.environ["FAKE_LOG"], "a") as f:
+            f.write(f"llama.cpp graphs={'off' if no_graphs else 'on'} " + " ".join(argv[1:]) + "\n")
+    model = opt(argv, "--model", "")
+    if not os.path.exists(model):
+        print(f"kite-llama: error: {model}: llama.cpp could not load the model", file=sys.stderr)
+        return 1
+    prompt = [int(x) for x in opt(argv, "--prompt", "1").split(",")]
+    steps, mt, iters = (int(opt(argv, k, d)) for k, d in (("--steps", "0"), ("--mt", "1"), ("--iters", "1")))
+    devices = int(os.environ.get("FAKE_LLAMA_GPU_DEVICES", "1"))
+    ngl = int(opt(argv, "--ngl", "-1"))
+    gpu_layers = (100000 if devices > 0 else 0) if ngl < 0 else ngl
+    step_ms = float(os.environ.get("FAKE_LLAMA_STEP_MS", "2.0")) * (1.5 if no_graphs else 1.0)
+    prefill_ms = 0.5 * len(prompt)
+    backend = {"engine": "llama.cpp", "system_info": "fake", "gpu_devices": devices, "available": devices > 0,
+               "gpu_layers": gpu_layers, "cuda_graphs_disabled": no_graphs,
+               "devices": [{"name": "CUDA0", "description": "Fake GPU", "type": "gpu"}] * devices
+               + [{"name": "CPU", "description": "Fake CPU", "type": "cpu"}]}
+    meta = {"engine": "llama.cpp",
+            "model": {"path": model, "bytes": os.path.getsize(model) - 4096,  # tensors only, as llama_model_size
+                      "n_embd": 16, "n_vocab": 32},
+            "request": {"prompt": prompt, "prompt_len": len(prompt), "steps": steps, "mt": mt,
+                        "threads": int(opt(argv, "--threads", "2")), "iters": iters},
+            "tokens": [(7 * s + 3) % 32 for s in range(steps)],
+            "shapes": {"h_out": [len(prompt) + steps, 16], "logits": [len(prompt) + steps, 32]},
+            "backend": backend,
+            "options": {"kv_type": opt(argv, "--kv-type", "f32"), "flash_attn": opt(argv, "--flash-attn", "off")},
+            "counters": {"gpu_layers": gpu_layers, "gpu_devices": devices, "graph_reuses": 0},
+            "nonfinite": {"h_out": 0, "logits": int(os.environ.get("FAKE_LLAMA_NAN", "0"))},
+            "timings": {"load_ms": 1.0, "prepare_ms": 0.5, "request_ms": [prefill_ms + steps * step_ms] * iters,
+                        "prefill_ms": [prefill_ms] * iters, "decode_ms": [steps * step_ms] * iters}}
+    if "--json" in argv:
+        print(json.dumps(meta))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -203,10 +203,10 @@ __device__ __forceinline__ int job_of(const MatvecJobs &js, int grow) {
     return ji;
 }
 
-// k_gemv<2, 1> asks for two blocks per SM (without it ptxas gives it a stack frame); 0 (the
-// others) sets no minimum
+// k_gemv<2, 1> asks for two blocks per SM and k_gemv<8, 2> for one (without it ptxas stops
+// at 128 registers and spills); 0 (the others) sets no minimum
 template <int MT, int RPW>
-__global__ void __launch_bounds__(KC_THREADS, MT == 2 && RPW == 1 ? 2 : 0)
+__global__ void __launch_bounds__(KC_THREADS, MT == 2 && RPW == 1 ? 2 : (MT == 8 && RPW == 2 ? 1 : 0))
 k_gemv(MatvecJobs js, int m, Prologue P, const int8_t *gxq, const float *gxd, const float *xf, int ldx) {
     extern __shared__ __align__(16) unsigned char smraw[];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;

@@ -85,16 +85,18 @@ __device__ __forceinline__ float half_bits_to_f32(uint16_t h) {
 }
 
 // Quantization of one 32-block of activations (lane l holds element l; the whole warp calls
-// it): d = max|v| / 127, q = round-to-nearest-even(v / d) clamped to +-127, NaN -> 0. The same
-// operations as the CPU's (docs/NUMERICS.md); q and d are stored at q[lane] and *d (lane 0).
+// it): q = round-to-nearest-even(v * (127 / max|v|)) clamped to +-127, NaN -> 0, and d =
+// max|v| / 127 rounded to f16, as llama.cpp's x86 code does. The same operations as the CPU's
+// (docs/NUMERICS.md); q and d are stored at q[lane] and *d (lane 0).
 __device__ __forceinline__ void quant_block32(float v, int lane, int8_t *q, float *d) {
     const float amax = warp_max(fabsf(v));
     const float dd = amax / 127.0f;
-    const float id = dd != 0.0f ? 1.0f / dd : 0.0f;
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
     float qf = rintf(v * id);
     qf = qf > 127.0f ? 127.0f : (qf < -127.0f ? -127.0f : qf);
     if (qf != qf) qf = 0.0f;
     q[lane] = (int8_t)(int)qf;
-    if (lane == 0) *d = dd;
+    // cvt.rn.f16.f32: round to nearest even, subnormals kept, as kite_f32_to_f16 (NaN payloads aside)
+    if (lane == 0) *d = __half2float(__float2half_rn(dd));
 }
 

@@ -237,8 +237,9 @@ KT_AVX2 void quantize_row_act_avx2(const float *x, int k, int8_t *q, float *d) {
         __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
         m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
         m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
-        float db = _mm_cvtss_f32(m4) / 127.0f;
-        float id = db != 0.0f ? 1.0f / db : 0.0f;
+        const float amax = _mm_cvtss_f32(m4);
+        float db = kite_f16_to_f32(kite_f32_to_f16(amax / 127.0f));
+        float id = amax != 0.0f ? 127.0f / amax : 0.0f;
         const __m256 idv = _mm256_set1_ps(id);
         __m256i iv[4];
         for (int j = 0; j < 4; j++) {

@@ -83,20 +83,57 @@ k_attn_scores(const float *q, const float *k_cache, const int *__restrict__ in, 
     if (!s_last) return;
 
     // The last split: probabilities p[t] = e[t] / sum, e[t] = exp(score[t] - max), sum = sum32(e).
+    // Each pass issues its loads in batches (KC_ATT_BATCH per thread) before using them: the
+    // scores sit in L2, and one round trip per position would make this block the tail of the pass.
     __threadfence();
     mx = -INFINITY;
     for (int s = 0; s < splits; s++) mx = fmaxf(mx, __ldcg(&split_max[(size_t)head * splits + s]));
-    for (int t = threadIdx.x; t < n; t += blockDim.x) sc[t] = kite_expf(__ldcg(&sc[t]) - mx);
+    for (int t0 = threadIdx.x; t0 < n; t0 += KC_ATT_BATCH * KC_THREADS) {
+        float e[KC_ATT_BATCH];
+#pragma unroll
+        for (int u = 0; u < KC_ATT_BATCH; u++) {
+            const int t = t0 + u * KC_THREADS;
+            e[u] = t < n ? __ldcg(&sc[t]) : 0.0f;
+        }
+#pragma unroll
+        for (int u = 0; u < KC_ATT_BATCH; u++) {
+            const int t = t0 + u * KC_THREADS;
+            if (t < n) sc[t] = kite_expf(e[u] - mx);
+        }
+    }
     __syncthreads();
     if (warp == 0) {
+        // lane l adds e[l], e[l + 32], ... in order (sum32's lanes)
         float s = 0.0f;
-        for (int t = lane; t < n; t += 32) s = s + sc[t];
+        for (int t0 = lane; t0 < n; t0 += 32 * KC_ATT_BATCH) {
+            float e[KC_ATT_BATCH];
+#pragma unroll
+            for (int u = 0; u < KC_ATT_BATCH; u++) {
+                const int t = t0 + 32 * u;
+                e[u] = t < n ? __ldcg(&sc[t]) : 0.0f;
+            }
+#pragma unroll
+            for (int u = 0; u < KC_ATT_BATCH; u++)
+                if (t0 + 32 * u < n) s = s + e[u];
+        }
         s = warp_sum32(s);
         if (lane == 0) s_sum = s;
     }
     __syncthreads();
     const float sum = s_sum;
-    for (int t = threadIdx.x; t < n; t += blockDim.x) sc[t] = sc[t] / sum;
+    for (int t0 = threadIdx.x; t0 < n; t0 += KC_ATT_BATCH * KC_THREADS) {
+        float e[KC_ATT_BATCH];
+#pragma unroll
+        for (int u = 0; u < KC_ATT_BATCH; u++) {
+            const int t = t0 + u * KC_THREADS;
+            e[u] = t < n ? __ldcg(&sc[t]) : 0.0f;
+        }
+#pragma unroll
+        for (int u = 0; u < KC_ATT_BATCH; u++) {
+            const int t = t0 + u * KC_THREADS;
+            if (t < n) sc[t] = e[u] / sum;
+        }
+    }
     if (threadIdx.x == 0) splits_done[head] = 0;
 }
 
@@ -123,16 +160,16 @@ k_attn_values(const float *probs, const float *v_cache, const float *q_gate, int
         const size_t row = (size_t)Hkv * D;
         const float *vp = v_cache + kvh * D + d;
         int t = part;
-        // four positions' loads issued together, then their adds in order
-        for (; t + 96 < n; t += 128) {
-            float pv[4], vv[4];
+        // KC_ATT_BATCH positions' loads issued together, then their adds in order
+        for (; t + 32 * (KC_ATT_BATCH - 1) < n; t += 32 * KC_ATT_BATCH) {
+            float pv[KC_ATT_BATCH], vv[KC_ATT_BATCH];
 #pragma unroll
-            for (int u = 0; u < 4; u++) {
+            for (int u = 0; u < KC_ATT_BATCH; u++) {
                 pv[u] = p[t + 32 * u];
                 vv[u] = vp[(size_t)(t + 32 * u) * row];
             }
 #pragma unroll
-            for (int u = 0; u < 4; u++) s = s + pv[u] * vv[u];
+            for (int u = 0; u < KC_ATT_BATCH; u++) s = s + pv[u] * vv[u];
         }
         for (; t < n; t += 32) s = s + p[t] * vp[(size_t)t * row];
     }

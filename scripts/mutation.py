@@ -91,6 +91,8 @@ def main() -> int:
     ap.add_argument("--max-children", default="1", help="mutmut's parallel workers (default 1)")
     ap.add_argument("--fail-under", type=float, default=0.0, help="exit 1 under this score (percent)")
     ap.add_argument("--report-only", action="store_true", help="print the table of the last run, run nothing")
+    ap.add_argument("--resume", action="store_true",
+                    help="run only the selected mutants that have no result yet (after a stopped run)")
     args = ap.parse_args()
 
     modules = args.module or sorted(MODULES)
@@ -108,6 +110,9 @@ def main() -> int:
     covered = json.loads(stats.read_text())["tests_by_mangled_function_name"] if stats.exists() else None
     untested = {n for n in names if covered is not None and not covered.get(n.partition("__mutmut_")[0])}
     to_run = [n for n in names if n not in untested]
+    if args.resume:
+        before = results()
+        to_run = [n for n in to_run if before.get(n) == "not checked"]
     if not args.report_only and to_run:
         run = subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", args.max_children, *to_run],
                              cwd=ROOT)

@@ -16,7 +16,7 @@ import pytest
 from conftest import ENGINE_YAML
 from harness.build.cmake import BuildResult, PartResult
 from harness.process import ProcResult
-from harness.run import runner
+from harness.run import runner, timing
 from harness.run.probes import Probes
 from harness.spec import schema
 from harness.spec.config import load_config
@@ -493,3 +493,179 @@ def test_pattern_problems_quote_the_matching_line(text, problem):
     must_not = [problem.split("/")[1]]
     assert runner.pattern_problems(text, [], must_not, "out") == [problem]
     assert runner.pattern_problems(text, [r"^nothing$"], [], "out") == ["out lacks /^nothing$/"]
+
+
+# ---- what the report keeps, exactly (details, labels, messages) -------------------------------
+
+def test_ab_details_name_everything(ctx, monkeypatch):
+    """Each side's metric read from its own field; details hold the spec, each run's costs, and the
+    interval and stability computed from the pairs with the criterion's confidence, resamples and seed."""
+    ms = {"a": [12.0, 13.0, 11.0, 12.5, 14.0, 12.2], "b": [10.0, 10.5, 9.5, 10.1, 10.9, 9.9]}
+    calls = {"a": 0, "b": 0}
+
+    def plan(name, argv, env):
+        side = env["SIDE"]
+        i = calls[side]
+        calls[side] += 1
+        other = "b" if side == "a" else "a"
+        return {"stdout": json.dumps({"timings": {f"{side}_ms": ms[side][i], f"{other}_ms": 999.0},
+                                      "counters": {"steps": 1}})}
+    text = AB.replace("EXTRA", "warmups: 0\n    order: AB").replace("pairs: 3", "pairs: 6")
+    text = text.replace("    metric: {field: timings.request_ms, reduce: min}\n",
+                        "    metric_a: {field: timings.a_ms, reduce: min}\n    metric_b: {field: timings.b_ms}\n")
+    text = text.replace("bootstrap: {resamples: 200, seed: 1}", "bootstrap: {resamples: 300, seed: 7}")
+    out = evaluate(ctx, text, Engine(plan), monkeypatch)
+    d = out.details
+    assert (d["pass_if"], d["ratio"], d["order"]) == ("ci_lower >= 1.1", "a/b", "AB")
+    assert (d["metric_a"], d["metric_b"]) == ({"field": "timings.a_ms", "reduce": "min"},
+                                              {"field": "timings.b_ms", "reduce": "median"})
+    cost = {"wall_s": 0.01, "cpu_s": 0.01, "peak_rss_mb": 1.0}
+    assert d["runs"][:2] == [{"pair": 1, "side": "A", "metric": 12.0, **cost},
+                             {"pair": 1, "side": "B", "metric": 10.0, **cost}]
+    ratios = [p["ratio"] for p in d["pairs"]]
+    assert ratios == [a / b for a, b in zip(ms["a"], ms["b"])]
+    st = timing.bootstrap_median_ci(ratios, 0.95, 300, 7)
+    assert d["stats"] == vars(st)
+    assert st != timing.bootstrap_median_ci(ratios, 0.95, 300, 8), "the seed moves this interval"
+    assert d["stability"] == vars(timing.stability(ratios, 1.1, None))
+
+
+def test_ab_unstable_note_in_the_reason(ctx, monkeypatch):
+    """Pairs that spread more than the limit, and an A/A floor that reaches the threshold, are named;
+    the floor's interval uses the criterion's resamples and seed."""
+    seq = iter([30.0, 10.0, 10.0, 14.0, 11.0, 10.0] + [10.0, 9.0, 10.0, 11.5, 10.0, 10.2])
+
+    def plan(name, argv, env):
+        return {"stdout": json.dumps({"timings": {"request_ms": next(seq)}, "counters": {"steps": 1}})}
+    text = AB.replace("EXTRA", "warmups: 0\n    noise_floor: true\n    order: AB").replace('"ci_lower >= 1.1"',
+                                                                                       '"median >= 1.0"')
+    out = evaluate(ctx, text, Engine(plan), monkeypatch)
+    ratios = [p["ratio"] for p in out.details["pairs"]]
+    assert ratios == [3.0, 10.0 / 14.0, 1.1]
+    aa = [p["ratio"] for p in out.details["noise_floor"]["pairs"]]
+    assert aa == [10.0 / 9.0, 10.0 / 11.5, 10.0 / 10.2]
+    floor = timing.bootstrap_median_ci(aa, 0.95, 200, 1)
+    assert floor != timing.bootstrap_median_ci(aa, 0.95, 200, 2), "the seed moves this interval"
+    assert out.details["noise_floor"] == {**vars(floor), "pairs": out.details["noise_floor"]["pairs"]}
+    stab = timing.stability(ratios, 1.0, floor)
+    assert not stab.stable and len(stab.reasons) == 2
+    assert out.verdict == "PASS"
+    assert out.reason.endswith(f"pass if median >= 1; {stab.note()}"), out.reason
+    assert out.details["stability"] == vars(stab)
+
+
+def test_same_run_details_and_labels(ctx, monkeypatch):
+    eng = Engine(timed({"a": [10.5, 10.0, 9.0, 11.0]}))
+    out = evaluate(ctx, SAME.replace("EXTRA", "warmups: 0"), eng, monkeypatch)
+    assert out.details["runs"] == [{"pair": i, "side": "AB", "wall_s": 0.01, "cpu_s": 0.01, "peak_rss_mb": 1.0}
+                                   for i in (1, 2, 3)]
+    assert [p["pair"] for p in out.details["pairs"]] == [1, 2, 3]
+    for metric, label in (("metric_a", "run 1 A"), ("metric_b", "run 1 B")):
+        text = SAME.replace("EXTRA", "warmups: 0").replace(f"{metric}: {{field: timings.request_ms",
+                                                           f"{metric}: {{field: timings.absent")
+        out = evaluate(ctx, text, Engine(timed({"a": [10.5, 10.0]})), monkeypatch)
+        assert out.reason == f"{label}: metric field timings.absent missing from meta.json"
+
+
+def test_timed_run_messages(ctx, monkeypatch):
+    big = runner.KEEP_WHOLE + 1
+
+    def huge(name, argv, env):
+        return {"stdout": "{}"}
+    real = Engine(huge)
+
+    def engine(argv, env=None, **kw):
+        r = real(argv, env, **kw)
+        r.stdout_bytes = big
+        return r
+    (crit,) = schema.load_text(AB.replace("EXTRA", "warmups: 0"), "regressions/t.yaml", BUILDS, DUMPS)
+    monkeypatch.setattr(runner, "run_process", engine)
+    out = runner.evaluate(ctx, crit)
+    assert out.reason == (f"pair1.A: stdout is {big} bytes, too large to be the JSON meta object (at most "
+                          f"{runner.KEEP_WHOLE} bytes are read; the whole output is in the log)")
+    text = AB.replace("EXTRA", "warmups: 0").replace('preconditions: {counters.steps: ">0"}',
+                                                     'preconditions: {counters.steps: ">0", counters.x: 1}')
+    out = evaluate(ctx, text, Engine(timed({"a": 12.0, "b": 10.0}, steps=0)), monkeypatch)
+    assert out.reason == ("vacuous: pair1.B (variant b): precondition failed: counters.steps = 0, wanted >0; "
+                          "counters.x: field missing"), out.reason
+
+
+def _proc(stdout="", stderr="", rc=0, **kw) -> ProcResult:
+    return ProcResult(["kite"], {}, rc, kw.pop("signal", None), kw.pop("timed_out", False), 0.1, 0.1, 1.0, None, None,
+                      stdout=stdout, stderr=stderr, **kw)
+
+
+def test_check_run_messages_exact():
+    from harness.spec import criteria as C
+
+    six = "".join(f"FAIL t{i}\n" for i in range(6))
+    assert runner.check_run(_proc(six + "0 passed, 6 failed\n"), C.Expect(passes_min=0), {}) == [
+        "6 failed: FAIL t0 | FAIL t1 | FAIL t2 | FAIL t3 | FAIL t4"]
+    assert runner.check_run(_proc("0 passed, 1 failed\n"), C.Expect(passes_min=0), {}) == ["1 failed"]
+    # stdout and stderr are matched as two blocks of lines
+    assert runner.check_run(_proc("ok", "done"), C.Expect(must_match=["^ok$", "^done$"]), {}) == []
+    assert runner.check_run(_proc(error="cannot start kite: not found"), C.Expect(), {}) == [
+        "cannot start kite: not found"]
+    assert runner.check_run(_proc(timed_out=True), C.Expect(), {}) == ["timed out after 0.1 s (killed)"]
+    cut = runner.KEEP_WHOLE + 5
+    for out_bytes, err_bytes in ((cut, 3), (3, cut)):
+        r = _proc("head", "", stdout_bytes=out_bytes, stderr_bytes=err_bytes)
+        assert runner.check_run(r, C.Expect(must_match=["^a", "^b"]), {}) == [
+            "output lacks /^a/",
+            f"output lacks /^b/ (output of {out_bytes + err_bytes} bytes: matched against the first and last "
+            "megabytes of each stream kept in memory)"]
+    assert runner.check_run(_proc("{}", stdout_bytes=cut), C.Expect(json={"a": 1}), {}) == [
+        f"stdout is {cut} bytes, too large to read as JSON (at most {runner.KEEP_WHOLE})"]
+
+
+def test_pattern_problems_lines_and_excerpt():
+    assert runner.pattern_problems("ok\nsecret here", [], ["^secret"], "text") == ["text has /^secret/: 'secret'"]
+    long = "x" * 150
+    assert runner.pattern_problems(long, [], ["x+"], "output") == [f"output has /x+/: {'x' * 100!r}"]
+
+
+def test_run_kind_names_cases_and_counts(ctx, monkeypatch):
+    text = RUN.replace('args: [selftest]', 'args: [selftest, --model, "{model}", "{n}"]') + \
+        '    cases: [{n: "1"}, {n: "2"}]\n'
+    good = {"selftest": {"stdout": "ok\n3 passed, 0 failed\n"},
+            "info": {"rc": 1, "stdout": json.dumps({"cuda": {"compiled": True, "bound": False}})}}
+    eng = Engine(lambda n, a, e: good[n.split(".")[0]])
+    out = evaluate(ctx, text, eng, monkeypatch)
+    assert eng.names == ["selftest.case0", "info.case0", "selftest.case1", "info.case1"]
+    assert eng.calls[0][1][1:] == ["selftest", "--model", str(ctx.cfg.root / "models" / "tiny.gguf"), "1"]
+    assert out.reason == "4 runs as expected"
+    one = RUN.split("      - name: info")[0]
+    out = evaluate(ctx, one, Engine(lambda n, a, e: good["selftest"]), monkeypatch)
+    assert out.reason == "1 run as expected"
+    out = evaluate(ctx, one, Engine(lambda n, a, e: {"rc": 3, "stderr": "boom: at x: y"}), monkeypatch)
+    assert out.reason == ("selftest: exit status 3: boom: at x: y (expected 0); no closing line 'N passed, M failed'; "
+                          "output lacks /^ok$/")
+    assert out.details["runs"][0]["ended"] == "exit status 3"
+
+
+def test_artifact_build_cases_and_no_model(ctx, monkeypatch):
+    """An artifact criterion uses its own build, never asks for a model, and counts its checks."""
+    asked = []
+    b = ctx.ensure_build("default")
+    ctx.ensure_build = lambda name: asked.append(name) or b
+
+    def no_model(spec):
+        raise AssertionError("an artifact criterion needs no model")
+    ctx.model_path = no_model
+    text = ART.replace("kind: artifact", "kind: artifact\n    build: stub").replace(
+        "      - {path: \"{bin}/nothing\", exists: false}\n", "")
+    out = evaluate(ctx, text, Engine(lambda n, a, e: {}), monkeypatch)
+    assert asked == ["stub"] and out.verdict == "PASS" and out.reason == "1 file check hold"
+    out = evaluate(ctx, text.replace("^eng", "^motor"), Engine(lambda n, a, e: {}), monkeypatch)
+    assert out.reason == "kite: text lacks /^motor/"
+
+
+@pytest.mark.parametrize("shape, words", [
+    ([0, 3], "b vs a, h_out: A: 24 bytes but meta.json shape [0, 3] needs 0"),
+    ([2**53 - 1, 1], f"b vs a, h_out: A: 24 bytes but meta.json shape [{2**53 - 1}, 1] needs"),
+    ([2**53, 1], f"variant a: meta.json shapes.h_out = [{2**53}, 1] is not a list of non-negative integers"),
+])
+def test_equivalence_shape_bounds(ctx, monkeypatch, shape, words):
+    meta = {"shapes": {"h_out": shape, "logits": [2, 2]}, "counters": {"steps": 1}}
+    out = evaluate(ctx, EQ.replace("MODE", "mode: memcmp"), Engine(dumps(meta=meta)), monkeypatch)
+    assert out.reason.startswith(words), out.reason

@@ -14,11 +14,13 @@ from typing import Any
 import pytest
 
 from conftest import ENGINE_YAML
+from harness.build.binfmt import BinaryFormatError, BinaryInfo, Symbol, read_binary
 from harness.build.cmake import BuildResult, PartResult
 from harness.process import ProcResult
 from harness.run import runner, timing
 from harness.run.probes import Probes
 from harness.spec import schema
+from harness.spec.criteria import FileCheck
 from harness.spec.config import load_config
 
 BUILDS = ["default", "stub", "gpu"]
@@ -523,7 +525,7 @@ def test_ab_details_name_everything(ctx, monkeypatch):
     assert d["runs"][:2] == [{"pair": 1, "side": "A", "metric": 12.0, **cost},
                              {"pair": 1, "side": "B", "metric": 10.0, **cost}]
     ratios = [p["ratio"] for p in d["pairs"]]
-    assert ratios == [a / b for a, b in zip(ms["a"], ms["b"])]
+    assert ratios == [a / b for a, b in zip(ms["a"], ms["b"], strict=True)]
     st = timing.bootstrap_median_ci(ratios, 0.95, 300, 7)
     assert d["stats"] == vars(st)
     assert st != timing.bootstrap_median_ci(ratios, 0.95, 300, 8), "the seed moves this interval"
@@ -669,3 +671,106 @@ def test_equivalence_shape_bounds(ctx, monkeypatch, shape, words):
     meta = {"shapes": {"h_out": shape, "logits": [2, 2]}, "counters": {"steps": 1}}
     out = evaluate(ctx, EQ.replace("MODE", "mode: memcmp"), Engine(dumps(meta=meta)), monkeypatch)
     assert out.reason.startswith(words), out.reason
+
+
+# ---- check_file against planned binary facts (every message exact) ----------------------------
+
+def _sym(name: str, defined: bool = True, binding: str = "GLOBAL", vis: str = "DEFAULT") -> Symbol:
+    return Symbol(name, defined, binding, "FUNC", vis)
+
+
+PLANNED = BinaryInfo("elf", needed=["libm.so.6", "libcudart.so.13", "libc.so.6"], symbols=[
+    _sym("kcuda_a"), _sym("kcuda_b"), _sym("_init"), _sym("zeta_x"), _sym("kcuda_w", binding="WEAK", vis="PROTECTED"),
+    _sym("hidden_h", vis="HIDDEN"), _sym("local_l", binding="LOCAL"), _sym(""), _sym("", defined=False),
+    *[_sym(n, defined=False) for n in ("cudaSync", "cudaMalloc", "cudaFree", "cudaStream", "cudaMemcpy",
+                                       "cudaLaunch", "printf")]])
+PLANNED_FACTS = ["elf; needed: libm.so.6, libcudart.so.13, libc.so.6", "4 exports"]
+CUDA5 = "cudaFree, cudaLaunch, cudaMalloc, cudaMemcpy, cudaStream"
+
+
+@pytest.fixture
+def planned(tmp_path, monkeypatch):
+    """A file whose binary facts are PLANNED (read_binary planted), with two lines of text."""
+    p = tmp_path / "libplanned.so"
+    p.write_text("engine v1\nsecret key\n")
+    monkeypatch.setattr(runner, "read_binary", lambda path: PLANNED if Path(path) == p else read_binary(path))
+    return p
+
+
+def test_check_file_planned_all_hold(planned):
+    fc = FileCheck(path="x", needed_match=["^libc\\.", "^libm\\."], needed_not_match=["^libvulkan"],
+                     symbols_not_match=["^secret"], undefined_not_match=["^nccl"],
+                     exports_exactly=["kcuda_a", "kcuda_b", "kcuda_w", "zeta_x"], exports_match="^(kcuda_|zeta_)",
+                     text_match=["^engine"], text_not_match=["^public"])
+    assert runner.check_file(fc, planned, ["_init"]) == ([], PLANNED_FACTS)
+
+
+def test_check_file_planned_every_problem(planned):
+    fc = FileCheck(path="x", needed_match=["^libvulkan", "^libc\\."], needed_not_match=["^lib(m|c)\\.", "^libcuda"],
+                     symbols_not_match=["^cuda", "^(hidden|local)_"], undefined_not_match=["^cuda", "^print", "^x"],
+                     exports_exactly=["kcuda_a", "kcuda_gone"], exports_match="^kcuda_",
+                     text_match=["^engine v2"], text_not_match=["^secret"])
+    assert runner.check_file(fc, planned, ["_init"]) == ([
+        "no dependency matches /^libvulkan/",
+        "depends on libm.so.6, libc.so.6 (must not match /^lib(m|c)\\./)",
+        "depends on libcudart.so.13 (must not match /^libcuda/)",
+        f"dynamic symbol(s) {CUDA5} match /^cuda/",
+        "dynamic symbol(s) hidden_h, local_l match /^(hidden|local)_/",
+        f"undefined symbol(s) {CUDA5} match /^cuda/",
+        "undefined symbol(s) printf match /^print/",
+        "unexpected exports: kcuda_b, kcuda_w, zeta_x",
+        "missing exports: kcuda_gone",
+        "exports not matching /^kcuda_/: zeta_x",
+        "text lacks /^engine v2/",
+        "text has /^secret/: 'secret'",
+    ], PLANNED_FACTS)
+    # _init is an export unless ignored; no exports expected at all is a check too
+    assert runner.check_file(FileCheck(path="x", exports_exactly=[]), planned, []) == (
+        ["unexpected exports: _init, kcuda_a, kcuda_b, kcuda_w, zeta_x"],
+        [PLANNED_FACTS[0], "5 exports"])
+
+
+@pytest.mark.parametrize("field, value", [
+    ("needed_match", ["^libm"]), ("needed_not_match", ["^nothing"]), ("symbols_not_match", ["^nothing"]),
+    ("undefined_not_match", ["^nothing"]), ("exports_exactly", ["kcuda_a", "kcuda_b", "kcuda_w", "zeta_x"]),
+    ("exports_match", "^(kcuda|zeta)_")])
+def test_check_file_any_binary_check_reads_the_binary(planned, field, value):
+    assert runner.check_file(FileCheck(path="x", **{field: value}), planned, ["_init"]) == ([], PLANNED_FACTS)
+    # without a binary check, the binary is not read at all
+    assert runner.check_file(FileCheck(path="x", text_match=["^engine"]), planned, ["_init"]) == ([], [])
+
+
+def test_check_file_lists_at_most_ten_names(tmp_path, monkeypatch):
+    p = tmp_path / "many.so"
+    p.write_bytes(b"x")
+    names = [f"e{i:02d}" for i in range(12)]
+    info = BinaryInfo("pe", needed=[], symbols=[_sym(n) for n in names] + [_sym(f"u{i}", defined=False)
+                                                                            for i in range(7)])
+    monkeypatch.setattr(runner, "read_binary", lambda path: info)
+    fc = FileCheck(path="x", exports_exactly=[], exports_match="^nothing$", undefined_not_match=["^u"])
+    assert runner.check_file(fc, p, []) == ([
+        "undefined symbol(s) u0, u1, u2, u3, u4 match /^u/",
+        f"unexpected exports: {', '.join(names[:10])}",
+        f"exports not matching /^nothing$/: {', '.join(names[:10])}",
+    ], ["pe; needed: -", "12 exports"])
+
+
+@pytest.mark.parametrize("error", [BinaryFormatError("neither ELF nor PE"), OSError("planted read error")])
+def test_check_file_unreadable_binary(tmp_path, monkeypatch, error):
+    p = tmp_path / "lib.so"
+    p.write_bytes(b"x")
+
+    def fail(path):
+        raise error
+    monkeypatch.setattr(runner, "read_binary", fail)
+    assert runner.check_file(FileCheck(path="x", needed_match=["x"]), p, []) == (
+        [f"lib.so: cannot read as a binary: {error}"], [])
+
+
+def test_check_file_presence(tmp_path):
+    p = tmp_path / "f"
+    assert runner.check_file(FileCheck(path="x"), p, []) == ([f"{p} does not exist"], ["absent"])
+    assert runner.check_file(FileCheck(path="x", exists=False), p, []) == ([], ["absent"])
+    p.write_text("x")
+    assert runner.check_file(FileCheck(path="x", exists=False), p, []) == ([f"{p} exists but must not"], ["present"])
+    assert runner.check_file(FileCheck(path="x"), p, []) == ([], [])

@@ -9,6 +9,7 @@ import pytest
 
 from harness.spec import schema
 from harness.errors import SchemaErrors
+from harness.spec import criteria as C
 
 DATA = Path(__file__).parent / "data"
 BUILDS = ["default", "stub", "gpu"]
@@ -367,3 +368,244 @@ def test_passes_min_zero_is_allowed():
     (c,) = schema.load_text("criteria:\n  - {id: R1, title: t, kind: run, runs: [{name: x, args: [info], "
                             "expect: {passes_min: 0}}]}\n", "regressions/t.yaml", BUILDS, DUMPS)
     assert c.spec.steps[0].expect.passes_min == 0
+
+
+# ---- exactly: every message of a mistake, and the spec of each accepted form ----------------
+
+F = "regressions/t.yaml"
+PLACEHOLDERS = "{bin}, {build}, {engine}, {engine_dir}, {model}, {module}, {nonexistent}, {root}, {testmods}, {work}"
+BAD_RE = "bad regular expression '(': missing ), unterminated subpattern at position 0"
+
+AB_X = """\
+criteria:
+  - id: T
+    title: t
+    kind: ab_timing
+    args: [run]
+    a: {name: x}
+    b: {name: y}
+    pairs: 4
+    pass_if: "median >= 1.0"
+"""
+RUN = "criteria:\n  - id: R\n    title: t\n    kind: run\n    runs:\n"
+ART = "criteria:\n  - id: F\n    title: t\n    kind: artifact\n    files:\n"
+EQ = """\
+criteria:
+  - id: Q
+    title: t
+    kind: equivalence
+    args: [run]
+    variants: [{name: a}, {name: b}]
+    compare: {dumps: [h_out]}
+"""
+
+
+def load(text: str) -> list[C.Criterion]:
+    return schema.load_text(text, F, BUILDS, DUMPS)
+
+
+def messages(text: str) -> list[str]:
+    with pytest.raises(SchemaErrors) as e:
+        load(text)
+    return e.value.messages
+
+
+BAD = {
+    "ab_same_run_not_bool": (AB_X + "    same_run: 1\n",
+                             ["10: criteria[0] (T).same_run: must be true or false, not an integer"]),
+    "ab_same_run_one_metric": (AB_X.replace("    b: {name: y}\n", "") + "    same_run: true\n    metric_a: timings.x\n",
+                               ["9: criteria[0] (T).same_run: `same_run: true` needs `metric_a` and `metric_b`"]),
+    "ab_a_missing": (AB_X.replace("    a: {name: x}\n", ""),
+                     ["2: criteria[0] (T): missing required key 'a' in an ab_timing criterion"]),
+    "ab_a_unknown_key": (AB_X.replace("a: {name: x}", "a: {name: x, nmae: 1}"),
+                         ["6: criteria[0] (T).a.nmae: unknown key 'nmae' in variant a; allowed: name, build, layout, "
+                          "place, env, args, extra_args, preconditions, wrapper"]),
+    "ab_b_unknown_key": (AB_X.replace("b: {name: y}", "b: {name: y, nmae: 1}"),
+                         ["7: criteria[0] (T).b.nmae: unknown key 'nmae' in variant b; allowed: name, build, layout, "
+                          "place, env, args, extra_args, preconditions, wrapper"]),
+    "ab_a_bad_name": (AB_X.replace("a: {name: x}", "a: {name: '-x'}"),
+                      ["6: criteria[0] (T).a.name: '-x' is not valid: letters, digits, '_', '.', '-'"]),
+    "ab_b_missing": (AB_X.replace("    b: {name: y}\n", ""),
+                     ["2: criteria[0] (T): missing required key 'b' (or set `same_run: true`)"]),
+    "ab_warmups_negative": (AB_X + "    warmups: -1\n", ["10: criteria[0] (T).warmups: must be >= 0, not -1"]),
+    "ab_metric_a_bad": (AB_X + "    metric_a: {field: 'a b'}\n",
+                        ["10: criteria[0] (T).metric_a.field: 'a b' is not valid: a dotted field of meta.json like "
+                         "timings.request_ms"]),
+    "ab_metric_b_bad": (AB_X + "    metric_b: {field: t, reduce: p99}\n",
+                        ["10: criteria[0] (T).metric_b.reduce: 'p99' is not allowed; allowed: median, mean, min, max, "
+                         "first, last, sum, rest_median"]),
+    "ab_metric_unknown_key": (AB_X + "    metric: {field: t, reduction: min}\n",
+                              ["10: criteria[0] (T).metric.reduction: unknown key 'reduction' in metric; "
+                               "allowed: field, reduce"]),
+    "ab_metric_no_field": (AB_X + "    metric: {reduce: min}\n",
+                           ["10: criteria[0] (T).metric: missing required key 'field' in metric"]),
+    "ab_ratio_bad": (AB_X + "    ratio: a-b\n", ["10: criteria[0] (T).ratio: 'a-b' is not allowed; allowed: a/b, b/a"]),
+    "ab_pass_if_number": (AB_X.replace('pass_if: "median >= 1.0"', "pass_if: 5"),
+                          ["9: criteria[0] (T).pass_if: 5 is not allowed; write `<stat> <op> <number>` with stat one "
+                           "of ci_lower, ci_upper, median and op one of >=, <=, >, <, e.g. \"ci_lower >= 1.05\""]),
+    "ab_bootstrap_unknown": (AB_X + "    bootstrap: {resamples: 200, sed: 1}\n",
+                             ["10: criteria[0] (T).bootstrap.sed: unknown key 'sed' in bootstrap; allowed: resamples, "
+                              "seed"]),
+    "ab_bootstrap_seed_negative": (AB_X + "    bootstrap: {seed: -1}\n",
+                                   ["10: criteria[0] (T).bootstrap.seed: must be >= 0, not -1"]),
+    "ab_noise_floor_not_bool": (AB_X + "    noise_floor: yes please\n",
+                                ["10: criteria[0] (T).noise_floor: must be true or false, not a string"]),
+    "ab_interval_bad": (AB_X + "    interval: student\n",
+                        ["10: criteria[0] (T).interval: 'student' is not allowed; allowed: percentile, bca, order"]),
+    "model_path_extra": (AB_X + "    model: {path: m.gguf, qtype: q4}\n",
+                         ["10: criteria[0] (T).model.qtype: unknown key 'qtype' in model; allowed: path"]),
+    "model_path_number": (AB_X + "    model: {path: 3}\n",
+                          ["10: criteria[0] (T).model.path: must be a non-empty string, not an integer"]),
+    "model_recipe_number": (AB_X + "    model: {recipe: 3, qtype: 4}\n",
+                            ["10: criteria[0] (T).model.recipe: must be a non-empty string, not an integer",
+                             "10: criteria[0] (T).model.qtype: must be a non-empty string, not an integer"]),
+    "model_qtype_only": (AB_X + "    model: {qtype: q4}\n",
+                         ["10: criteria[0] (T).model: missing required key 'recipe' in model"]),
+    "env_not_mapping": (AB_X + "    env: [A]\n",
+                        ["10: criteria[0] (T).env: must be a mapping of variable -> value, not a list"]),
+    "env_two_bad_names": (AB_X + "    env: {1A: x, 'B-C': y}\n",
+                          ["10: criteria[0] (T).env.1A: '1A' is not a valid environment variable name",
+                           "10: criteria[0] (T).env.B-C: 'B-C' is not a valid environment variable name"]),
+    "env_two_bad_values": (AB_X + "    env: {A: [1], B: null}\n",
+                           ['10: criteria[0] (T).env.A: value must be a string or number (quote it: "0"), not a list',
+                            '10: criteria[0] (T).env.B: value must be a string or number (quote it: "0"), not null']),
+    "env_key_placeholder": (AB_X + "    env: {'{env.nope}': '1'}\n",
+                            [f"10: criteria[0] (T).env.{{env.nope}}: unknown placeholder {{env.nope}}; allowed: "
+                             f"{PLACEHOLDERS}"]),
+    "env_value_placeholder": (AB_X + "    env: {A: '{nope}'}\n",
+                              [f"10: criteria[0] (T).env.A: unknown placeholder {{nope}}; allowed: {PLACEHOLDERS}"]),
+    "env_value_climbs": (AB_X + "    env: {A: '{work}/../x'}\n",
+                         ["10: criteria[0] (T).env.A: '{work}/../x' climbs out of {work}: a path built from {work} "
+                          "must stay inside it"]),
+    "preconditions_not_mapping": (AB_X.replace("b: {name: y}", "b: {name: y, preconditions: [1]}"),
+                                  ["7: criteria[0] (T).b.preconditions: must be a mapping of dotted field -> "
+                                   "expectation, not a list"]),
+    "preconditions_two_bad_keys": (AB_X.replace("b: {name: y}", "b: {name: y, preconditions: {'a b': 1, 'c..d': 2}}"),
+                                   ["7: criteria[0] (T).b.preconditions.a b: 'a b' is not a dotted field path like "
+                                    "counters.graph_replays",
+                                    "7: criteria[0] (T).b.preconditions.c..d: 'c..d' is not a dotted field path like "
+                                    "counters.graph_replays"]),
+    "cases_not_mappings": (EQ + "    cases: [x, {}]\n",
+                           ["8: criteria[0] (Q).cases[0]: a case must be a non-empty mapping, not a string",
+                            "8: criteria[0] (Q).cases[1]: a case must be a non-empty mapping, not a mapping"]),
+    "cases_two_bad_values": (EQ + "    cases: [{n: [1], m: true}]\n",
+                             ["8: criteria[0] (Q).cases[0].n: case value must be a string or number, not a list",
+                              "8: criteria[0] (Q).cases[0].m: case value must be a string or number, not a boolean"]),
+    "cases_keys_differ": (EQ + "    cases: [{n: 1, m: 2}, {n: 3}]\n",
+                          ["8: criteria[0] (Q).cases[1]: every case must have the same keys: m, n"]),
+    "run_two_not_mappings": (RUN + "      - 1\n      - x\n",
+                             ["6: criteria[0] (R).runs[0]: a run must be a mapping, not an integer",
+                              "7: criteria[0] (R).runs[1]: a run must be a mapping, not a string"]),
+    "run_unknown_key": (RUN + "      - {args: [x], nmae: y}\n",
+                        ["6: criteria[0] (R).runs[0].nmae: unknown key 'nmae' in a run; allowed: name, build, layout, "
+                         "place, env, args, extra_args, preconditions, wrapper"]),
+    "run_bad_variant_then_good": (RUN + "      - {args: [x], layout: bare}\n      - {args: [y]}\n",
+                                  ["6: criteria[0] (R).runs[0].layout: 'bare' is not allowed; allowed: normal, "
+                                   "engine_only"]),
+    "run_must_not_match_bad": (RUN + "      - {args: [x], expect: {must_not_match: ['(']}}\n",
+                               [f"6: criteria[0] (R).runs[0].expect.must_not_match[0]: {BAD_RE}"]),
+    "artifact_two_bad_files": (ART + "      - 1\n      - {path: x, nope: 1}\n",
+                               ["6: criteria[0] (F).files[0]: a file check must be a mapping, not an integer",
+                                "7: criteria[0] (F).files[1].nope: unknown key 'nope' in a file check; allowed: path, "
+                                "exists, needed_match, needed_not_match, symbols_not_match, undefined_not_match, "
+                                "exports_exactly, exports_match, text_match, text_not_match"]),
+    "artifact_path_number": (ART + "      - {path: 3}\n",
+                             ["6: criteria[0] (F).files[0].path: must be a non-empty string, not an integer"]),
+    "artifact_path_placeholder": (ART + "      - {path: '{nope}/x'}\n",
+                                  [f"6: criteria[0] (F).files[0].path: unknown placeholder {{nope}}; allowed: "
+                                   f"{PLACEHOLDERS}"]),
+    "artifact_lists_bad": (ART + "      - {path: x, needed_match: ['('], needed_not_match: ['('], "
+                                 "symbols_not_match: ['('], undefined_not_match: ['('], text_match: ['('], "
+                                 "text_not_match: ['(']}\n",
+                           [f"6: criteria[0] (F).files[0].{k}[0]: {BAD_RE}" for k in (
+                               "needed_match", "needed_not_match", "symbols_not_match", "undefined_not_match",
+                               "text_match", "text_not_match")]),
+    "artifact_exports_exactly_string": (ART + "      - {path: x, exports_exactly: kcuda_a}\n",
+                                        ["6: criteria[0] (F).files[0].exports_exactly: must be a list of strings "
+                                         "(YAML list), not a single string"]),
+    "artifact_exports_match_bad": (ART + "      - {path: x, exports_match: '('}\n",
+                                   [f"6: criteria[0] (F).files[0].exports_match[0]: {BAD_RE}"]),
+    "artifact_exports_match_two": (ART + "      - {path: x, exports_match: [a, b]}\n",
+                                   ["6: criteria[0] (F).files[0].exports_match: must be one regular expression"]),
+    "artifact_exists_bad": (ART + "      - {path: x, exists: 1}\n",
+                            ["6: criteria[0] (F).files[0].exists: must be true or false, not an integer"]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD))
+def test_every_message_exact(name):
+    text, want = BAD[name]
+    assert messages(text) == [f"{F}:{m}" for m in want]
+
+
+# ---- accepted forms and their defaults --------------------------------------------------------
+
+def test_ab_defaults():
+    (c,) = load(AB_X)
+    assert c.spec == C.ABSpec(a=C.Variant("x", args=["run"]), b=C.Variant("y", args=["run"]), same_run=False,
+                              pairs=4, warmups=1, order="ABBA", metric_a=C.Metric("timings.request_ms", "median"),
+                              metric_b=C.Metric("timings.request_ms", "median"), ratio="a/b", pass_stat="median",
+                              pass_op=">=", pass_value=1.0, confidence=0.95, resamples=2000, seed=12345,
+                              noise_floor=False, interval="percentile")
+    assert c.model is None
+
+
+def test_ab_every_key_given():
+    text = AB_X + ("    same_run: false\n    warmups: 0\n    order: AB\n    metric: {field: Timings.Total_MS, reduce: max}\n"
+                 "    metric_b: {field: timings.b}\n    ratio: b/a\n    confidence: 0.9\n    bootstrap: {seed: 0}\n"
+                 "    noise_floor: true\n    interval: order\n")
+    (c,) = load(text)
+    assert c.spec == C.ABSpec(a=C.Variant("x", args=["run"]), b=C.Variant("y", args=["run"]), same_run=False,
+                              pairs=4, warmups=0, order="AB", metric_a=C.Metric("Timings.Total_MS", "max"),
+                              metric_b=C.Metric("timings.b", "median"), ratio="b/a", pass_stat="median", pass_op=">=",
+                              pass_value=1.0, confidence=0.9, resamples=2000, seed=0, noise_floor=True,
+                              interval="order")
+    (c,) = load(AB_X + "    bootstrap: {resamples: 300, seed: 9}\n    interval: bca\n")
+    assert (c.spec.resamples, c.spec.seed, c.spec.interval) == (300, 9, "bca")
+
+
+def test_same_run_loads_without_b():
+    (c,) = load(AB_X.replace("    b: {name: y}\n", "") + "    same_run: true\n    metric_a: {field: t.a, reduce: first}\n"
+                "    metric_b: t.b\n")
+    assert (c.spec.same_run, c.spec.b, c.spec.metric_a, c.spec.metric_b) == (
+        True, None, C.Metric("t.a", "first"), C.Metric("t.b", "median"))
+
+
+@pytest.mark.parametrize("model, want", [
+    ("tiny.gguf", {"path": "tiny.gguf"}), ("models/x.bin", {"path": "models/x.bin"}),
+    ("qwen35", {"recipe": "qwen35", "qtype": None}), ("default", None),
+    ("{path: m/x.gguf}", {"path": "m/x.gguf"}), ("{recipe: r}", {"recipe": "r", "qtype": None}),
+    ("{recipe: r, qtype: q4_0}", {"recipe": "r", "qtype": "q4_0"}),
+])
+def test_model_forms(model, want):
+    (c,) = load(AB_X + f"    model: {model}\n")
+    assert c.model == want
+
+
+def test_variant_env_preconditions_and_cases():
+    text = EQ.replace("variants: [{name: a}, {name: b}]",
+                      "env: {'{env.graph}': '1', A: 2}\n    variants: [{name: a, preconditions: {Counters.Steps: '>0'}}, "
+                      "{name: b, env: {A: '{n}'}}]") + "    cases: [{N_1: x, n: 1}, {N_1: y, n: 2.5}]\n"
+    (c,) = schema.load_text(text, F, BUILDS, DUMPS, env_names=["graph"])
+    a, b = c.spec.variants
+    assert a.env == {"{env.graph}": "1", "A": "2"} and a.preconditions == {"Counters.Steps": ">0"}
+    assert b.env == {"{env.graph}": "1", "A": "{n}"}
+    assert c.cases == [{"N_1": "x", "n": "1"}, {"N_1": "y", "n": "2.5"}]
+
+
+def test_run_expect_forms():
+    (c,) = load(RUN + "      - {args: [x]}\n      - {args: [y], expect: {exit: null, json: {a.b: 1}, "
+                      "must_not_match: [err]}}\n")
+    assert [s.expect for s in c.spec.steps] == [C.Expect(exit=0), C.Expect(exit=None, json={"a.b": 1},
+                                                                             must_not_match=["err"])]
+
+
+def test_artifact_file_forms():
+    (c,) = load(ART + "      - {path: x}\n      - {path: y, exists: false, exports_match: ['^k_'], "
+                      "exports_exactly: [k_a], needed_match: [a], needed_not_match: [b], symbols_not_match: [c], "
+                      "undefined_not_match: [d], text_match: [e], text_not_match: [f]}\n")
+    assert c.spec.files == [
+        C.FileCheck(path="x", exists=True, exports_match=None),
+        C.FileCheck(path="y", exists=False, needed_match=["a"], needed_not_match=["b"], symbols_not_match=["c"],
+                    undefined_not_match=["d"], exports_exactly=["k_a"], exports_match="^k_", text_match=["e"],
+                    text_not_match=["f"])]

@@ -309,3 +309,12 @@ def test_int32_and_half_dumps():
     h = np.array([1.0, 2.0, 3.0, 4.0], dtype="<f2").tobytes()
     g = np.array([1.0, 2.0, 3.0, 5.0], dtype="<f2").tobytes()
     assert compare_bytes(h, g, 4, dtype="f16").nmse == 1.0 / 30.0
+
+
+def test_nan_and_inf_notes_together_and_plural_infinities():
+    a, b = _pair([np.nan, 1.0, np.inf, 2.0], [np.nan, 1.0, 5.0, -np.inf])
+    d = compare_bytes(a, b, 2, mode="tolerance", max_abs=1.0, allow_nan=True)
+    assert d.reason.startswith("NaN in A and B (1 in A, 1 in B), first at index 0 (position 0, element 0) of A; "
+                               "Inf in A and B (1 in A, 1 in B), first at index 2 (position 1, element 0) of A; "
+                               "outside tolerance (2 differing elements with an infinity, first at index 2 "
+                               "(position 1, element 0)): "), d.reason

@@ -399,3 +399,18 @@ def test_plan_records_missing_dependencies():
     assert (p.unchanged, p.new, p.depends) == ([a], [n], [a, n])
     p = registry.plan(rows, [a], [], None, {})
     assert p.depends == []
+
+
+def test_problems_a_malformed_time_is_not_the_last_line():
+    """A line whose time is malformed is not the reference for the next line's order."""
+    rows = _entries(("A1", "d", T1, "register", ""), ("B2", "d", "zzz", "register", ""),
+                    ("C3", "d", T2, "register", ""))
+    assert registry.problems(rows) == {
+        "B2": "registry.lock:2: time 'zzz' is not in the format YYYY-MM-DDTHH:MM:SSZ"}
+
+
+def test_status_of_an_id_with_only_a_depends_line():
+    rows = _entries(("A1", "sha256:dep", T1, "depends", '"{}"'))
+    st = registry.status(rows, _crit("A1", digest="sha256:1"))
+    assert (st.state, st.registered_digest, st.entry) == ("suspect", None, None)
+    assert st.why == "registry.lock:1: `depends` for A1, which is not registered before it"

@@ -774,3 +774,66 @@ def test_check_file_presence(tmp_path):
     p.write_text("x")
     assert runner.check_file(FileCheck(path="x", exists=False), p, []) == ([f"{p} exists but must not"], ["present"])
     assert runner.check_file(FileCheck(path="x"), p, []) == ([], [])
+
+
+# ---- equivalence: cases, each side's shape, what a failure keeps --------------------------------
+
+def test_equivalence_case_tags_folders_and_runs(ctx, monkeypatch):
+    text = EQ.replace("MODE", "mode: memcmp") + '    cases: [{n: "1", m: x}]\n'
+    out = evaluate(ctx, text, Engine(dumps({"b": flipped(H, 0)})), monkeypatch)
+    assert out.reason.startswith("b vs a [n=1,m=x], h_out: 1 of 6"), out.reason
+    assert [(r["variant"], r["case"]) for r in out.details["runs"]] == [("a", "n=1,m=x"), ("b", "n=1,m=x")]
+    assert out.details["kept"] == "failed/Q1"
+    assert (ctx.report_dir / "failed" / "Q1" / "case0" / "b" / "dump" / "h_out.f32").read_bytes() == flipped(H, 0)
+    out = evaluate(ctx, text, Engine(lambda n, a, e: {"rc": 2, "stderr": "no"}), monkeypatch)
+    assert out.reason == "variant a [n=1,m=x]: engine exit status 2: no"
+
+
+def test_equivalence_each_side_has_its_shape(ctx, monkeypatch):
+    def plan(b_meta):
+        base = dumps()
+
+        def p(name, argv, env):
+            out = base(name, argv, env)
+            if env["SIDE"] == "b":
+                out["files"]["meta.json"] = json.dumps(b_meta).encode()
+            return out
+        return p
+    text = EQ.replace("MODE", "mode: memcmp")
+    out = evaluate(ctx, text, Engine(plan({"shapes": {"h_out": [2, 4], "logits": [2, 2]}})), monkeypatch)
+    assert out.reason.startswith("b vs a, h_out: B: 24 bytes but meta.json shape [2, 4] needs 32"), out.reason
+    out = evaluate(ctx, text, Engine(plan({"shapes": {"h_out": [2, "x"], "logits": [2, 2]}})), monkeypatch)
+    assert out.reason == "variant b: meta.json shapes.h_out = [2, 'x'] is not a list of non-negative integers"
+    assert [r["variant"] for r in out.details["runs"]] == ["a", "b"]
+
+
+def test_equivalence_row_is_the_last_dimension(ctx, monkeypatch):
+    meta = {"shapes": {"h_out": [1, 2, 3], "logits": [2, 2]}, "counters": {"steps": 1}}
+    out = evaluate(ctx, EQ.replace("MODE", "mode: memcmp"), Engine(dumps({"b": flipped(H, 16)}, meta=meta)),
+                   monkeypatch)
+    assert "first at index 4 (position 1, element 1)" in out.reason, out.reason
+
+
+def test_equivalence_max_ulp_is_applied(ctx, monkeypatch):
+    out = evaluate(ctx, EQ.replace("MODE", "mode: tolerance, max_ulp: 0"), Engine(dumps({"b": flipped(H, 0)})),
+                   monkeypatch)
+    assert out.verdict == "FAIL" and out.reason.startswith("b vs a, h_out: outside tolerance (max ULP 1 > 0)")
+
+
+def test_equivalence_failures_keep_the_runs(ctx, monkeypatch):
+    def meta_dir(name, argv, env):
+        d = Path(argv[argv.index("--dump") + 1])
+        (d / "meta.json").mkdir(parents=True)
+        return {}
+
+    def no_dump(name, argv, env):
+        return {"files": {"meta.json": b'{"counters": {"steps": 1}}', "h_out.f32": H}}
+    text = EQ.replace("MODE", "mode: memcmp")
+    for plan, reason in ((meta_dir, "variant a: meta.json: is a directory, not a regular file"),
+                         (lambda n, a, e: {"files": {"h_out.f32": H}}, "variant a: meta.json missing from the dump folder"),
+                         (no_dump, "variant a: dump logits.f32 missing"),
+                         (dumps(meta=b"{"), None)):
+        out = evaluate(ctx, text, Engine(plan), monkeypatch)
+        if reason:
+            assert out.reason == reason
+        assert [r["variant"] for r in out.details["runs"]] == ["a"], out.reason

@@ -4,6 +4,7 @@
   python scripts/mutation.py                       every mutant of the core modules
   python scripts/mutation.py --module compare      one module's mutants (a name in MODULES)
   python scripts/mutation.py --sample 40 --seed 1  a fixed seeded sample (the CI subset)
+  python scripts/mutation.py --resume              only the mutants a stopped run left unchecked
 
 mutmut copies the tree into mutants/ (git-ignored) and, for each mutant, runs the selected tests
 that reach the mutated function. Afterwards this prints a table per module: mutants, killed,

@@ -837,3 +837,50 @@ def test_equivalence_failures_keep_the_runs(ctx, monkeypatch):
         if reason:
             assert out.reason == reason
         assert [r["variant"] for r in out.details["runs"]] == ["a"], out.reason
+
+
+def test_engine_only_layout_copies_the_engine_and_its_files(ctx, tmp_path):
+    bins = Path(ctx.ensure_build("default").bin_dir)
+    (bins / "libextra.so").write_text("extra")
+    var = runner.C.Variant("solo", layout="engine_only", args=["run"], place={"libkite_cuda.so": "{bin}/libextra.so"})
+    crit = schema.load_text(RUN, "regressions/t.yaml", BUILDS, DUMPS)[0]
+    work = tmp_path / "w"
+    (work / "engine").mkdir(parents=True)
+    (work / "engine" / "stale").write_text("left by an earlier run")
+    p = runner.prepare(ctx, crit, var, work, {})
+    assert p.argv == [str(work / "engine" / "kite"), "run"] and p.engine == work / "engine" / "kite"
+    assert sorted(f.name for f in (work / "engine").iterdir()) == ["kite", "libkite_cuda.so"]
+    assert (work / "engine" / "kite").read_text() == "engine"
+    assert (work / "engine" / "libkite_cuda.so").read_text() == "extra"
+    missing = runner.C.Variant("solo", layout="engine_only", args=["run"], place={"x.so": "{bin}/nothing.so"})
+    with pytest.raises(runner.CriterionFail) as e:
+        runner.prepare(ctx, crit, missing, work, {})
+    assert e.value.reason == f"variant solo: `place` source {bins / 'nothing.so'} not found"
+    (bins / "kite").unlink()
+    with pytest.raises(runner.CriterionFail) as e:
+        runner.prepare(ctx, crit, var, work, {})
+    assert e.value.reason == f"variant solo: engine {bins / 'kite'} not found"
+
+
+def test_model_is_resolved_only_when_an_argument_uses_it(ctx, monkeypatch):
+    def no_model(spec):
+        raise AssertionError("no argument names {model}")
+    ctx.model_path = no_model
+    text = EQ.replace("MODE", "mode: memcmp").replace('args: [run, --model, "{model}", --steps, "2"]',
+                                                      'args: [run, --steps, "2"]')
+    out = evaluate(ctx, text, Engine(dumps()), monkeypatch)
+    assert out.verdict == "PASS", out.reason
+
+
+def test_equivalence_nmse_nan_and_failure_count(ctx, monkeypatch):
+    near = f32(1.0, 2.0, 3.0, 4.0, 5.0, 6.5)
+    out = evaluate(ctx, EQ.replace("MODE", "mode: tolerance, nmse: 0.001"), Engine(dumps({"b": near})), monkeypatch)
+    assert out.verdict == "FAIL" and out.reason.startswith("b vs a, h_out: outside tolerance (NMSE 0.00275 > 0.001)")
+    assert out.reason.endswith("NMSE 0.00275"), "one failure: no count"
+    nan = f32(1.0, 2.0, float("nan"), 4.0, 5.0, 6.0)
+    text = EQ.replace("MODE", "mode: memcmp, allow_nan: true")
+    assert evaluate(ctx, text, Engine(dumps({"a": nan, "b": nan})), monkeypatch).verdict == "PASS"
+    two = EQ.replace("MODE", "mode: memcmp").replace("      - {name: b, env: {SIDE: b}}",
+                                                     "      - {name: b, env: {SIDE: b}}\n      - {name: c, env: {SIDE: c}}")
+    out = evaluate(ctx, two, Engine(dumps({"b": flipped(H, 0), "c": flipped(H, 4)})), monkeypatch)
+    assert out.reason.startswith("b vs a, h_out: 1 of 6") and out.reason.endswith(" (+1 more)"), out.reason

@@ -6,6 +6,7 @@ These are the fast tests that the mutation run (nox -s mutation) uses for harnes
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import struct
 from pathlib import Path
@@ -884,3 +885,41 @@ def test_equivalence_nmse_nan_and_failure_count(ctx, monkeypatch):
                                                      "      - {name: b, env: {SIDE: b}}\n      - {name: c, env: {SIDE: c}}")
     out = evaluate(ctx, two, Engine(dumps({"b": flipped(H, 0), "c": flipped(H, 4)})), monkeypatch)
     assert out.reason.startswith("b vs a, h_out: 1 of 6") and out.reason.endswith(" (+1 more)"), out.reason
+
+
+def test_run_timeout_and_log_place(ctx, monkeypatch):
+    seen = []
+
+    def engine(argv, env=None, *, timeout=0.0, log_prefix=None, **kw):
+        seen.append((timeout, log_prefix))
+        return ProcResult(list(argv), {}, 0, None, False, 0.01, 0.01, 1.0, None, None, stdout="ok\n3 passed, 0 failed\n")
+    monkeypatch.setattr(runner, "run_process", engine)
+    one = RUN.split("      - name: info")[0]
+    runner.evaluate(ctx, schema.load_text(one, "regressions/t.yaml", BUILDS, DUMPS)[0])
+    assert seen == [(20.0, ctx.report_dir / "logs" / "R1" / "selftest")], "engine.yaml's run timeout"
+    ctx.cfg = dataclasses.replace(ctx.cfg, timeouts={})
+    runner.evaluate(ctx, schema.load_text(one, "regressions/t.yaml", BUILDS, DUMPS)[0])
+    assert seen[-1][0] == 180.0, "the default when engine.yaml names none"
+    runner.evaluate(ctx, schema.load_text(one.replace("kind: run", "kind: run\n    timeout_s: 5"),
+                                          "regressions/t.yaml", BUILDS, DUMPS)[0])
+    assert seen[-1][0] == 5.0
+
+
+def test_a_case_value_that_climbs_out_of_work_fails(ctx, monkeypatch):
+    text = RUN.split("      - name: info")[0].replace("args: [selftest]", 'args: [selftest, "{work}/{n}"]') + \
+        '    cases: [{n: "../../escape"}]\n'
+    out = evaluate(ctx, text, Engine(lambda n, a, e: {}), monkeypatch)
+    work = ctx.report_dir / "work" / "R1" / "selftest.case0"
+    assert out.reason == (f"variant selftest: '{{work}}/{{n}}' resolves to {(work / '../../escape').resolve()}, "
+                          f"outside its work folder {work}: a path built from {{work}} must stay inside it")
+
+
+def test_launcher_maps_paths_but_not_case_values(ctx, monkeypatch):
+    ctx.launcher = runner.Launcher(["wine"], lambda p: "Z:" + p)
+    eng = Engine(lambda n, a, e: {"stdout": "ok\n3 passed, 0 failed\n"})
+    text = RUN.split("      - name: info")[0].replace("args: [selftest]", 'args: [selftest, "{bin}", "{n}"]') + \
+        '    cases: [{n: "/plain"}]\n'
+    out = evaluate(ctx, text, eng, monkeypatch)
+    bins = ctx.ensure_build("default").bin_dir
+    assert out.verdict == "PASS", out.reason
+    assert eng.calls[0][1] == ["wine", f"{bins}/kite", "selftest", f"Z:{bins}", "/plain"]

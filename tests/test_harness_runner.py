@@ -7,6 +7,12 @@ These are the fast tests that the mutation run (nox -s mutation) uses for harnes
 from __future__ import annotations
 
 import dataclasses
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
 import json
 import struct
 from pathlib import Path
@@ -923,3 +929,80 @@ def test_launcher_maps_paths_but_not_case_values(ctx, monkeypatch):
     bins = ctx.ensure_build("default").bin_dir
     assert out.verdict == "PASS", out.reason
     assert eng.calls[0][1] == ["wine", f"{bins}/kite", "selftest", f"Z:{bins}", "/plain"]
+
+
+def test_wrapper_and_env_are_substituted(ctx, monkeypatch):
+    eng = Engine(lambda n, a, e: {"stdout": "ok\n3 passed, 0 failed\n"})
+    text = RUN.split("      - name: info")[0].replace(
+        "args: [selftest]", 'args: [selftest]\n        wrapper: [vg, "--log={work}/vg.log"]\n'
+                            '        env: {OUT: "{work}/o", "{env.graph}": "1"}')
+    ctx.cfg = dataclasses.replace(ctx.cfg, env_names={"graph": "KITE_GRAPH"})
+    (crit,) = schema.load_text(text, "regressions/t.yaml", BUILDS, DUMPS, env_names=["graph"])
+    monkeypatch.setattr(runner, "run_process", eng)
+    assert runner.evaluate(ctx, crit).verdict == "PASS"
+    work = ctx.report_dir / "work" / "R1" / "selftest"
+    assert eng.calls[0][1] == ["vg", f"--log={work}/vg.log", f"{ctx.ensure_build('default').bin_dir}/kite", "selftest"]
+    assert eng.calls[0][2] == {"OUT": f"{work}/o", "KITE_GRAPH": "1"}
+
+
+def test_internal_error_log_beside_existing_logs_and_seconds(ctx, monkeypatch):
+    (ctx.report_dir / "logs" / "Q1").mkdir(parents=True)
+
+    def broken(name, argv, env):
+        raise RuntimeError("planted")
+    t0 = time.perf_counter()
+    out = evaluate(ctx, EQ.replace("MODE", "mode: memcmp"), Engine(broken), monkeypatch)
+    took = time.perf_counter() - t0
+    assert out.reason == "internal error: RuntimeError: planted (see internal-error.txt)"
+    assert 0 <= out.details["seconds"] <= took
+
+
+def test_a_failed_cleanup_does_not_change_the_verdict(ctx, monkeypatch):
+    real = shutil.rmtree
+
+    def rmtree(path, ignore_errors=False, **kw):
+        if Path(path).name == "Q1" and not ignore_errors:
+            raise OSError("planted: cannot remove")
+        return real(path, ignore_errors=ignore_errors, **kw)
+    monkeypatch.setattr(runner.shutil, "rmtree", rmtree)
+    out = evaluate(ctx, EQ.replace("MODE", "mode: memcmp"), Engine(dumps()), monkeypatch)
+    assert out.verdict == "PASS", out.reason
+
+
+def test_internal_error_log_is_utf8_under_an_ascii_locale(ctx, monkeypatch, tmp_path):
+    """The log of an internal error is written as UTF-8 whatever the locale: a non-ASCII message
+    is kept, in a Python whose locale encoding is ASCII."""
+    def broken(name, argv, env):
+        raise RuntimeError("na\u00efve")
+    # the same call in this process first (so that the mutation run sees this test reach it)
+    evaluate(ctx, RUN, Engine(broken), monkeypatch)
+    assert "naïve" in (ctx.report_dir / "logs" / "R1" / "internal-error.txt").read_text(encoding="utf-8")
+    code = textwrap.dedent(f"""
+        import sys; from pathlib import Path
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from conftest import ENGINE_YAML
+        from harness.build.cmake import BuildResult, PartResult
+        from harness.run import runner
+        from harness.run.probes import Probes
+        from harness.spec import schema
+        from harness.spec.config import load_config
+        root = Path(sys.argv[1]); (root / "configs").mkdir(parents=True)
+        (root / "configs" / "engine.yaml").write_text(ENGINE_YAML)
+        b = BuildResult("default", str(root), str(root / "kite"), str(root / "m.so"), PartResult("prebuilt"),
+                        PartResult("skipped"))
+        ctx = runner.Context(cfg=load_config(root), report_dir=root / "report", probes=Probes(gpu_info=lambda: None),
+                             ensure_build=lambda name: b, model_path=lambda spec: root / "m.gguf",
+                             progress=lambda s: None)
+        def broken(*a, **k):
+            raise RuntimeError("na\\u00efve")
+        runner.run_process = broken
+        (crit,) = schema.load_text({RUN!r}, "regressions/t.yaml", {BUILDS!r}, {DUMPS!r})
+        print(ascii(runner.evaluate(ctx, crit).reason))
+    """)
+    env = {**os.environ, "LC_ALL": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"}
+    r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "ascii")], env=env, capture_output=True, text=True,
+                       cwd=Path(__file__).resolve().parent.parent, timeout=60)
+    assert r.returncode == 0, r.stderr[-1500:]
+    assert r.stdout.strip() == "'internal error: RuntimeError: na\\xefve (see internal-error.txt)'"
+    log = tmp_path / "ascii" / "report" / "logs" / "R1" / "internal-error.txt"
+    assert "RuntimeError: naïve" in log.read_text(encoding="utf-8")

@@ -1006,3 +1006,36 @@ def test_internal_error_log_is_utf8_under_an_ascii_locale(ctx, monkeypatch, tmp_
     assert r.stdout.strip() == "'internal error: RuntimeError: na\\xefve (see internal-error.txt)'"
     log = tmp_path / "ascii" / "report" / "logs" / "R1" / "internal-error.txt"
     assert "RuntimeError: naïve" in log.read_text(encoding="utf-8")
+
+
+PLACES = ["{bin}", "{module}", "{testmods}", "{build}", "{root}", "{work}", "{nonexistent}", "{engine}",
+          "{engine_dir}", "{model}"]
+
+
+@pytest.mark.parametrize("status", ["built", "up-to-date", "prebuilt"])
+def test_every_placeholder_value(ctx, monkeypatch, status):
+    b = ctx.ensure_build("default")
+    bins = Path(b.bin_dir)
+    built = BuildResult("default", str(bins), str(bins / "kite"), str(bins / "libkite_cuda.so"), PartResult(status),
+                        PartResult("skipped"))
+    ctx.ensure_build = lambda name: built
+    eng = Engine(lambda n, a, e: {"stdout": "ok\n3 passed, 0 failed\n"})
+    text = RUN.split("      - name: info")[0].replace("args: [selftest]", f"args: [{', '.join(map(repr, PLACES))}]")
+    out = evaluate(ctx, text, eng, monkeypatch)
+    assert out.verdict == "PASS", out.reason
+    root, work = ctx.cfg.root, ctx.report_dir / "work" / "R1" / "selftest"
+    build = root / "build" / "default" if status == "prebuilt" else bins.parent
+    assert eng.calls[0][1][1:] == [str(bins), str(bins / "libkite_cuda.so"), str(bins / "testmods"), str(build),
+                                   str(root), str(work), str(work / "nonexistent" / "no-such-file"), str(bins / "kite"),
+                                   str(bins), str(root / "models" / "tiny.gguf")]
+
+
+@pytest.mark.parametrize("log, reason", [(None, "build 'default' failed: cmake said no"),
+                                         ("/b/build.log", "build 'default' failed: cmake said no (log: /b/build.log)")])
+def test_a_failed_build_fails_the_criterion(ctx, monkeypatch, log, reason):
+    b = ctx.ensure_build("default")
+    ctx.ensure_build = lambda name: BuildResult("default", b.bin_dir, b.engine_path, b.module_path,
+                                                PartResult("failed", "cmake said no", log), PartResult("skipped"))
+    eng = Engine(lambda n, a, e: {})
+    out = evaluate(ctx, RUN, eng, monkeypatch)
+    assert (out.verdict, out.reason, eng.calls) == ("FAIL", reason, [])

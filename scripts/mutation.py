@@ -5,6 +5,7 @@
   python scripts/mutation.py --module compare      one module's mutants (a name in MODULES)
   python scripts/mutation.py --sample 40 --seed 1  a fixed seeded sample (the CI subset)
   python scripts/mutation.py --resume              only the mutants a stopped run left unchecked
+  python scripts/mutation.py --survivors           only the last run's survivors (after new tests)
 
 mutmut copies the tree into mutants/ (git-ignored) and, for each mutant, runs the selected tests
 that reach the mutated function. Afterwards this prints a table per module: mutants, killed,
@@ -17,6 +18,7 @@ when the score is under --fail-under.
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import random
 import re
@@ -24,6 +26,12 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+
+try:  # mutmut's readers of its mutants/ modules (3.8.1); without them, `mutmut show` per mutant
+    import libcst as cst
+    from mutmut.mutation.diff_apply import read_mutant_function, read_original_function
+except ImportError:
+    cst = None
 
 ROOT = Path(__file__).resolve().parent.parent
 EQUIVALENT = ROOT / "tests" / "mutation-equivalent.txt"
@@ -39,7 +47,8 @@ class Tally:
     killed: int = 0
     equivalent: int = 0
     survivors: list[str] = field(default_factory=list)
-    other: list[str] = field(default_factory=list)  # not checked, suspicious, skipped...
+    unchecked: int = 0  # never run (a stopped run)
+    other: list[str] = field(default_factory=list)  # suspicious, skipped...
 
     @property
     def score(self) -> float:
@@ -70,10 +79,19 @@ def equivalents() -> dict[tuple[str, str], str]:
     return out
 
 
-def mutated_line(name: str) -> str:
-    """The first line the mutant adds, from `mutmut show NAME`."""
-    r = mutmut("show", name)
-    added = [ln[1:].strip() for ln in r.stdout.splitlines() if ln.startswith("+") and not ln.startswith("+++")]
+def mutated_line(name: str, parsed: dict[Path, object]) -> str:
+    """The first line the mutant adds, as `mutmut show NAME` prints it. Each mutants/ module is
+    parsed once (mutmut's own readers; `mutmut show` would parse it again for every mutant)."""
+    if cst is None:  # another mutmut layout: one `mutmut show` per mutant
+        diff = mutmut("show", name).stdout.splitlines()
+    else:
+        path = ROOT / "mutants" / (MODULES[module_of(name)].replace(".", "/") + ".py")  # type: ignore[index]
+        if path not in parsed:
+            parsed[path] = cst.parse_module(path.read_text(encoding="utf-8"))
+        codes = [cst.Module([f(parsed[path], name)]).code.strip().split("\n")
+                 for f in (read_original_function, read_mutant_function)]
+        diff = list(difflib.unified_diff(*codes, lineterm=""))
+    added = [ln[1:].strip() for ln in diff if ln.startswith("+") and not ln.startswith("+++")]
     return added[0] if added else ""
 
 
@@ -94,6 +112,8 @@ def main() -> int:
     ap.add_argument("--report-only", action="store_true", help="print the table of the last run, run nothing")
     ap.add_argument("--resume", action="store_true",
                     help="run only the selected mutants that have no result yet (after a stopped run)")
+    ap.add_argument("--survivors", action="store_true",
+                    help="run only the selected mutants that survived their last run (after adding tests)")
     args = ap.parse_args()
 
     modules = args.module or sorted(MODULES)
@@ -111,44 +131,51 @@ def main() -> int:
     covered = json.loads(stats.read_text())["tests_by_mangled_function_name"] if stats.exists() else None
     untested = {n for n in names if covered is not None and not covered.get(n.partition("__mutmut_")[0])}
     to_run = [n for n in names if n not in untested]
-    if args.resume:
+    if args.resume or args.survivors:
         before = results()
-        to_run = [n for n in to_run if before.get(n) == "not checked"]
+        wanted = ({"not checked"} if args.resume else set()) | (SURVIVED if args.survivors else set())
+        to_run = [n for n in to_run if before.get(n) in wanted]
     if not args.report_only and to_run:
         run = subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", args.max_children, *to_run],
                              cwd=ROOT)
         if run.returncode != 0:
             sys.exit(f"mutmut run failed (exit status {run.returncode})")
 
-    status, equiv = results(), equivalents()
+    status, equiv, parsed = results(), equivalents(), {}
     tallies = {m: Tally() for m in modules}
     for n in names:
         t = tallies[module_of(n)]  # type: ignore[index]
         t.mutants += 1
         s = "no tests" if n in untested else status.get(n, "missing")
-        if s in KILLED:
+        if s == "not checked":
+            t.unchecked += 1
+        elif s in KILLED:
             t.killed += 1
-        elif s in SURVIVED and (n.partition("__mutmut_")[0], mutated_line(n)) in equiv:
+        elif s in SURVIVED and (n.partition("__mutmut_")[0], mutated_line(n, parsed)) in equiv:
             t.equivalent += 1
         elif s in SURVIVED:
             t.survivors.append(n)
         else:
             t.other.append(f"{n}: {s}")
     total = Tally()
-    print("| module | mutants | killed | survived (equivalent) | survived (not equivalent) | score |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print("| module | mutants | judged | killed | survived (equivalent) | survived (not equivalent) | score |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for m in modules:
         t = tallies[m]
-        print(f"| {m} | {t.mutants} | {t.killed} | {t.equivalent} | {len(t.survivors)} | {t.score:.1f}% |")
+        print(f"| {m} | {t.mutants} | {t.mutants - t.unchecked} | {t.killed} | {t.equivalent} | {len(t.survivors)} | "
+              f"{t.score:.1f}% |")
         total.mutants += t.mutants
+        total.unchecked += t.unchecked
         total.killed += t.killed
         total.equivalent += t.equivalent
         total.survivors += t.survivors
         total.other += t.other
-    print(f"| all | {total.mutants} | {total.killed} | {total.equivalent} | {len(total.survivors)} | "
-          f"{total.score:.1f}% |")
+    print(f"| all | {total.mutants} | {total.mutants - total.unchecked} | {total.killed} | {total.equivalent} | "
+          f"{len(total.survivors)} | {total.score:.1f}% |")
     for n in total.survivors:
         print(f"survived: {n}  (mutmut show {n})")
+    if total.unchecked:
+        print(f"not judged: {total.unchecked} mutants never run (a stopped run: --resume runs them)")
     for line in total.other:
         print(f"not judged: {line}")
     if total.score < args.fail_under:

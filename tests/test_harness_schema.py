@@ -529,6 +529,20 @@ BAD = {
                                    ["6: criteria[0] (F).files[0].exports_match: must be one regular expression"]),
     "artifact_exists_bad": (ART + "      - {path: x, exists: 1}\n",
                             ["6: criteria[0] (F).files[0].exists: must be true or false, not an integer"]),
+    "args_not_a_list": (EQ.replace("args: [run]", "args: 3"),
+                        ["5: criteria[0] (Q).args: must be a list of argv strings, not an integer"]),
+    "no_args_and_bad_mode": (EQ.replace("    args: [run]\n", "").replace("{dumps: [h_out]}",
+                                                                     "{dumps: [h_out], mode: fuzzy}"),
+                             ["5: criteria[0] (Q).variants[0]: no `args`: give the engine argv at the criterion or "
+                              "variant level",
+                              "6: criteria[0] (Q).compare.mode: 'fuzzy' is not allowed; allowed: memcmp, tolerance"]),
+    "variants_not_a_list": (EQ.replace("variants: [{name: a}, {name: b}]", "variants: 3"),
+                            ["6: criteria[0] (Q).variants: must be a list of at least 2 variants (each compared with "
+                             "the first)"]),
+    "dumps_not_a_list": (EQ.replace("{dumps: [h_out]}", "{dumps: 3}"),
+                         ["7: criteria[0] (Q).compare.dumps: must be a list of strings, not an integer"]),
+    "allow_nan_not_bool": (EQ.replace("{dumps: [h_out]}", "{dumps: [h_out], allow_nan: 1}"),
+                           ["7: criteria[0] (Q).compare.allow_nan: must be true or false, not an integer"]),
 }
 
 
@@ -609,3 +623,29 @@ def test_artifact_file_forms():
         C.FileCheck(path="y", exists=False, needed_match=["a"], needed_not_match=["b"], symbols_not_match=["c"],
                     undefined_not_match=["d"], exports_exactly=["k_a"], exports_match="^k_", text_match=["e"],
                     text_not_match=["f"])]
+
+
+def test_load_file_and_many_pass_env_names_and_place(tmp_path):
+    root = tmp_path / "repo"
+    (root / "regressions").mkdir(parents=True)
+    text = EQ.replace("args: [run]", "args: [run]\n    env: {'{env.graph}': '1'}")
+    inside = root / "regressions" / "g.yaml"
+    inside.write_text(text)
+    outside = tmp_path / "elsewhere.yaml"
+    outside.write_text(text)
+    (c,) = schema.load_file(inside, root, BUILDS, DUMPS, ["graph"])
+    assert (c.file, c.in_repository) == ("regressions/g.yaml", True)
+    (o,) = schema.load_file(outside, root, BUILDS, DUMPS, ["graph"])
+    assert o.in_repository is False
+    assert [x.id for x in schema.load_many([inside], root, BUILDS, DUMPS, ["graph"])] == ["Q"]
+    with pytest.raises(SchemaErrors) as e:
+        schema.load_file(root / "regressions" / "none.yaml", root, BUILDS, DUMPS)
+    assert e.value.messages == ["regressions/none.yaml: cannot read: no such file"]
+    bad = root / "regressions" / "b.yaml"
+    bad.write_text(EQ.replace("args: [run]", "args: 3"))
+    with pytest.raises(SchemaErrors) as e:
+        schema.load_many([bad, root / "regressions" / "none.yaml", inside], root, BUILDS, DUMPS)
+    assert e.value.messages == ["regressions/b.yaml:5: criteria[0] (Q).args: must be a list of argv strings, not an "
+                                "integer", "regressions/none.yaml: cannot read: no such file",
+                                f"regressions/g.yaml:6: criteria[0] (Q).env.{{env.graph}}: unknown placeholder "
+                                f"{{env.graph}}; allowed: {PLACEHOLDERS}"]

@@ -70,7 +70,7 @@ class _V(Validator):
         if isinstance(v, str):
             self.err(path, "must be an argv list (YAML list of strings); a shell command string is not allowed")
             return None
-        out = self.strlist(path, v, "argv list")
+        out = self.strlist(path, v, "list of argv strings")
         if out is not None:
             for i, a in enumerate(out):
                 self.placeholders(path + (i,), a, names)

@@ -543,6 +543,40 @@ BAD = {
                          ["7: criteria[0] (Q).compare.dumps: must be a list of strings, not an integer"]),
     "allow_nan_not_bool": (EQ.replace("{dumps: [h_out]}", "{dumps: [h_out], allow_nan: 1}"),
                            ["7: criteria[0] (Q).compare.allow_nan: must be true or false, not an integer"]),
+    "args_climb_out": (EQ.replace("args: [run]", "args: [run, '{work}/../x']"),
+                       ["5: criteria[0] (Q).args[1]: '{work}/../x' climbs out of {work}: a path built from {work} must "
+                        "stay inside it"]),
+    "unknown_kind_and_key": (EQ.replace("kind: equivalence", "kind: speed\n    foo: 1"),
+                             ["4: criteria[0] (Q).kind: 'speed' is not allowed; allowed: equivalence, ab_timing, run, "
+                              "artifact",
+                              "5: criteria[0] (Q).foo: unknown key 'foo' in a criterion; allowed: id, title, kind, "
+                              "requires, description, model, timeout_s, cases, build, env, args, variants, compare, a, "
+                              "b, same_run, pairs, warmups, order, metric, metric_a, metric_b, ratio, pass_if, "
+                              "confidence, bootstrap, noise_floor, interval, runs, files"]),
+    "artifact_unknown_key": ("criteria:\n  - {id: F, title: t, kind: artifact, files: [{path: x}], foo: 1}\n",
+                             ["2: criteria[0] (F).foo: unknown key 'foo' in an artifact criterion; allowed: id, title, "
+                              "kind, requires, description, model, timeout_s, cases, build, files"]),
+    "variant_not_mapping": (EQ.replace("[{name: a}, {name: b}]", "[1, {name: b}]"),
+                            ["6: criteria[0] (Q).variants[0]: a variant must be a mapping, not an integer"]),
+    "place_names": (EQ.replace("[{name: a}, {name: b}]",
+                               "[{name: a, layout: engine_only, place: {'a\\b.so': '{bin}/x', '': '{bin}/y'}}, "
+                               "{name: b}]"),
+                    ["6: criteria[0] (Q).variants[0].place.a\\b.so: 'a\\\\b.so' must be a plain file name",
+                     "6: criteria[0] (Q).variants[0].place.: '' must be a plain file name"]),
+    "place_placeholder": (EQ.replace("[{name: a}, {name: b}]",
+                                     "[{name: a, layout: engine_only, place: {x.so: '{nope}/x'}}, {name: b}]"),
+                          [f"6: criteria[0] (Q).variants[0].place.x.so: unknown placeholder {{nope}}; allowed: "
+                           f"{PLACEHOLDERS}"]),
+    "place_not_mapping": (EQ.replace("[{name: a}, {name: b}]", "[{name: a, layout: engine_only, place: [x]}, "
+                                                               "{name: b}]"),
+                          ["6: criteria[0] (Q).variants[0].place: must be a mapping of file name -> source path, "
+                           "not a list"]),
+    "extra_args_string": (EQ.replace("[{name: a}, {name: b}]", "[{name: a, extra_args: '--x'}, {name: b}]"),
+                          ["6: criteria[0] (Q).variants[0].extra_args: must be an argv list (YAML list of strings); a "
+                           "shell command string is not allowed"]),
+    "bad_variant_is_not_compared_by_name": (EQ.replace("[{name: a}, {name: b}]", "[{name: b, env: [1]}, {name: b}]"),
+                                            ["6: criteria[0] (Q).variants[0].env: must be a mapping of variable -> "
+                                             "value, not a list"]),
 }
 
 
@@ -649,3 +683,10 @@ def test_load_file_and_many_pass_env_names_and_place(tmp_path):
                                 "integer", "regressions/none.yaml: cannot read: no such file",
                                 f"regressions/g.yaml:6: criteria[0] (Q).env.{{env.graph}}: unknown placeholder "
                                 f"{{env.graph}}; allowed: {PLACEHOLDERS}"]
+
+
+def test_extra_args_extend_the_args():
+    text = EQ.replace("    args: [run]\n", "").replace(
+        "[{name: a}, {name: b}]", "[{name: a, extra_args: ['{work}/x']}, {name: b, args: [run], extra_args: [--y]}]")
+    (c,) = load(text)
+    assert [v.args for v in c.spec.variants] == [["{work}/x"], ["run", "--y"]]

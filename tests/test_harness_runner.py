@@ -1039,3 +1039,74 @@ def test_a_failed_build_fails_the_criterion(ctx, monkeypatch, log, reason):
     eng = Engine(lambda n, a, e: {})
     out = evaluate(ctx, RUN, eng, monkeypatch)
     assert (out.verdict, out.reason, eng.calls) == ("FAIL", reason, [])
+
+
+def test_engine_only_placeholders_name_the_copy(ctx, tmp_path):
+    var = runner.C.Variant("solo", layout="engine_only", args=["run", "{engine}", "{engine_dir}"])
+    crit = schema.load_text(RUN, "regressions/t.yaml", BUILDS, DUMPS)[0]
+    p = runner.prepare(ctx, crit, var, tmp_path / "w", {})
+    edir = tmp_path / "w" / "engine"
+    assert p.argv == [str(edir / "kite"), "run", str(edir / "kite"), str(edir)]
+
+
+def test_model_and_binary_of_the_criterion_and_build(ctx, monkeypatch):
+    ctx.model_path = lambda spec: Path("/models") / (spec["path"] if spec else "default.gguf")
+    ctx.cfg.builds["default"] = dataclasses.replace(ctx.cfg.builds["default"], binary="kite.exe")
+    eng = Engine(lambda n, a, e: {"stdout": "ok\n3 passed, 0 failed\n"})
+    text = RUN.split("      - name: info")[0].replace("args: [selftest]", 'args: [selftest, "{model}"]').replace(
+        "kind: run", "kind: run\n    model: m/x.gguf")
+    evaluate(ctx, text, eng, monkeypatch)
+    bins = ctx.ensure_build("default").bin_dir
+    assert eng.calls[0][1] == [f"{bins}/kite.exe", "selftest", "/models/m/x.gguf"]
+
+
+def test_equivalence_more_kept_facts(ctx, monkeypatch):
+    text = EQ.replace("MODE", "mode: memcmp")
+    out = evaluate(ctx, text, Engine(lambda n, a, e: {"rc": 3}), monkeypatch)
+    assert out.reason == "variant a: engine exit status 3" and [r["variant"] for r in out.details["runs"]] == ["a"]
+    two = text.replace('preconditions: {counters.steps: ">0"}', 'preconditions: {counters.steps: ">0", counters.x: 1}')
+    meta = {"shapes": {"h_out": [2, 3], "logits": [2, 2]}, "counters": {"steps": 0}}
+    out = evaluate(ctx, two, Engine(dumps(meta=meta)), monkeypatch)
+    assert out.reason == ("vacuous: variant a: precondition failed: counters.steps = 0, wanted >0; counters.x: field "
+                          "missing")
+    long = list(range(1000, 1030))
+    meta = {"shapes": {"h_out": long + ["x"], "logits": [2, 2]}, "counters": {"steps": 1}}
+    out = evaluate(ctx, text, Engine(dumps(meta=meta)), monkeypatch)
+    assert out.reason == (f"variant a: meta.json shapes.h_out = {str(long + ['x'])[:60]} is not a list of "
+                          "non-negative integers")
+
+
+def test_equivalence_reads_each_dump_as_its_dtype(ctx, monkeypatch):
+    ctx.cfg.dumps["h_out"] = dataclasses.replace(ctx.cfg.dumps["h_out"], dtype="i32")
+    nan = f32(1.0, 2.0, float("nan"), 4.0, 5.0, 6.0)
+    out = evaluate(ctx, EQ.replace("MODE", "mode: memcmp"), Engine(dumps({"a": nan, "b": nan})), monkeypatch)
+    assert out.verdict == "PASS", "a NaN's bits are an ordinary i32"
+
+
+def test_check_run_names_the_last_pattern_of_cut_output():
+    from harness.spec import criteria as C
+
+    cut = runner.KEEP_WHOLE + 5
+    r = _proc("head", "", stdout_bytes=cut)
+    assert runner.check_run(r, C.Expect(must_match=["^a", "^b", "^c"]), {}) == [
+        "output lacks /^a/", "output lacks /^b/",
+        f"output lacks /^c/ (output of {cut} bytes: matched against the first and last megabytes of each stream kept "
+        "in memory)"]
+
+
+def test_check_file_text_alone_and_undecodable(planned):
+    planned.write_bytes(b"engine \xff\xfe v1\n")
+    assert runner.check_file(FileCheck(path="x", text_match=["^motor"]), planned, []) == (["text lacks /^motor/"], [])
+    assert runner.check_file(FileCheck(path="x", text_not_match=["\ufffd"]), planned, []) == (
+        ["text has /\ufffd/: '\ufffd'"], [])
+    assert runner.check_file(FileCheck(path="x", exports_exactly=["kcuda_a", "x", "y"]), planned, ["_init"])[0] == [
+        "unexpected exports: kcuda_b, kcuda_w, zeta_x", "missing exports: x, y"]
+
+
+def test_artifact_ignores_engine_yaml_exports(ctx, monkeypatch):
+    bins = Path(ctx.ensure_build("default").bin_dir)
+    monkeypatch.setattr(runner, "read_binary", lambda path: PLANNED)
+    text = ART.replace('{path: "{bin}/kite", exists: true, text_match: ["^eng"], text_not_match: ["secret"]}',
+                       '{path: "{bin}/kite", exports_exactly: [kcuda_a, kcuda_b, kcuda_w, zeta_x]}')
+    out = evaluate(ctx, text, Engine(lambda n, a, e: {}), monkeypatch)
+    assert out.verdict == "PASS" and (bins / "kite").exists(), out.reason

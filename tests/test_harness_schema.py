@@ -690,3 +690,30 @@ def test_extra_args_extend_the_args():
         "[{name: a}, {name: b}]", "[{name: a, extra_args: ['{work}/x']}, {name: b, args: [run], extra_args: [--y]}]")
     (c,) = load(text)
     assert [v.args for v in c.spec.variants] == [["{work}/x"], ["run", "--y"]]
+
+
+def test_criterion_fields_line_raw_cases_and_default_names():
+    text = ("criteria:\n  - title: t\n    kind: ab_timing\n    args: [run]\n    id: T\n    a: {}\n    b: {}\n"
+            "    pairs: 2\n    pass_if: 'median >= 1'\n")
+    (c,) = load(text)
+    assert (c.line, c.cases, c.in_repository) == (5, [], True)
+    assert c.raw == {"title": "t", "kind": "ab_timing", "args": ["run"], "id": "T", "a": {}, "b": {}, "pairs": 2,
+                     "pass_if": "median >= 1"}
+    assert (c.spec.a.name, c.spec.b.name) == ("A", "B")
+    (o,) = schema.load_text(text, F, BUILDS, DUMPS, in_repository=False)
+    assert o.in_repository is False
+
+
+def test_every_bad_criterion_and_duplicate_is_reported():
+    text = EQ + "  - 1\n  - 2\n" + EQ.split("\n", 1)[1] + EQ.split("\n", 1)[1]
+    assert messages(text) == [f"{F}:8: criteria[1]: a criterion must be a mapping, not an integer",
+                              f"{F}:9: criteria[2]: a criterion must be a mapping, not an integer",
+                              f"{F}:10: criteria[3] (Q).id: duplicate id 'Q' (first at line 2)",
+                              f"{F}:16: criteria[4] (Q).id: duplicate id 'Q' (first at line 2)"]
+
+
+def test_a_criterion_with_an_error_does_not_claim_its_id():
+    text = EQ.replace("    title: t\n", "    title: t\n    foo: 1\n", 1) + EQ.split("\n", 1)[1]
+    assert messages(text) == [f"{F}:4: criteria[0] (Q).foo: unknown key 'foo' in an equivalence criterion; allowed: "
+                              "id, title, kind, requires, description, model, timeout_s, cases, build, env, args, "
+                              "variants, compare"]

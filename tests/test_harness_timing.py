@@ -303,3 +303,12 @@ def test_bca_fields_defaults_and_one_pair():
         (1, 1.25, 1.25, 1.25, 0.9, 200, 7)
     two = timing.bca_median_ci([1.0, 2.0], 0.9, 200, 7)
     assert two.ci_lower == 1.0 and two.ci_upper == 2.0
+
+
+def test_stability_noise_floor_bounds_are_inclusive():
+    calm = [1.10, 1.11, 1.09, 1.10, 1.12, 1.08]
+    for lo, hi, flagged in ((1.05, 1.2, True), (0.9, 1.05, True), (1.0500001, 1.2, False), (0.9, 1.0499999, False)):
+        st = timing.stability(calm, 1.05, timing.Stats(6, 1.0, lo, hi, 0.95, 2000, 1))
+        assert st.stable is not flagged, (lo, hi)
+    st = timing.stability([1.0, 1.3, 0.8, 1.2, 0.9, 1.4], 1.05)
+    assert st.reasons == ["pair spread 27.3% (> 10%)"]

@@ -169,6 +169,22 @@ def test_ab_noise_floor_runs_a_against_a(ctx, monkeypatch):
     assert out.verdict == "PASS"
 
 
+def test_ab_noise_floor_reads_a_metric_on_both_sides(ctx, monkeypatch):
+    # A and B report their times in different fields; the A/A floor runs A twice, so both of its
+    # sides must read A's field (B's field is absent from A's output)
+    def plan(name, argv, env):
+        field = "prefill_ms" if env["SIDE"] == "a" else "decode_ms"
+        return {"stdout": json.dumps({"timings": {field: 12.0 if env["SIDE"] == "a" else 10.0},
+                                      "counters": {"steps": 1}})}
+    text = AB.replace("EXTRA", "warmups: 0\n    noise_floor: true").replace(
+        "    metric: {field: timings.request_ms, reduce: min}\n",
+        "    metric_a: {field: timings.prefill_ms, reduce: min}\n    metric_b: {field: timings.decode_ms, reduce: min}\n")
+    out = evaluate(ctx, text, Engine(plan), monkeypatch)
+    assert out.verdict == "PASS", out.reason
+    assert [p["ratio"] for p in out.details["pairs"]] == [1.2, 1.2, 1.2]
+    assert [(p["a"], p["b"]) for p in out.details["noise_floor"]["pairs"]] == [(12.0, 12.0)] * 3
+
+
 @pytest.mark.parametrize("plan,words", [
     (lambda n, a, e: {"stdout": "not json"}, "pair1.A: stdout is not the JSON meta object (--json)"),
     (lambda n, a, e: {"rc": 3, "stderr": "boom"}, "warmup1.A: engine exit status 3: boom"),

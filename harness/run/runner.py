@@ -265,8 +265,9 @@ def _metric(meta: dict[str, Any], m: C.Metric, label: str) -> float:
         raise CriterionFail(f"{label}: metric {m.field}: {e}") from None
 
 
-def _pairs(ctx: Context, crit: C.Criterion, s: C.ABSpec, pa: Prepared, pb: Prepared, vb: C.Variant, tag: str,
-           runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _pairs(ctx: Context, crit: C.Criterion, s: C.ABSpec, pa: Prepared, pb: Prepared, vb: C.Variant, mb: C.Metric,
+           tag: str, runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """s.pairs pairs of runs in s.order: A (pa, s.a, metric_a) against B (pb, vb, mb)."""
     out = []
     preps = {"A": (pa, s.a), "B": (pb, vb)}
     for i, order in enumerate(timing.schedule(s.pairs, s.order)):
@@ -274,7 +275,7 @@ def _pairs(ctx: Context, crit: C.Criterion, s: C.ABSpec, pa: Prepared, pb: Prepa
         for side in order:
             p, var = preps[side]
             meta, r = _timed_run(ctx, crit, p, var, f"{tag}pair{i + 1}.{side}")
-            vals[side] = _metric(meta, s.metric_a if side == "A" else s.metric_b, f"pair {i + 1} {side}")
+            vals[side] = _metric(meta, s.metric_a if side == "A" else mb, f"pair {i + 1} {side}")
             runs.append({"pair": i + 1, "side": side, "metric": vals[side], "wall_s": r.wall_s, "cpu_s": r.cpu_s,
                          "peak_rss_mb": r.peak_rss_mb})
         try:
@@ -318,10 +319,11 @@ def run_ab(ctx: Context, crit: C.Criterion, work: Path) -> Outcome:
             for w in range(s.warmups):
                 _timed_run(ctx, crit, pa, s.a, f"warmup{w + 1}.A")
                 _timed_run(ctx, crit, pb, s.b, f"warmup{w + 1}.B")
-            pairs = _pairs(ctx, crit, s, pa, pb, s.b, "", runs)
+            pairs = _pairs(ctx, crit, s, pa, pb, s.b, s.metric_b, "", runs)
             if s.noise_floor:
                 ctx.progress(f"  [{crit.id}] A/A noise floor")
-                aa = _pairs(ctx, crit, s, pa, pa, s.a, "aa.", runs)
+                # A against itself: both sides read A's metric (metric_b names a field of B's output)
+                aa = _pairs(ctx, crit, s, pa, pa, s.a, s.metric_a, "aa.", runs)
                 floor = timing.INTERVALS[s.interval]([p["ratio"] for p in aa], s.confidence, s.resamples, s.seed)
                 details["noise_floor"] = {**vars(floor), "pairs": aa}
     except CriterionFail as e:

@@ -340,7 +340,7 @@ def _equivalence(v: _V, path: tuple, c: dict[str, Any], names: set[str]) -> C.Eq
                         v.err(path + ("variants", i, "name"), f"duplicate variant name {x.name!r}")
                     variants.append(x)
             for i, x in enumerate(variants):
-                if not x.args and "args" not in c:
+                if not x.args:
                     v.err(path + ("variants", i), "no `args`: give the engine argv at the criterion or variant level")
                     break
     cmp_ = None
@@ -514,8 +514,8 @@ def _artifact(v: _V, path: tuple, c: dict[str, Any], names: set[str]) -> C.Artif
         if "exports_match" in m:
             r = v.regexes(p + ("exports_match",), [m["exports_match"]] if isinstance(m["exports_match"], str)
                           else m["exports_match"])
-            em = r[0] if r and len(r) == 1 else None
-            if r and len(r) != 1:
+            em = r[0] if r is not None and len(r) == 1 else None
+            if r is not None and len(r) != 1:
                 v.err(p + ("exports_match",), "must be one regular expression")
         exists = v.bool_(p + ("exists",), m["exists"]) if "exists" in m else True
         if fpath and exists is not None:

@@ -318,3 +318,35 @@ def test_nan_and_inf_notes_together_and_plural_infinities():
                                "Inf in A and B (1 in A, 1 in B), first at index 2 (position 1, element 0) of A; "
                                "outside tolerance (2 differing elements with an infinity, first at index 2 "
                                "(position 1, element 0)): "), d.reason
+
+
+def test_bfloat16_dumps_are_the_high_half_of_float32():
+    """bf16 elements widen exactly to float32 (bits << 16); a ULP is one step of the bf16 pattern,
+    also for negative values, and -0 is 0 ULPs from +0."""
+    a = np.array([0x3F80, 0x3FC0, 0xC000, 0x0000], dtype="<u2").tobytes()  # 1.0, 1.5, -2.0, +0
+    b = np.array([0x3F80, 0x3FC1, 0xC001, 0x8000], dtype="<u2").tobytes()  # 1.0, 1.5078125, -2.015625, -0
+    d = compare_bytes(a, b, 2, dtype="bf16")
+    assert (d.elements, d.differing, d.first_index) == (4, 3, 1)
+    assert d.first_values == (1.5, 1.5078125)
+    assert (d.max_abs, d.max_ulp) == (0.015625, 1)
+    assert d.nmse == (0.0078125 ** 2 + 0.015625 ** 2) / (1.0 + 2.25 + 4.0)
+
+
+def test_int32_dumps_differ_by_value_also_below_zero():
+    """For i32 the 'ULP' distance is the difference of the values, negative ones included; the NMSE
+    denominator is summed without int32 overflow."""
+    a = np.array([-5, 100000, 7], dtype="<i4").tobytes()
+    b = np.array([3, 100000, 7], dtype="<i4").tobytes()
+    d = compare_bytes(a, b, 3, dtype="i32")
+    assert (d.first_values, d.max_abs, d.max_ulp) == ((-5.0, 3.0), 8.0, 8)
+    assert d.nmse == 64.0 / (25.0 + 100000.0 ** 2 + 49.0)
+
+
+def test_finite_note_when_either_side_has_a_nan_or_an_infinity():
+    """The summary says its figures cover the finite elements whenever a side holds a NaN or an
+    infinity, whichever side and kind it is, and only then."""
+    for a, b, note in (([np.nan, 1.0], [0.0, 2.0], True), ([0.0, 1.0], [np.nan, 2.0], True),
+                       ([np.inf, 1.0], [0.0, 2.0], True), ([0.0, 1.0], [np.inf, 2.0], True),
+                       ([0.0, 1.0], [0.0, 2.0], False)):
+        reason = compare_bytes(*_pair(a, b), 2, allow_nan=True).reason
+        assert reason.endswith("NMSE 1 (finite elements)" if note else "NMSE 1"), (a, b, reason)

@@ -247,23 +247,52 @@ def test_bca_interval_follows_efron():
         _check_bca(np.array(sample, dtype=float))
 
 
-def _check_bca(r: np.ndarray) -> None:
+def _check_bca(r: np.ndarray, resamples: int = 997, seed: int = 3, conf: float = 0.9) -> None:
     from statistics import NormalDist
 
-    resamples, seed, conf = 997, 3, 0.9
     rng = np.random.default_rng(seed)
     meds = np.median(r[rng.integers(0, r.size, size=(resamples, r.size))], axis=1)
     theta = float(np.median(r))
     nd = NormalDist()
-    z0 = nd.inv_cdf((np.sum(meds < theta) + 0.5 * np.sum(meds == theta)) / resamples)
+    below = (np.sum(meds < theta) + 0.5 * np.sum(meds == theta)) / resamples
+    # a share of 0 or 1 (every resampled median on one side) is held 1/(2 resamples) inside (0, 1)
+    z0 = nd.inv_cdf(min(max(below, 0.5 / resamples), 1 - 0.5 / resamples))
     jack = np.array([np.median(np.delete(r, i)) for i in range(r.size)])
     dev = jack.mean() - jack
-    a = float(np.sum(dev ** 3)) / (6.0 * float(np.sum(dev ** 2)) ** 1.5)
-    levels = [nd.cdf(z0 + (z0 + z) / (1 - a * (z0 + z))) for z in (nd.inv_cdf(0.05), nd.inv_cdf(0.95))]
+    ss = float(np.sum(dev ** 2))
+    a = float(np.sum(dev ** 3)) / (6.0 * ss ** 1.5) if ss > 0 else 0.0
+    tail = (1 - conf) / 2
+    levels = [nd.cdf(z0 + (z0 + z) / (1 - a * (z0 + z))) for z in (nd.inv_cdf(tail), nd.inv_cdf(1 - tail))]
     lo, hi = np.quantile(meds, levels)
     st = timing.bca_median_ci(list(r), conf, resamples, seed)
     assert (st.ci_lower, st.ci_upper) == pytest.approx((lo, hi), rel=1e-12, abs=0)
     assert st.median == theta
+
+
+def test_bca_clamps_the_bias_when_every_resampled_median_is_on_one_side():
+    """With 3 resamples, seed 34 draws three medians under the sample median and seed 66 three
+    above it: z0 comes from 1/6 and 5/6, not from 0 and 1 (which have no normal quantile)."""
+    r = np.array([1.0, 1.1, 1.3, 1.7, 2.5])
+    for seed in (34, 66):
+        _check_bca(r, resamples=3, seed=seed)
+
+
+def test_bca_acceleration_on_a_large_skewed_sample_and_when_the_jackknife_is_flat():
+    """101 skewed pairs and 41 resamples: the resampled medians are nearly all distinct, so the
+    interval moves with any change of the acceleration. [1, 2, 2, 2, 3]: every jackknife median is
+    2, so the acceleration is 0 although the resampled medians vary."""
+    _check_bca(np.exp(np.linspace(0.0, 1.0, 101) ** 3), resamples=41, seed=5)
+    _check_bca(np.array([1.0, 2.0, 2.0, 2.0, 3.0]), resamples=200, seed=2)
+
+
+def test_bca_of_one_pair_computes_no_empty_median():
+    """One pair: no jackknife (the median of an empty sample would warn and give NaN)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        st = timing.bca_median_ci([1.25], 0.9, 50, 1)
+    assert (st.ci_lower, st.ci_upper) == (1.25, 1.25)
 
 
 def test_stability_note_lists_every_reason():
@@ -276,7 +305,8 @@ def test_stability_note_lists_every_reason():
 
 
 @pytest.mark.parametrize("n", [1, 2, 5, 6, 7, 9, 10, 17, 30])
-@pytest.mark.parametrize("confidence", [0.95, 0.9, 0.5])
+# 0.78125 and 0.796875 at n=6: the tail is exactly P(X <= 1) = 7/64, and 1/128 under it
+@pytest.mark.parametrize("confidence", [0.95, 0.9, 0.5, 0.78125, 0.796875])
 def test_order_interval_follows_the_binomial(n, confidence):
     """[x(k), x(n+1-k)] with the largest k whose two tails stay within 1 - confidence, computed
     here from the binomial probabilities; the whole range when no k qualifies."""

@@ -213,8 +213,9 @@ def _crit(cid="A1", file="regressions/s.yaml", digest=DIGEST):
 
 
 @pytest.mark.parametrize("cid,file", [("A\t1", "regressions/s.yaml"), ("A1", "regressions/s\n.yaml"),
-                                      ("A1\t", "x")])
-def test_append_refuses_tab_in_id_and_newline_in_file(tmp_path, cid, file):
+                                      ("A1\t", "x"), ("A\n1", "regressions/s.yaml"),
+                                      ("A1", "regressions/s\t.yaml")])
+def test_append_refuses_a_tab_or_newline_in_id_or_file(tmp_path, cid, file):
     p = tmp_path / "registry.lock"
     with pytest.raises(HarnessError, match="tab or newline in id/file"):
         registry.append(p, [(_crit(), "register", ""), (_crit(cid, file), "register", "")])
@@ -234,6 +235,19 @@ def test_append_writes_header_once_and_exact_lines(tmp_path):
     assert "naïve" in text
     (_, b) = registry.load(p)
     assert b.reason == "naïve \"quote\""
+
+
+def test_append_writes_depends_lines_as_utf8(tmp_path):
+    """A depends line holds the canonical JSON of the dependency digests as a JSON string, its
+    non-ASCII characters written as they are (like a reason), and reads back to the same mapping."""
+    p = tmp_path / "registry.lock"
+    t = datetime(2026, 3, 4, 5, 6, 7, tzinfo=timezone.utc)
+    c, deps = _crit(), {"build:défaut": "sha256:b1"}
+    registry.append(p, [(c, "register", "")], now=t, deps=[(c, deps)])
+    last = p.read_text(encoding="utf-8").splitlines()[-1]
+    assert last == ("A1\tregressions/s.yaml\t" + registry.dependency_digest(deps) + "\t2026-03-04T05:06:07Z\tdepends\t"
+                    + '"{\\"build:défaut\\":\\"sha256:b1\\"}"')
+    assert registry.depends_map(registry.load(p)[-1]) == deps
 
 
 def test_append_stamps_the_current_utc_time(tmp_path, monkeypatch):

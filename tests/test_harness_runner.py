@@ -513,6 +513,10 @@ def test_timeout_and_placeholders_reach_the_engine(ctx, monkeypatch):
      "out has /^FAIL /: 'FAIL q4_over_q8: 1.040 < 1.5 (rounds 1.09, 1.02)'"),
     ("last line FAIL here", "out has /FAIL/: 'last line FAIL here'"),
     ("x\n" + "FAIL " + "y" * 300 + "\n", "out has /^FAIL /: 'FAIL " + "y" * 155 + "'"),
+    # the line starts after the last newline before the match, not the first
+    ("a\nb\nsecret on line 3\nd", "out has /secret/: 'secret on line 3'"),
+    # an empty first line: the quote is that line, empty, not the next one
+    ("\nsecond line", "out has /^$/: ''"),
 ])
 def test_pattern_problems_quote_the_matching_line(text, problem):
     must_not = [problem.split("/")[1]]

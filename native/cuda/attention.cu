@@ -1,6 +1,15 @@
 #include "attention.cuh"
 #include "warp_math.cuh"
 
+// Scores t0, t0 + stride, ... (KC_ATT_BATCH of them, 0 past n) from L2, loads issued together.
+__device__ __forceinline__ void load_scores(const float *sc, int t0, int stride, int n, float (&e)[KC_ATT_BATCH]) {
+#pragma unroll
+    for (int u = 0; u < KC_ATT_BATCH; u++) {
+        const int t = t0 + u * stride;
+        e[u] = t < n ? __ldcg(&sc[t]) : 0.0f;
+    }
+}
+
 // Scores of one (query head, row) at the positions t = 0 .. n-1, split across gridDim.z blocks
 // (groups of four positions dealt round-robin to the warps of all the splits), so that a long
 // context keeps many SMs busy. Each split leaves its largest score in split_max; the last split
@@ -90,11 +99,7 @@ k_attn_scores(const float *q, const float *k_cache, const int *__restrict__ in, 
     for (int s = 0; s < splits; s++) mx = fmaxf(mx, __ldcg(&split_max[(size_t)head * splits + s]));
     for (int t0 = threadIdx.x; t0 < n; t0 += KC_ATT_BATCH * KC_THREADS) {
         float e[KC_ATT_BATCH];
-#pragma unroll
-        for (int u = 0; u < KC_ATT_BATCH; u++) {
-            const int t = t0 + u * KC_THREADS;
-            e[u] = t < n ? __ldcg(&sc[t]) : 0.0f;
-        }
+        load_scores(sc, t0, KC_THREADS, n, e);
 #pragma unroll
         for (int u = 0; u < KC_ATT_BATCH; u++) {
             const int t = t0 + u * KC_THREADS;
@@ -107,11 +112,7 @@ k_attn_scores(const float *q, const float *k_cache, const int *__restrict__ in, 
         float s = 0.0f;
         for (int t0 = lane; t0 < n; t0 += 32 * KC_ATT_BATCH) {
             float e[KC_ATT_BATCH];
-#pragma unroll
-            for (int u = 0; u < KC_ATT_BATCH; u++) {
-                const int t = t0 + 32 * u;
-                e[u] = t < n ? __ldcg(&sc[t]) : 0.0f;
-            }
+            load_scores(sc, t0, 32, n, e);
 #pragma unroll
             for (int u = 0; u < KC_ATT_BATCH; u++)
                 if (t0 + 32 * u < n) s = s + e[u];
@@ -123,11 +124,7 @@ k_attn_scores(const float *q, const float *k_cache, const int *__restrict__ in, 
     const float sum = s_sum;
     for (int t0 = threadIdx.x; t0 < n; t0 += KC_ATT_BATCH * KC_THREADS) {
         float e[KC_ATT_BATCH];
-#pragma unroll
-        for (int u = 0; u < KC_ATT_BATCH; u++) {
-            const int t = t0 + u * KC_THREADS;
-            e[u] = t < n ? __ldcg(&sc[t]) : 0.0f;
-        }
+        load_scores(sc, t0, KC_THREADS, n, e);
 #pragma unroll
         for (int u = 0; u < KC_ATT_BATCH; u++) {
             const int t = t0 + u * KC_THREADS;

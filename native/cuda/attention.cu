@@ -10,6 +10,21 @@ __device__ __forceinline__ void load_scores(const float *sc, int t0, int stride,
     }
 }
 
+// This thread's scores (t = threadIdx.x, + KC_THREADS, ...) rewritten in place, loads in batches:
+// exp(score - by) (the numerators), or, with divide, score / by (the probabilities).
+template <bool divide>
+__device__ __forceinline__ void rewrite_scores(float *sc, int n, float by) {
+    for (int t0 = threadIdx.x; t0 < n; t0 += KC_ATT_BATCH * KC_THREADS) {
+        float e[KC_ATT_BATCH];
+        load_scores(sc, t0, KC_THREADS, n, e);
+#pragma unroll
+        for (int u = 0; u < KC_ATT_BATCH; u++) {
+            const int t = t0 + u * KC_THREADS;
+            if (t < n) sc[t] = divide ? e[u] / by : kite_expf(e[u] - by);
+        }
+    }
+}
+
 // Scores of one (query head, row) at the positions t = 0 .. n-1, split across gridDim.z blocks
 // (groups of four positions dealt round-robin to the warps of all the splits), so that a long
 // context keeps many SMs busy. Each split leaves its largest score in split_max; the last split
@@ -97,15 +112,7 @@ k_attn_scores(const float *q, const float *k_cache, const int *__restrict__ in, 
     __threadfence();
     mx = -INFINITY;
     for (int s = 0; s < splits; s++) mx = fmaxf(mx, __ldcg(&split_max[(size_t)head * splits + s]));
-    for (int t0 = threadIdx.x; t0 < n; t0 += KC_ATT_BATCH * KC_THREADS) {
-        float e[KC_ATT_BATCH];
-        load_scores(sc, t0, KC_THREADS, n, e);
-#pragma unroll
-        for (int u = 0; u < KC_ATT_BATCH; u++) {
-            const int t = t0 + u * KC_THREADS;
-            if (t < n) sc[t] = kite_expf(e[u] - mx);
-        }
-    }
+    rewrite_scores<false>(sc, n, mx);
     __syncthreads();
     if (warp == 0) {
         // lane l adds e[l], e[l + 32], ... in order (sum32's lanes)
@@ -121,16 +128,7 @@ k_attn_scores(const float *q, const float *k_cache, const int *__restrict__ in, 
         if (lane == 0) s_sum = s;
     }
     __syncthreads();
-    const float sum = s_sum;
-    for (int t0 = threadIdx.x; t0 < n; t0 += KC_ATT_BATCH * KC_THREADS) {
-        float e[KC_ATT_BATCH];
-        load_scores(sc, t0, KC_THREADS, n, e);
-#pragma unroll
-        for (int u = 0; u < KC_ATT_BATCH; u++) {
-            const int t = t0 + u * KC_THREADS;
-            if (t < n) sc[t] = e[u] / sum;
-        }
-    }
+    rewrite_scores<true>(sc, n, s_sum);
     if (threadIdx.x == 0) splits_done[head] = 0;
 }
 

@@ -91,12 +91,13 @@ __device__ __forceinline__ float half_bits_to_f32(uint16_t h) {
 __device__ __forceinline__ void quant_block32(float v, int lane, int8_t *q, float *d) {
     const float amax = warp_max(fabsf(v));
     const float dd = amax / 127.0f;
-    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    const float id = kite_q8_act_inverse(amax);
     float qf = rintf(v * id);
     qf = qf > 127.0f ? 127.0f : (qf < -127.0f ? -127.0f : qf);
     if (qf != qf) qf = 0.0f;
     q[lane] = (int8_t)(int)qf;
-    // cvt.rn.f16.f32: round to nearest even, subnormals kept, as kite_f32_to_f16 (NaN payloads aside)
+    // kite_q8_act_scale by cvt.rn.f16.f32 (round to nearest even, subnormals kept, as
+    // kite_f32_to_f16, NaN payloads aside): the software rounding spilled k_gemv<8, 2>
     if (lane == 0) *d = __half2float(__float2half_rn(dd));
 }
 

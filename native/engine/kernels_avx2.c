@@ -238,8 +238,8 @@ KT_AVX2 void quantize_row_act_avx2(const float *x, int k, int8_t *q, float *d) {
         m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
         m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
         const float amax = _mm_cvtss_f32(m4);
-        float db = kite_f16_to_f32(kite_f32_to_f16(amax / 127.0f));
-        float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        float db = kite_q8_act_scale(amax);
+        float id = kite_q8_act_inverse(amax);
         const __m256 idv = _mm256_set1_ps(id);
         __m256i iv[4];
         for (int j = 0; j < 4; j++) {

@@ -10,8 +10,7 @@
 /* ---- activation quantization and dequantization ------------------------------------------ */
 
 /* Per block of 32: q = rint(x * (127 / amax)) clamped to +-127 (NaN -> 0), d = amax / 127 rounded
- * to f16: llama.cpp's x86 quantization of Q8_0 activations, so that a Q8_0 product agrees with
- * llama.cpp's to f32 rounding (docs/NUMERICS.md). */
+ * to f16 (kite_math.h's kite_q8_act_*: llama.cpp's x86 rule, docs/NUMERICS.md). */
 void quantize_row_act_scalar(const float *x, int k, int8_t *q, float *d) {
     for (int b = 0; b < k / QK; b++) {
         const float *xb = x + b * QK;
@@ -21,8 +20,8 @@ void quantize_row_act_scalar(const float *x, int k, int8_t *q, float *d) {
             if (a > amax)
                 amax = a;
         }
-        float db = kite_f16_to_f32(kite_f32_to_f16(amax / 127.0f));
-        float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        float db = kite_q8_act_scale(amax);
+        float id = kite_q8_act_inverse(amax);
         for (int i = 0; i < QK; i++) {
             float v = rintf(xb[i] * id);
             v = v > 127.0f ? 127.0f : (v < -127.0f ? -127.0f : v);

@@ -121,6 +121,16 @@ KITE_FN uint16_t kite_f32_to_bf16(float f) {
     return (uint16_t)(r >> 16);
 }
 
+/* Q8_0 activation quantization of a 32-block whose max |x| is amax (docs/NUMERICS.md, llama.cpp's
+ * x86 rule): q = rint(x * kite_q8_act_inverse(amax)), and the block's scale d, amax / 127 in f16. */
+KITE_FN float kite_q8_act_inverse(float amax) {
+    return amax != 0.0f ? 127.0f / amax : 0.0f;
+}
+
+KITE_FN float kite_q8_act_scale(float amax) {
+    return kite_f16_to_f32(kite_f32_to_f16(amax / 127.0f));
+}
+
 /* ---- float functions ---------------------------------------------------------------------- */
 
 KITE_FN float kite_rsqrtf(float x) {

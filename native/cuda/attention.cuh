@@ -1,14 +1,45 @@
 // attention.cuh - gated full attention: the q / k head norms with RoPE and the cache writes
-// (norm_rope.cu), then scores, softmax and the gated weighted sum of v (attention.cu).
+// (norm_rope.cu), then scores, softmax and the gated weighted sum of v (attention.cu). The
+// bodies are in attention_device.cuh.
 #pragma once
 #include "kc_common.cuh"
 
-__global__ void k_qkprep(const float *q_gate, int ld_q_gate, const float *k_new, const float *v_new, int ld_kv_new, const float *__restrict__ qn,
-                         const float *__restrict__ kn, const float *__restrict__ cos_tab,
-                         const float *__restrict__ sin_tab, int half_tab, int half,
-                         const int *__restrict__ in, int H, int Hkv, int D, float eps, float *qout,
-                         float *k_cache, float *v_cache, int max_pos);
-__global__ void k_attn_scores(const float *q, const float *k_cache, const int *__restrict__ in, int H, int Hkv, int D,
-                              float *scores, int max_pos, float *split_max, int *splits_done);
-__global__ void k_attn_values(const float *probs, const float *v_cache, const float *q_gate, int ld_q_gate,
-                              const int *__restrict__ in, int H, int Hkv, int D, int max_pos, float *out, int ldo);
+// q_gate [m][ld_q_gate]: per head its query then its gate (D each); k_new, v_new [m][ld_kv_new];
+// q_norm, k_norm [D]; cos_tab, sin_tab [positions][half_tab]; q_out [m][H * D] (normed, rotated);
+// k_cache, v_cache [max_pos][Hkv * D]. Blocks (H + 2 * Hkv, m).
+struct QkprepArgs {
+    const float *q_gate;
+    int ld_q_gate;
+    const float *k_new, *v_new;
+    int ld_kv_new;
+    const float *q_norm, *k_norm, *cos_tab, *sin_tab; // immutable
+    int half_tab, half;
+    const int *in;
+    int H, Hkv, D;
+    float eps;
+    float *q_out, *k_cache, *v_cache;
+    int max_pos;
+};
+// q [m][H * D]; scores [m][H][max_pos]; split_max [m][H][splits]; splits_done [m][H] (zero
+// between passes). Blocks (H, m, splits).
+struct ScoresArgs {
+    const float *q, *k_cache;
+    const int *in;
+    int H, Hkv, D;
+    float *scores;
+    int max_pos;
+    float *split_max;
+    int *splits_done;
+};
+// probs [m][H][max_pos]; out [m][ldo]: the gated outputs. Blocks (H, m, ceil(D / KC_ATT_COLS)).
+struct ValuesArgs {
+    const float *probs, *v_cache, *q_gate;
+    int ld_q_gate;
+    const int *in;
+    int H, Hkv, D, max_pos;
+    float *out;
+    int ldo;
+};
+__global__ void k_qkprep(QkprepArgs a);
+__global__ void k_attn_scores(ScoresArgs a);
+__global__ void k_attn_values(ValuesArgs a);

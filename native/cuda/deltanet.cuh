@@ -1,13 +1,32 @@
 // deltanet.cuh - the Gated DeltaNet layer: causal conv + SiLU, L2 norms, and the recurrence of
-// the state S[dv][dk] per value head, one launch per layer.
+// the state S[dv][dk] per value head, one op per layer.
 #pragma once
 #include "kc_common.cuh"
 
 #define KC_DK_MAX 256 // key head sizes up to this
+// One layer for the m rows of a pass. qkv [m][C]: the conv inputs (q, k, v channels); conv_w
+// [C][K]; ring [ring_rows][C]: conv inputs by position; beta, alpha [m][ld_beta]: write strength
+// and decay input per value head; ssm_a, dt_bias [Hv]; S [Hv][dv][dk]: the state; y [m][ldy]:
+// the output before its gated norm. in: [0] = position of the first row.
+struct DeltanetArgs {
+    const float *qkv;
+    int C;
+    const float *conv_w; // immutable
+    int K;
+    float *ring;
+    int ring_rows;
+    const int *in;
+    const float *beta, *alpha;
+    int ld_beta;
+    const float *ssm_a, *dt_bias; // immutable
+    float *S;
+    int Hk, Hv, dk, dv;
+    float eps;
+    float *y;
+    int ldy, m;
+};
 // warps of a k_deltanet block, and its shared memory for m rows
 int dn_warps(int dk);
 size_t dn_smem(int m, int dk);
-__global__ void k_deltanet(const float *qkv, int C, const float *__restrict__ cw, int K, float *ring, int R,
-           const int *__restrict__ in, const float *betab, const float *alphab,
-           int ldba, const float *__restrict__ ssm_a, const float *__restrict__ dt_bias, float *S_all, int Hk,
-           int Hv, int dk, int dv, float eps, float *y, int ldy, int m);
+// grid (Hv, ceil(dv / dn_warps(dk))), dn_warps(dk) warps, dn_smem(m, dk) bytes of shared memory
+__global__ void k_deltanet(DeltanetArgs a);

@@ -1,7 +1,5 @@
 #include "model.cuh"
-#include "activation.cuh"
-#include "attention.cuh"
-#include "deltanet.cuh"
+#include "pass_ops.cuh"
 
 // The activations of a matrix product. All matrices quantized: k_actq (once per pass, parallel
 // over rows and 32-blocks) into xq / xd, which the gemv reads; the gemv's own prologue remains
@@ -13,18 +11,45 @@ struct ActIn {
     int ldx;
 };
 
-static int32_t act_prepare(kcuda_model *md, const MatvecJobs &js, int m, const Prologue &P, ActIn *a) {
+static PassOp pass_op(int kind, int gx, int gy, int gz, int threads, int smem) {
+    PassOp o;
+    memset(&o, 0, sizeof o);
+    o.kind = kind;
+    o.gx = gx;
+    o.gy = gy;
+    o.gz = gz;
+    o.threads = threads;
+    o.smem = smem;
+    return o;
+}
+
+static int32_t add_gemv(std::vector<PassOp> *ops, const MatvecJobs &js, int m, const ActIn &a) {
+    std::vector<GemvCall> calls;
+    CKS(gemv_plan(js, m, a.P, a.q, a.d, a.f, a.ldx, &calls));
+    for (const GemvCall &c : calls) {
+        PassOp o = pass_op(OP_GEMV, (int)c.grid, 1, 1, KC_THREADS, (int)c.smem);
+        o.MT = c.MT;
+        o.RPW = c.RPW;
+        o.gemv = c.args;
+        ops->push_back(o);
+    }
+    return 0;
+}
+
+static int32_t act_prepare(kcuda_model *md, std::vector<PassOp> *ops, const MatvecJobs &js, int m, const Prologue &P,
+                           ActIn *a) {
     int allq = 1;
     for (int t = 0; t < js.nj; t++)
         if (js.j[t].type != KCUDA_T_Q8_0 && js.j[t].type != KCUDA_T_Q4_0) allq = 0;
     const int k = js.j[0].k;
     const Prologue none = prologue(-1, nullptr, nullptr, 0, nullptr, 1, 0.0f);
+    const ActArgs aa = {P.mode, P.a, P.b, P.lda, P.w, P.hs, k, P.eps, md->xf, md->xq, md->xd, md->ldx, P.out2, P.ld2};
     // Quantize the activations once instead of in the prologue of every gemv block, whose
     // latency would sit in front of every weight load and whose cost grows with m.
     if (allq && m >= KC_ACTQ_MIN_M && (P.mode != 3 || P.hs % 32 == 0)) {
-        dim3 g((unsigned)((k / 32 + KC_WARPS - 1) / KC_WARPS), (unsigned)m);
-        CK(klaunch(k_actq, g, dim3(KC_THREADS), 0, P.mode, P.a, P.b, P.lda, P.w, P.hs, k, P.eps, md->xq, md->xd,
-                   md->ldx, P.out2, P.ld2));
+        PassOp o = pass_op(OP_ACTQ, (k / 32 + KC_WARPS - 1) / KC_WARPS, m, 1, KC_THREADS, 0);
+        o.act = aa;
+        ops->push_back(o);
         *a = ActIn{none, md->xq, md->xd, nullptr, md->ldx};
         return 0;
     }
@@ -32,39 +57,32 @@ static int32_t act_prepare(kcuda_model *md, const MatvecJobs &js, int m, const P
         *a = ActIn{P, nullptr, nullptr, nullptr, 0};
         return 0;
     }
-    CK(klaunch(k_act, dim3(m), dim3(KC_THREADS), 0, P.mode, P.a, P.b, P.lda, P.w, P.hs, k, P.eps, md->xf, md->xq,
-               md->xd, md->ldx, P.out2, P.ld2));
+    PassOp o = pass_op(OP_ACT, m, 1, 1, KC_THREADS, 0);
+    o.act = aa;
+    ops->push_back(o);
     *a = ActIn{none, md->xq, md->xd, md->xf, md->ldx};
     return 0;
 }
 
 // One matrix product with its activation preparation.
-static int32_t gemv_in(kcuda_model *md, const MatvecJobs &js, int m, const Prologue &P) {
+static int32_t gemv_in(kcuda_model *md, std::vector<PassOp> *ops, const MatvecJobs &js, int m, const Prologue &P) {
     ActIn a;
-    CKS(act_prepare(md, js, m, P, &a));
-    return launch_gemv(js, m, a.P, a.q, a.d, a.f, a.ldx);
+    CKS(act_prepare(md, ops, js, m, P, &a));
+    return add_gemv(ops, js, m, a);
 }
 
 // The forward pass for m rows at positions in[0] .. in[0]+m-1 (tokens in[1..m]), device-side
-// inputs only: the same launches serve the graph and the stream mode.
-static int32_t forward_impl(kcuda_model *md, int m, const Slot &out);
-// one pass of m rows whose h_out and logits land in slot s
-int32_t forward(kcuda_model *md, int m, int s) {
-    int32_t st = forward_impl(md, m, md->sl[s]);
-    g_pdl = 0;
-    return st;
-}
-
-static int32_t forward_impl(kcuda_model *md, int m, const Slot &out) {
+// inputs only: the same ops serve the graph and the stream mode.
+int32_t plan_pass(kcuda_model *md, int m, int s, std::vector<PassOp> *ops) {
+    const Slot &out = md->sl[s];
     const ModelDims dm = model_dims(md);
     const int E = dm.E, V = dm.V, F = dm.F, H = dm.H, Hkv = dm.Hkv, D = dm.D;
     const int K = dm.K, dk = dm.dk, Hk = dm.Hk, Hv = dm.Hv, dv = dm.dv, C = dm.C, max_pos = dm.max_pos;
-    const int half = dm.half_rot;
     const float eps = md->eps;
-    g_pdl = 0; // the first kernel follows a copy: plain stream order
-    k_embed<<<m, KC_THREADS, 0, g_stream>>>(md->tok, md->d_in, E, md->x);
-    CK(cudaGetLastError());
-    g_pdl = KC_PDL && g_cc_major >= 9;
+    ops->clear();
+    PassOp embed = pass_op(OP_EMBED, m, 1, 1, KC_THREADS, 0);
+    embed.embed = EmbedArgs{md->tok.type, md->tok.q, md->tok.s, md->d_in, E, md->x};
+    ops->push_back(embed);
     for (int il = 0; il < md->nl; il++) {
         Layer &l = md->L[il];
         Prologue pn = prologue(1, md->x, nullptr, E, l.v[KCUDA_W_ATTN_NORM], 1, eps);
@@ -75,52 +93,52 @@ static int32_t forward_impl(kcuda_model *md, int m, const Slot &out) {
             js.j[1] = job(l.w[KCUDA_W_SSM_GATE], md->z, Hv * dv, 0);
             js.j[2] = job(l.w[KCUDA_W_SSM_BETA], md->beta, Hv, 0);
             js.j[3] = job(l.w[KCUDA_W_SSM_ALPHA], md->alpha, Hv, 0);
-            CKS(gemv_in(md, js, m, pn));
-            float *ring = md->ring + (size_t)l.idx * md->ring_rows * C;
-            float *S = md->ssm + (size_t)l.idx * Hv * dv * dk;
+            CKS(gemv_in(md, ops, js, m, pn));
             const int nw = dn_warps(dk);
-            dim3 g(Hv, (dv + nw - 1) / nw);
-            CK(klaunch(k_deltanet, g, dim3(32 * nw), dn_smem(m, dk), (const float *)md->qkv, C,
-                       (const float *)l.v[KCUDA_W_SSM_CONV1D], K, ring, md->ring_rows, (const int *)md->d_in,
-                       (const float *)md->beta, (const float *)md->alpha, Hv, (const float *)l.v[KCUDA_W_SSM_A],
-                       (const float *)l.v[KCUDA_W_SSM_DT_BIAS], S, Hk, Hv, dk, dv, eps, md->ybuf, Hv * dv, m));
+            PassOp o = pass_op(OP_DELTANET, Hv, (dv + nw - 1) / nw, 1, 32 * nw, (int)dn_smem(m, dk));
+            o.deltanet = DeltanetArgs{md->qkv, C, l.v[KCUDA_W_SSM_CONV1D], K,
+                                      md->ring + (size_t)l.idx * md->ring_rows * C, md->ring_rows, md->d_in,
+                                      md->beta, md->alpha, Hv, l.v[KCUDA_W_SSM_A], l.v[KCUDA_W_SSM_DT_BIAS],
+                                      md->ssm + (size_t)l.idx * Hv * dv * dk, Hk, Hv, dk, dv, eps, md->ybuf, Hv * dv, m};
+            ops->push_back(o);
             js.nj = 1;
             js.j[0] = job(l.w[KCUDA_W_SSM_OUT], md->x, E, 1);
-            CKS(gemv_in(md, js, m, prologue(3, md->ybuf, md->z, Hv * dv, l.v[KCUDA_W_SSM_NORM], dv, eps)));
+            CKS(gemv_in(md, ops, js, m, prologue(3, md->ybuf, md->z, Hv * dv, l.v[KCUDA_W_SSM_NORM], dv, eps)));
         } else {
             MatvecJobs js = {};
             js.nj = 3;
             js.j[0] = job(l.w[KCUDA_W_ATTN_Q], md->q_gate, 2 * H * D, 0);
             js.j[1] = job(l.w[KCUDA_W_ATTN_K], md->k_new, Hkv * D, 0);
             js.j[2] = job(l.w[KCUDA_W_ATTN_V], md->v_new, Hkv * D, 0);
-            CKS(gemv_in(md, js, m, pn));
+            CKS(gemv_in(md, ops, js, m, pn));
             float *k_cache = md->k_cache + (size_t)l.idx * max_pos * Hkv * D;
             float *v_cache = md->v_cache + (size_t)l.idx * max_pos * Hkv * D;
-            dim3 g1(H + 2 * Hkv, m);
-            int th = D < KC_THREADS ? ((D + 31) / 32 * 32) : KC_THREADS;
-            CK(klaunch(k_qkprep, g1, dim3(th), D * sizeof(float), (const float *)md->q_gate, 2 * H * D,
-                       (const float *)md->k_new, (const float *)md->v_new, Hkv * D, (const float *)l.v[KCUDA_W_ATTN_Q_NORM],
-                       (const float *)l.v[KCUDA_W_ATTN_K_NORM], (const float *)md->cos_tab,
-                       (const float *)md->sin_tab, md->half_tab, half, (const int *)md->d_in, H, Hkv, D, eps, md->q_rope,
-                       k_cache, v_cache, max_pos));
-            CK(klaunch(k_attn_scores, dim3(H, m, KC_ATT_SPLITS), dim3(KC_THREADS), 0, (const float *)md->q_rope,
-                       (const float *)k_cache, (const int *)md->d_in, H, Hkv, D, md->scores, max_pos, md->split_max,
-                       md->splits_done));
-            CK(klaunch(k_attn_values, dim3(H, m, (D + KC_ATT_COLS - 1) / KC_ATT_COLS), dim3(KC_THREADS), 0,
-                       (const float *)md->scores, (const float *)v_cache, (const float *)md->q_gate, 2 * H * D,
-                       (const int *)md->d_in, H, Hkv, D, max_pos, md->attn_out, H * D));
+            const int th = D < KC_THREADS ? ((D + 31) / 32 * 32) : KC_THREADS;
+            PassOp o = pass_op(OP_QKPREP, H + 2 * Hkv, m, 1, th, D * (int)sizeof(float));
+            o.qkprep = QkprepArgs{md->q_gate, 2 * H * D, md->k_new, md->v_new, Hkv * D, l.v[KCUDA_W_ATTN_Q_NORM],
+                                  l.v[KCUDA_W_ATTN_K_NORM], md->cos_tab, md->sin_tab, md->half_tab, dm.half_rot,
+                                  md->d_in, H, Hkv, D, eps, md->q_rope, k_cache, v_cache, max_pos};
+            ops->push_back(o);
+            o = pass_op(OP_ATTN_SCORES, H, m, KC_ATT_SPLITS, KC_THREADS, 0);
+            o.scores = ScoresArgs{md->q_rope, k_cache, md->d_in, H, Hkv, D, md->scores, max_pos, md->split_max,
+                                  md->splits_done};
+            ops->push_back(o);
+            o = pass_op(OP_ATTN_VALUES, H, m, (D + KC_ATT_COLS - 1) / KC_ATT_COLS, KC_THREADS, 0);
+            o.values = ValuesArgs{md->scores, v_cache, md->q_gate, 2 * H * D, md->d_in, H, Hkv, D, max_pos,
+                                  md->attn_out, H * D};
+            ops->push_back(o);
             js.nj = 1;
             js.j[0] = job(l.w[KCUDA_W_ATTN_OUTPUT], md->x, E, 1);
-            CKS(gemv_in(md, js, m, prologue(0, md->attn_out, nullptr, H * D, nullptr, 1, eps)));
+            CKS(gemv_in(md, ops, js, m, prologue(0, md->attn_out, nullptr, H * D, nullptr, 1, eps)));
         }
         MatvecJobs js = {};
         js.nj = 2;
         js.j[0] = job(l.w[KCUDA_W_FFN_GATE], md->gate, F, 0);
         js.j[1] = job(l.w[KCUDA_W_FFN_UP], md->up, F, 0);
-        CKS(gemv_in(md, js, m, prologue(1, md->x, nullptr, E, l.v[KCUDA_W_POST_ATTN_NORM], 1, eps)));
+        CKS(gemv_in(md, ops, js, m, prologue(1, md->x, nullptr, E, l.v[KCUDA_W_POST_ATTN_NORM], 1, eps)));
         js.nj = 1;
         js.j[0] = job(l.w[KCUDA_W_FFN_DOWN], md->x, E, 1);
-        CKS(gemv_in(md, js, m, prologue(2, md->gate, md->up, F, nullptr, 1, eps)));
+        CKS(gemv_in(md, ops, js, m, prologue(2, md->gate, md->up, F, nullptr, 1, eps)));
     }
     // The LM head in pieces of vocabulary rows, each followed by an event that the copy back
     // waits for (pass_queue): the logits of piece p travel to the host while p + 1 is computed.
@@ -132,23 +150,64 @@ static int32_t forward_impl(kcuda_model *md, int m, const Slot &out) {
     pf.out2 = out.hout;
     pf.ld2 = E;
     ActIn a;
-    CKS(act_prepare(md, js, m, pf, &a));
+    CKS(act_prepare(md, ops, js, m, pf, &a));
     int nch = 1, np = 1;
     lm_split(m, V, &nch, &np);
-    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-    CK(cudaStreamIsCapturing(g_stream, &cs));
     for (int p = 0; p < np; p++) {
         const int r0 = lm_piece_col(p, nch, np, V), r1 = lm_piece_col(p + 1, nch, np, V);
         if (r1 > r0) {
             js.j[0] = job_rows(W, r0, r1 - r0, out.logits + r0, V);
-            CKS(launch_gemv(js, m, a.P, a.q, a.d, a.f, a.ldx));
+            CKS(add_gemv(ops, js, m, a));
             a.P.out2 = nullptr; // h_out: written once (by a prologue of the first piece, if any)
         }
-        // in a graph: an event record node that work outside the graph can wait for
-        CK(cudaEventRecordWithFlags(md->lm_piece_done[p], g_stream,
-                                    cs == cudaStreamCaptureStatusActive ? cudaEventRecordExternal : cudaEventRecordDefault));
+        PassOp done = pass_op(OP_PIECE_DONE, 0, 0, 0, 0, 0);
+        done.piece = p;
+        ops->push_back(done);
     }
     return 0;
+}
+
+// One op as a kernel of its own on g_stream (OP_PIECE_DONE: its event).
+static int32_t run_op(kcuda_model *md, const PassOp &o, cudaStreamCaptureStatus cs) {
+    const dim3 g((unsigned)o.gx, (unsigned)o.gy, (unsigned)o.gz), b((unsigned)o.threads);
+    switch (o.kind) {
+    case OP_EMBED: CK(klaunch(k_embed, g, b, o.smem, o.embed)); break;
+    case OP_ACT: CK(klaunch(k_act, g, b, o.smem, o.act)); break;
+    case OP_ACTQ: CK(klaunch(k_actq, g, b, o.smem, o.act)); break;
+    case OP_GEMV: CK(gemv_launch(GemvCall{o.gemv, o.MT, o.RPW, (unsigned)o.gx, (size_t)o.smem})); break;
+    case OP_DELTANET: CK(klaunch(k_deltanet, g, b, o.smem, o.deltanet)); break;
+    case OP_QKPREP: CK(klaunch(k_qkprep, g, b, o.smem, o.qkprep)); break;
+    case OP_ATTN_SCORES: CK(klaunch(k_attn_scores, g, b, o.smem, o.scores)); break;
+    case OP_ATTN_VALUES: CK(klaunch(k_attn_values, g, b, o.smem, o.values)); break;
+    case OP_PIECE_DONE:
+        // in a graph: an event record node that work outside the graph can wait for
+        CK(cudaEventRecordWithFlags(md->lm_piece_done[o.piece], g_stream,
+                                    cs == cudaStreamCaptureStatusActive ? cudaEventRecordExternal : cudaEventRecordDefault));
+        break;
+    default: return KCUDA_E_STATE;
+    }
+    return 0;
+}
+
+static int32_t run_ops(kcuda_model *md, const std::vector<PassOp> &ops) {
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    CK(cudaStreamIsCapturing(g_stream, &cs));
+    for (size_t i = 0; i < ops.size(); i++) {
+        g_pdl = i > 0 && KC_PDL && g_cc_major >= 9; // the first kernel follows a copy: plain stream order
+        CKS(run_op(md, ops[i], cs));
+    }
+    return 0;
+}
+
+// One pass of m rows whose h_out and logits land in slot s, kernel by kernel (planned at the
+// first pass of m rows into the slot: the plan depends on nothing else).
+int32_t forward(kcuda_model *md, int m, int s) {
+    std::vector<PassOp> &ops = md->sl[s].plans[m];
+    int32_t st = ops.empty() ? plan_pass(md, m, s, &ops) : 0;
+    if (st) ops.clear();
+    if (!st) st = run_ops(md, ops);
+    g_pdl = 0;
+    return st;
 }
 
 int32_t capture(kcuda_model *md, int m, int s, cudaGraphExec_t *out) {

@@ -52,6 +52,23 @@
 #define KC_ATT_COLS (KC_THREADS / 32) // output columns of one k_attn_values block
 #define KC_ATT_BATCH 8 // positions whose loads an attention thread issues together
 
+// Where a kernel body runs: its block's coordinates among the blocks of its op (blockIdx and
+// gridDim when the body is its own kernel; a body may also be run for other blocks' coordinates).
+struct BlockAt {
+    int x, y, z;    // this block
+    int nx, ny, nz; // blocks of the op
+};
+#ifdef __CUDACC__
+__device__ __forceinline__ BlockAt block_at_launch() {
+    return BlockAt{(int)blockIdx.x, (int)blockIdx.y, (int)blockIdx.z, (int)gridDim.x, (int)gridDim.y, (int)gridDim.z};
+}
+#endif
+// How a body waits for the ops before it (their outputs visible): as its own kernel, for the
+// previous kernel (PDL). Bodies load weights before they wait, activations and state after.
+struct PdlWait {
+    __device__ __forceinline__ void operator()() const { KC_PDL_WAIT(); }
+};
+
 #define CK(x)                                                                                  \
     do {                                                                                       \
         cudaError_t e_ = (x);                                                                  \

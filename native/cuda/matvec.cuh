@@ -3,6 +3,8 @@
 // i % 32 for float weights): each lane's adds are its canonical sum32 partial (docs/NUMERICS.md).
 // Up to 4 matrices that share one input run in one launch.
 #pragma once
+#include <vector>
+
 #include "device_matrix.cuh"
 
 struct MatvecJob {
@@ -33,6 +35,26 @@ struct Prologue {
     int ld2;
 };
 
+// The arguments of one gemv: its jobs over m rows (at most 8) and their activations: built by the
+// prologue P (P.mode >= 0), or read from global memory (P.mode == -1: int8 quants xq, f32 block
+// scales xd, f32 values xf, row stride ldx).
+struct GemvArgs {
+    MatvecJobs js;
+    int m;
+    Prologue P;
+    const int8_t *xq;
+    const float *xd, *xf;
+    int ldx;
+};
+// One launch of a product: its arguments, its instance (MT rows at most, RPW output rows per
+// warp) and its blocks of KC_THREADS threads, with their dynamic shared memory.
+struct GemvCall {
+    GemvArgs args;
+    int MT, RPW;
+    unsigned grid;
+    size_t smem;
+};
+
 // One matrix as a job writing y (row stride ldy), added to y when add is set.
 MatvecJob job(const DeviceMatrix &w, float *y, int ldy, int add);
 // Rows r0 .. r0 + n - 1 of w as a job of their own (its output y is row r0's).
@@ -40,6 +62,11 @@ MatvecJob job_rows(const DeviceMatrix &w, int r0, int n, float *y, int ldy);
 Prologue prologue(int mode, const float *a, const float *b, int lda, const float *w, int hs, float eps);
 // Opt the gemv kernels in to the device's dynamic shared memory (kcuda_init).
 int32_t gemv_smem_optin(void);
+// The launches of the product of js over m rows (one per 8 rows, or fewer rows when the
+// prologue's shared memory is short), appended to calls; and one of them launched on g_stream.
+int32_t gemv_plan(MatvecJobs js, int m, Prologue P, const int8_t *gq, const float *gd, const float *gf, int ldx,
+                  std::vector<GemvCall> *calls);
+cudaError_t gemv_launch(const GemvCall &c);
 // Launch the product of js over m rows. gq / gd / gf: activations in global memory (P.mode == -1:
 // int8 quants, f32 block scales, f32 values, row stride ldx); otherwise the prologue builds them.
 int32_t launch_gemv(MatvecJobs js, int m, Prologue P, const int8_t *gq, const float *gd, const float *gf, int ldx);

@@ -7,7 +7,7 @@
 #include <thread>
 #include <vector>
 
-#include "matvec.cuh"
+#include "pass_ops.cuh"
 
 struct Layer {
     int rec = 0;                      // a Gated DeltaNet layer (else gated full attention)
@@ -28,6 +28,7 @@ struct Slot {
     cudaEvent_t copied[KC_LM_PIECES] = {};            // the logits of piece p are in the staging
     cudaGraphExec_t graph_m1 = nullptr;               // the M=1 graph
     std::map<int, cudaGraphExec_t> graphs_m;          // per-M graphs, by M
+    std::map<int, std::vector<PassOp>> plans;         // the ops of a pass of m rows, by m (planned once)
 };
 
 // E embedding width, V vocabulary, F feed-forward width; attention: H query heads, Hkv KV heads

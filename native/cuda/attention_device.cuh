@@ -1,0 +1,248 @@
+// attention_device.cuh - the bodies of the attention kernels (norm_rope.cu, attention.cu), each
+// over one block.
+#pragma once
+#include "attention.cuh"
+#include "warp_math.cuh"
+
+// Full attention. Prep: per head block, RMSNorm with q_norm/k_norm, NeoX RoPE on n_rot dims,
+// k and v stored in the cache at pos + mi. Blocks [0,H): query; [H,H+Hkv): key; then value.
+
+template <class Wait>
+__device__ __forceinline__ void qkprep_block(const QkprepArgs &a, const BlockAt &at, const Wait &wait) {
+    wait();
+    const int H = a.H, Hkv = a.Hkv, D = a.D, ld_q_gate = a.ld_q_gate, ld_kv_new = a.ld_kv_new;
+    const int half = a.half, half_tab = a.half_tab, max_pos = a.max_pos;
+    const float *cos_tab = a.cos_tab, *sin_tab = a.sin_tab;
+    float *k_cache = a.k_cache, *v_cache = a.v_cache;
+    extern __shared__ float sm[];
+    const int hb = at.x, mi = at.y;
+    const int pos = a.in[0] + mi;
+    if (pos >= max_pos) return;
+    if (hb >= H + Hkv) {
+        int vh = hb - H - Hkv;
+        for (int i = threadIdx.x; i < D; i += blockDim.x)
+            v_cache[(size_t)pos * Hkv * D + vh * D + i] = a.v_new[(size_t)mi * ld_kv_new + vh * D + i];
+        return;
+    }
+    const float *src;
+    const float *w;
+    float *dst;
+    if (hb < H) {
+        src = a.q_gate + (size_t)mi * ld_q_gate + (size_t)2 * hb * D;
+        w = a.q_norm;
+        dst = a.q_out + (size_t)mi * H * D + hb * D;
+    } else {
+        int kh = hb - H;
+        src = a.k_new + (size_t)mi * ld_kv_new + kh * D;
+        w = a.k_norm;
+        dst = k_cache + (size_t)pos * Hkv * D + kh * D;
+    }
+    float *x = sm;
+    __shared__ float s_sc;
+    for (int i = threadIdx.x; i < D; i += blockDim.x) x[i] = src[i];
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        float ss = warp_dot(x, x, D, threadIdx.x);
+        if (threadIdx.x == 0) s_sc = kite_rsqrtf(ss / (float)D + a.eps);
+    }
+    __syncthreads();
+    float sc = s_sc;
+    for (int i = threadIdx.x; i < D; i += blockDim.x) x[i] = (x[i] * sc) * w[i];
+    __syncthreads();
+    for (int i = threadIdx.x; i < D; i += blockDim.x) {
+        float r;
+        if (i < half) {
+            float c = cos_tab[(size_t)pos * half_tab + i], s = sin_tab[(size_t)pos * half_tab + i];
+            r = x[i] * c - x[i + half] * s;
+        } else if (i < 2 * half) {
+            int i0 = i - half;
+            float c = cos_tab[(size_t)pos * half_tab + i0], s = sin_tab[(size_t)pos * half_tab + i0];
+            r = x[i0] * s + x[i] * c;
+        } else {
+            r = x[i];
+        }
+        dst[i] = r;
+    }
+}
+
+
+// Scores t0, t0 + stride, ... (KC_ATT_BATCH of them, 0 past n) from L2, loads issued together.
+__device__ __forceinline__ void load_scores(const float *sc, int t0, int stride, int n, float (&e)[KC_ATT_BATCH]) {
+#pragma unroll
+    for (int u = 0; u < KC_ATT_BATCH; u++) {
+        const int t = t0 + u * stride;
+        e[u] = t < n ? __ldcg(&sc[t]) : 0.0f;
+    }
+}
+
+// This thread's scores (t = threadIdx.x, + KC_THREADS, ...) rewritten in place, loads in batches:
+// exp(score - by) (the numerators), or, with divide, score / by (the probabilities).
+template <bool divide>
+__device__ __forceinline__ void rewrite_scores(float *sc, int n, float by) {
+    for (int t0 = threadIdx.x; t0 < n; t0 += KC_ATT_BATCH * KC_THREADS) {
+        float e[KC_ATT_BATCH];
+        load_scores(sc, t0, KC_THREADS, n, e);
+#pragma unroll
+        for (int u = 0; u < KC_ATT_BATCH; u++) {
+            const int t = t0 + u * KC_THREADS;
+            if (t < n) sc[t] = divide ? e[u] / by : kite_expf(e[u] - by);
+        }
+    }
+}
+
+// Scores of one (query head, row) at the positions t = 0 .. n-1, split across the z blocks
+// (groups of four positions dealt round-robin to the warps of all the splits), so that a long
+// context keeps many SMs busy. Each split leaves its largest score in split_max; the last split
+// of a head to finish (a counter in global memory) turns the head's scores into probabilities.
+// scores: [m][H][max_pos]; split_max: [m][H][splits]; splits_done: [m][H], zero between passes.
+template <class Wait>
+__device__ __forceinline__ void attn_scores_block(const ScoresArgs &a, const BlockAt &at, const Wait &wait) {
+    wait();
+    const float *q = a.q, *k_cache = a.k_cache;
+    const int H = a.H, Hkv = a.Hkv, D = a.D, max_pos = a.max_pos;
+    float *scores = a.scores, *split_max = a.split_max;
+    int *splits_done = a.splits_done;
+    const int h = at.x, mi = at.y, split = at.z, splits = at.nz;
+    const int n = a.in[0] + mi + 1;
+    if (n > max_pos) return;
+    const int kvh = h / (H / Hkv);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int head = mi * H + h;
+    const float *qr = q + (size_t)mi * H * D + h * D;
+    float *sc = scores + (size_t)head * max_pos;
+    const float scale = kite_rsqrtf((float)D);
+    const int first_group = split * KC_WARPS + warp, group_stride = splits * KC_WARPS;
+    __shared__ float s_red[KC_WARPS];
+    __shared__ float s_sum;
+    __shared__ int s_last;
+    float mx = -INFINITY;
+    if ((D & 31) == 0 && D <= KC_ATT_D) {
+        // Four positions per warp at a time: q's elements of this lane held in registers, the
+        // four rows of k loaded together, then the four canonical sums in one reduce-scatter,
+        // position t0 + u in lanes 8u .. 8u + 7.
+        constexpr int NC = KC_ATT_D / 32;
+        const int nc = D >> 5;
+        float qv[NC];
+#pragma unroll
+        for (int c = 0; c < NC; c++) qv[c] = c < nc ? qr[lane + 32 * c] : 0.0f;
+        for (int t0 = 4 * first_group; t0 < n; t0 += 4 * group_stride) {
+            float kv[4][NC], p[4];
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                const int t = t0 + u < n ? t0 + u : t0;
+                const float *kr = k_cache + (size_t)t * Hkv * D + kvh * D + lane;
+#pragma unroll
+                for (int c = 0; c < NC; c++) kv[u][c] = c < nc ? kr[32 * c] : 0.0f;
+            }
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                p[u] = 0.0f;
+#pragma unroll
+                for (int c = 0; c < NC; c++)
+                    if (c < nc) p[u] = p[u] + qv[c] * kv[u][c];
+            }
+            const float v = warp_sum32_scatter<4>(p, lane);
+            const int t = t0 + lane / 8;
+            if ((lane & 7) == 0 && t < n) {
+                sc[t] = v * scale;
+                mx = fmaxf(mx, v * scale);
+            }
+        }
+    } else {
+        for (int t = first_group; t < n; t += group_stride) {
+            const float *kr = k_cache + (size_t)t * Hkv * D + kvh * D;
+            const float p = warp_sum32(lane_dot(qr, kr, D, lane));
+            if (lane == 0) {
+                sc[t] = p * scale;
+                mx = fmaxf(mx, p * scale);
+            }
+        }
+    }
+    // the split's largest score (max is exact in any order)
+    mx = warp_max(mx);
+    if (lane == 0) s_red[warp] = mx;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int w = 1; w < KC_WARPS; w++) mx = fmaxf(mx, s_red[w]);
+        split_max[(size_t)head * splits + split] = mx;
+    }
+    // publish this split's scores and maximum before counting it done
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) s_last = atomicAdd(&splits_done[head], 1) == splits - 1;
+    __syncthreads();
+    if (!s_last) return;
+
+    // The last split: probabilities p[t] = e[t] / sum, e[t] = exp(score[t] - max), sum = sum32(e).
+    // Each pass issues its loads in batches (KC_ATT_BATCH per thread) before using them: the
+    // scores sit in L2, and one round trip per position would make this block the tail of the pass.
+    __threadfence();
+    mx = -INFINITY;
+    for (int s = 0; s < splits; s++) mx = fmaxf(mx, __ldcg(&split_max[(size_t)head * splits + s]));
+    rewrite_scores<false>(sc, n, mx);
+    __syncthreads();
+    if (warp == 0) {
+        // lane l adds e[l], e[l + 32], ... in order (sum32's lanes)
+        float s = 0.0f;
+        for (int t0 = lane; t0 < n; t0 += 32 * KC_ATT_BATCH) {
+            float e[KC_ATT_BATCH];
+            load_scores(sc, t0, 32, n, e);
+#pragma unroll
+            for (int u = 0; u < KC_ATT_BATCH; u++)
+                if (t0 + 32 * u < n) s = s + e[u];
+        }
+        s = warp_sum32(s);
+        if (lane == 0) s_sum = s;
+    }
+    __syncthreads();
+    rewrite_scores<true>(sc, n, s_sum);
+    if (threadIdx.x == 0) splits_done[head] = 0;
+}
+
+// The gated weighted sum of v: o[d] = sum32(t -> p[t] * v_t[d]), times sigmoid(gate[d]).
+// Blocks (h, m, z < ceil(D / KC_ATT_COLS)). Thread (part, col) = (threadIdx.x / KC_ATT_COLS,
+// threadIdx.x % KC_ATT_COLS) owns sum32's partial `part` of column d = z * KC_ATT_COLS + col:
+// positions t = part, part + 32, ... added in order; then the canonical tree over the 32
+// partials in shared memory. A warp reads four positions of KC_ATT_COLS adjacent columns.
+template <class Wait>
+__device__ __forceinline__ void attn_values_block(const ValuesArgs &a, const BlockAt &at, const Wait &wait) {
+    wait();
+    const float *probs = a.probs, *v_cache = a.v_cache;
+    const int H = a.H, Hkv = a.Hkv, D = a.D;
+    const int h = at.x, mi = at.y;
+    const int n = a.in[0] + mi + 1;
+    if (n > a.max_pos) return;
+    const int kvh = h / (H / Hkv);
+    const int part = threadIdx.x / KC_ATT_COLS, col = threadIdx.x % KC_ATT_COLS;
+    const int d = at.z * KC_ATT_COLS + col;
+    const float *p = probs + ((size_t)mi * H + h) * a.max_pos;
+    __shared__ float partials[32][KC_ATT_COLS]; // [sum32 partial][column]
+    float s = 0.0f;
+    if (d < D) {
+        const size_t row = (size_t)Hkv * D;
+        const float *vp = v_cache + kvh * D + d;
+        int t = part;
+        // KC_ATT_BATCH positions' loads issued together, then their adds in order
+        for (; t + 32 * (KC_ATT_BATCH - 1) < n; t += 32 * KC_ATT_BATCH) {
+            float pv[KC_ATT_BATCH], vv[KC_ATT_BATCH];
+#pragma unroll
+            for (int u = 0; u < KC_ATT_BATCH; u++) {
+                pv[u] = p[t + 32 * u];
+                vv[u] = vp[(size_t)(t + 32 * u) * row];
+            }
+#pragma unroll
+            for (int u = 0; u < KC_ATT_BATCH; u++) s = s + pv[u] * vv[u];
+        }
+        for (; t < n; t += 32) s = s + p[t] * vp[(size_t)t * row];
+    }
+    partials[part][col] = s;
+    __syncthreads();
+    for (int off = 16; off > 0; off >>= 1) {
+        if (part < off) partials[part][col] = partials[part][col] + partials[part + off][col];
+        __syncthreads();
+    }
+    if (part == 0 && d < D) {
+        const float gate = a.q_gate[(size_t)mi * a.ld_q_gate + (size_t)2 * h * D + D + d];
+        a.out[(size_t)mi * a.ldo + h * D + d] = partials[0][col] * kite_sigmoidf(gate);
+    }
+}

@@ -1,0 +1,322 @@
+// matvec_device.cuh - the body of k_gemv (matvec.cu) over one block.
+#pragma once
+#include "matvec.cuh"
+#include "warp_math.cuh"
+
+// ptxas moves a load whose value is first used after the PDL wait to below the wait (a shorter
+// live range), where its round trip no longer overlaps the previous kernel: every weight load of
+// the M-row gemvs. An instruction ahead of the wait that reads a
+// word of each load keeps them all ahead of it: a compare of their XOR and a fence under it
+// (harmless the rare time it runs).
+__device__ __forceinline__ void use_before_wait(int f) {
+    asm volatile("{\n\t.reg .pred p;\n\tsetp.eq.s32 p, %0, 0x7fc00001;\n\t@p membar.cta;\n\t}" ::"r"(f) : "memory");
+}
+
+// Lane partials of quantized weights. QT is the weight kind: 1 Q8_0, 2 Q4_0 (the M-row passes:
+// one kernel body per kind, so a pair issues only its own block dot, half the instructions at
+// M = 4), or 0: chosen per row at run time (the M=1 step: both block dots issued, one predicated
+// off). M=1 keeps QT 0 because with the kind known, ptxas moves its weight loads after the PDL
+// wait; predicated, they stay ahead of it, overlapping the previous kernel. QT 1 / 2 keep them
+// ahead through use_before_wait. With QT 1 / 2 the loads are clamped in bounds, blocks u that
+// no lane has are skipped (a warp-uniform branch), a lane whose block lies past the end of the row
+// keeps its sum (a select), and the pairs of rows mm >= m are computed but never stored. Either
+// way every pair that counts adds the same values in the same order as the plain loop over
+// blocks b = lane, lane + 32, ... (lane l's canonical sum32 partial).
+template <int MT, int RPW, int QT, class Wait>
+__device__ __forceinline__ void warp_rows_q(const MatvecJob &J, int r0, int k, int m, const int8_t *XQ, const float *XD,
+                                            int ldq, int ldd, int lane, const Wait &wait, bool &waited,
+                                            float (&acc)[RPW][MT]) {
+    const int nb = k >> 5;
+    const bool q8 = QT == 0 ? J.type == KCUDA_T_Q8_0 : QT == 1;
+    constexpr int U = 4 / RPW; // blocks per lane loaded ahead
+    for (int b0 = lane; b0 < nb; b0 += 32 * U) {
+        int4 w0[RPW][U], w1[RPW][U];
+        float wd[RPW][U];
+        const int nu = (nb - (b0 - lane) + 31) / 32; // b0 - lane is the same in every lane
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const bool have = QT == 0 ? b0 + 32 * u < nb : u == 0 || u < nu;
+            const int b = QT == 0 || b0 + 32 * u < nb ? b0 + 32 * u : b0;
+#pragma unroll
+            for (int rr = 0; rr < RPW; rr++) {
+                const int r = r0 + rr < J.n ? r0 + rr : r0;
+                if (QT != 0) { // never read (its pairs are skipped below), but set: fewer registers
+                    w0[rr][u] = w1[rr][u] = make_int4(0, 0, 0, 0);
+                    wd[rr][u] = 0.0f;
+                }
+                if (!have) continue;
+                if (q8) {
+                    const int4 *wp = (const int4 *)((const int8_t *)J.q + (size_t)r * k + (size_t)b * 32);
+                    w0[rr][u] = __ldg(wp);
+                    w1[rr][u] = __ldg(wp + 1);
+                } else {
+                    w0[rr][u] = __ldg((const int4 *)((const uint8_t *)J.q + (size_t)r * (k >> 1) + (size_t)b * 16));
+                }
+                wd[rr][u] = half_bits_to_f32(__ldg(J.s + (size_t)r * nb + b));
+            }
+        }
+        if (!waited) {
+            if constexpr (QT != 0) {
+                int f = 0;
+#pragma unroll
+                for (int u = 0; u < U; u++)
+#pragma unroll
+                    for (int rr = 0; rr < RPW; rr++)
+                        f ^= w0[rr][u].x ^ (q8 ? w1[rr][u].x : 0) ^ __float_as_int(wd[rr][u]);
+                use_before_wait(f);
+            }
+            wait();
+            waited = true;
+        }
+        // Activations of G (block, row) pairs are loaded together, then used: one round trip
+        // to L2 per G pairs instead of one per pair (a load under `if (mm < m)` or after a
+        // `break` is not hoisted by the compiler). Pairs run block-major, so every acc[rr][mm]
+        // still adds its blocks in increasing order. G is 4, but all U * MT pairs of a one-row-
+        // per-warp M-row gemv at MT 2 and 4, so that their activations come in one round trip
+        // as an M=1 gemv's do.
+        constexpr int GMAX = RPW == 1 && MT >= 2 && MT <= 4 ? 16 : 4;
+        constexpr int NP = U * MT, G = NP < GMAX ? NP : GMAX;
+#pragma unroll
+        for (int p0 = 0; p0 < NP; p0 += G) {
+            int4 xa[G], xb[G];
+            float xs[G];
+#pragma unroll
+            for (int g = 0; g < G; g++) {
+                const int u = (p0 + g) / MT, mm = (p0 + g) % MT;
+                const int b = b0 + 32 * u < nb ? b0 + 32 * u : b0;
+                const int mr = mm < m ? mm : 0;
+                const int4 *xp = (const int4 *)(XQ + (size_t)mr * ldq + (size_t)b * 32);
+                xa[g] = xp[0];
+                xb[g] = xp[1];
+                xs[g] = XD[(size_t)mr * ldd + b];
+            }
+#pragma unroll
+            for (int g = 0; g < G; g++) {
+                const int u = (p0 + g) / MT, mm = (p0 + g) % MT;
+                if (QT == 0 ? b0 + 32 * u >= nb || mm >= m : u > 0 && u >= nu) continue;
+                const bool ok = QT == 0 || u == 0 || b0 + 32 * u < nb;
+                const int4 x0 = xa[g], x1 = xb[g];
+                int xsum = 0;
+                if (!q8) {
+                    xsum = __dp4a(0x01010101, x0.x, xsum);
+                    xsum = __dp4a(0x01010101, x0.y, xsum);
+                    xsum = __dp4a(0x01010101, x0.z, xsum);
+                    xsum = __dp4a(0x01010101, x0.w, xsum);
+                    xsum = __dp4a(0x01010101, x1.x, xsum);
+                    xsum = __dp4a(0x01010101, x1.y, xsum);
+                    xsum = __dp4a(0x01010101, x1.z, xsum);
+                    xsum = __dp4a(0x01010101, x1.w, xsum);
+                }
+#pragma unroll
+                for (int rr = 0; rr < RPW; rr++) {
+                    int is = 0;
+                    if (q8) {
+                        const int4 a = w0[rr][u], c = w1[rr][u];
+                        is = __dp4a(a.x, x0.x, is);
+                        is = __dp4a(a.y, x0.y, is);
+                        is = __dp4a(a.z, x0.z, is);
+                        is = __dp4a(a.w, x0.w, is);
+                        is = __dp4a(c.x, x1.x, is);
+                        is = __dp4a(c.y, x1.y, is);
+                        is = __dp4a(c.z, x1.z, is);
+                        is = __dp4a(c.w, x1.w, is);
+                    } else {
+                        const int4 w = w0[rr][u];
+                        is = __dp4a(w.x & 0x0F0F0F0F, x0.x, is);
+                        is = __dp4a(w.y & 0x0F0F0F0F, x0.y, is);
+                        is = __dp4a(w.z & 0x0F0F0F0F, x0.z, is);
+                        is = __dp4a(w.w & 0x0F0F0F0F, x0.w, is);
+                        is = __dp4a((w.x >> 4) & 0x0F0F0F0F, x1.x, is);
+                        is = __dp4a((w.y >> 4) & 0x0F0F0F0F, x1.y, is);
+                        is = __dp4a((w.z >> 4) & 0x0F0F0F0F, x1.z, is);
+                        is = __dp4a((w.w >> 4) & 0x0F0F0F0F, x1.w, is);
+                        is = is - 8 * xsum;
+                    }
+                    const float p = (float)is * (wd[rr][u] * xs[g]);
+                    const float sum = acc[rr][mm] + p;
+                    acc[rr][mm] = ok ? sum : acc[rr][mm];
+                }
+            }
+        }
+    }
+}
+
+// Lane partials acc[rr][mm] of rows r0 .. r0+RPW-1 of J (rows past J.n repeat row r0) times
+// m rows of activations: quantized (XQ / XD, row strides ldq / ldd) or float (xf, stride ldx).
+// Lane l adds its blocks (elements) l, l+32, ... in order: the canonical sum32 partials. The
+// first weights are loaded before the PDL wait (`waited`), activations only after it.
+template <int MT, int RPW, class Wait>
+__device__ __forceinline__ void warp_rows(const MatvecJob &J, int r0, int k, int m, const int8_t *XQ, const float *XD,
+                                          int ldq, int ldd, const float *xf, int ldx, int lane, const Wait &wait,
+                                          bool &waited, float (&acc)[RPW][MT]) {
+#pragma unroll
+    for (int rr = 0; rr < RPW; rr++)
+#pragma unroll
+        for (int mm = 0; mm < MT; mm++) acc[rr][mm] = 0.0f;
+    if (J.type == KCUDA_T_Q8_0 || J.type == KCUDA_T_Q4_0) {
+        if constexpr (MT == 1)
+            warp_rows_q<MT, RPW, 0>(J, r0, k, m, XQ, XD, ldq, ldd, lane, wait, waited, acc);
+        else if (J.type == KCUDA_T_Q8_0)
+            warp_rows_q<MT, RPW, 1>(J, r0, k, m, XQ, XD, ldq, ldd, lane, wait, waited, acc);
+        else
+            warp_rows_q<MT, RPW, 2>(J, r0, k, m, XQ, XD, ldq, ldd, lane, wait, waited, acc);
+    } else {
+        if (!waited) {
+            wait();
+            waited = true;
+        }
+        const int type = J.type;
+        for (int i = lane; i < k; i += 32) {
+            float wv[RPW];
+#pragma unroll
+            for (int rr = 0; rr < RPW; rr++) {
+                int r = r0 + rr < J.n ? r0 + rr : r0;
+                size_t idx = (size_t)r * k + i;
+                if (type == KCUDA_T_F32)
+                    wv[rr] = __ldg((const float *)J.q + idx);
+                else if (type == KCUDA_T_F16)
+                    wv[rr] = half_bits_to_f32(__ldg((const uint16_t *)J.q + idx));
+                else
+                    wv[rr] = kite_bf16_to_f32(__ldg((const uint16_t *)J.q + idx));
+            }
+#pragma unroll
+            for (int mm = 0; mm < MT; mm++) {
+                if (mm < m) {
+                    float xv = xf[(size_t)mm * ldx + i];
+#pragma unroll
+                    for (int rr = 0; rr < RPW; rr++) acc[rr][mm] = acc[rr][mm] + wv[rr] * xv;
+                }
+            }
+        }
+    }
+}
+
+// The job that global row `grow` of a launch belongs to (jobs are laid out by row0).
+__device__ __forceinline__ int job_of(const MatvecJobs &js, int grow) {
+    int ji = 0;
+#pragma unroll
+    for (int t = 1; t < 4; t++)
+        if (t < js.nj && grow >= js.j[t].row0) ji = t;
+    return ji;
+}
+
+// Ask L2 for the first rows of weights of this block's warps before waiting for the previous
+// op and before the prologue, so that the memory latency overlaps them (a hint only: weights
+// are immutable and no value depends on it).
+template <int RPW>
+__device__ __forceinline__ void gemv_prefetch_l2(const GemvArgs &a, const BlockAt &at) {
+    const MatvecJobs &js = a.js;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    const int k = js.j[0].k, nb = k >> 5;
+    const int gw0 = at.x * nw + warp;
+    if (gw0 >= js.nwarps) return;
+    const int grow = gw0 * RPW;
+    const MatvecJob &J = js.j[job_of(js, grow)];
+    const int r0 = grow - J.row0;
+    if (r0 < J.n && (J.type == KCUDA_T_Q8_0 || J.type == KCUDA_T_Q4_0)) {
+        const size_t rb = J.type == KCUDA_T_Q8_0 ? (size_t)k : (size_t)(k >> 1);
+        for (int rr = 0; rr < RPW && r0 + rr < J.n; rr++) {
+            const char *qb = (const char *)J.q + (size_t)(r0 + rr) * rb;
+            for (size_t off = (size_t)lane * 128; off < rb; off += 32 * 128)
+                asm volatile("prefetch.global.L2 [%0];" ::"l"(qb + off));
+            if (lane == 0) asm volatile("prefetch.global.L2 [%0];" ::"l"(J.s + (size_t)(r0 + rr) * nb));
+        }
+    }
+}
+
+// One block of a gemv: warps gw = x * warps + warp, x + nx ... (RPW output rows each) of the
+// launch's jobs, for the m rows of MT.
+template <int MT, int RPW, class Wait>
+__device__ __forceinline__ void gemv_block(const GemvArgs &a, const BlockAt &at, const Wait &wait) {
+    extern __shared__ __align__(16) unsigned char smraw[];
+    const MatvecJobs &js = a.js;
+    const Prologue &P = a.P;
+    const int m = a.m, ldx = a.ldx;
+    const float *xf = a.xf;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    const int k = js.j[0].k;
+    const int nb = k >> 5;
+    const int8_t *XQ = a.xq;
+    const float *XD = a.xd;
+    int ldq = ldx, ldd = ldx >> 5;
+    gemv_prefetch_l2<RPW>(a, at);
+    // Weights are immutable: a warp loads its first blocks of weights before it waits for the
+    // previous kernel (PDL), so that only the activation loads follow the wait. Everything that
+    // the previous kernels write is read (and y written) after the wait.
+    bool waited = false;
+    if (P.mode >= 0) {
+        wait();
+        waited = true;
+        int8_t *sq = (int8_t *)smraw;
+        float *sd = (float *)(smraw + (size_t)MT * k);
+        float *ssc = sd + (size_t)MT * nb;
+        const int nh = P.mode == 3 ? k / P.hs : 1;
+        if (P.mode == 1) {
+            for (int mi = warp; mi < m; mi += nw) {
+                const float *ar = P.a + (size_t)mi * P.lda;
+                float ss = warp_dot(ar, ar, k, lane);
+                if (lane == 0) ssc[mi] = kite_rsqrtf(ss / (float)k + P.eps);
+            }
+        } else if (P.mode == 3) {
+            for (int t = warp; t < m * nh; t += nw) {
+                int mi = t / nh, h = t % nh;
+                const float *ar = P.a + (size_t)mi * P.lda + (size_t)h * P.hs;
+                float ss = warp_dot(ar, ar, P.hs, lane);
+                if (lane == 0) ssc[mi * nh + h] = kite_rsqrtf(ss / (float)P.hs + P.eps);
+            }
+        }
+        __syncthreads();
+        // one warp per 32-block (lane = element), 8 blocks per warp in flight: loads first
+        const int tot = m * nb;
+        for (int t0 = warp; t0 < tot; t0 += nw * 8) {
+            float ra[8], rb[8], rw[8];
+#pragma unroll
+            for (int u = 0; u < 8; u++) {
+                const int t = t0 + nw * u;
+                ra[u] = rb[u] = rw[u] = 0.0f;
+                if (t < tot) {
+                    const int mi = t / nb, j = (t % nb) * 32 + lane;
+                    ra[u] = P.a[(size_t)mi * P.lda + j];
+                    if (P.mode >= 2) rb[u] = P.b[(size_t)mi * P.lda + j];
+                    if (P.mode == 1) rw[u] = P.w[j];
+                    else if (P.mode == 3) rw[u] = P.w[j % P.hs];
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < 8; u++) {
+                const int t = t0 + nw * u;
+                if (t >= tot) break;
+                const int mi = t / nb, bb = t % nb, j = bb * 32 + lane;
+                float v;
+                if (P.mode == 1) v = (ra[u] * ssc[mi]) * rw[u];
+                else if (P.mode == 2) v = kite_siluf(ra[u]) * rb[u];
+                else if (P.mode == 3) v = ((ra[u] * ssc[mi * nh + j / P.hs]) * rw[u]) * kite_siluf(rb[u]);
+                else v = ra[u];
+                if (P.out2 && at.x == 0) P.out2[(size_t)mi * P.ld2 + j] = v;
+                quant_block32(v, lane, sq + (size_t)mi * k + bb * 32, sd + (size_t)mi * nb + bb);
+            }
+        }
+        __syncthreads();
+        XQ = sq;
+        XD = sd;
+        ldq = k;
+        ldd = nb;
+    }
+    for (int gw = at.x * nw + warp; gw < js.nwarps; gw += at.nx * nw) {
+        const int grow = gw * RPW;
+        const MatvecJob &J = js.j[job_of(js, grow)];
+        const int r0 = grow - J.row0;
+        if (r0 >= J.n) continue;
+        float acc[RPW][MT];
+        warp_rows<MT, RPW>(J, r0, k, m, XQ, XD, ldq, ldd, xf, ldx, lane, wait, waited, acc);
+        // the RPW * MT sums end in lanes lane / (32 / N) (one lane per value stores)
+        constexpr int N = RPW * MT;
+        const float v = warp_sum32_scatter<N>(&acc[0][0], lane);
+        const int i = lane / (32 / N), rr = i / MT, mm = i % MT;
+        if (lane % (32 / N) == 0 && mm < m && r0 + rr < J.n) {
+            float *y = J.y + (size_t)mm * J.ldy + r0 + rr;
+            *y = J.add ? *y + v : v;
+        }
+    }
+}
+

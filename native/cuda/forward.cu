@@ -4,7 +4,6 @@
 // The activations of a matrix product. All matrices quantized: k_actq (once per pass, parallel
 // over rows and 32-blocks) into xq / xd, which the gemv reads; the gemv's own prologue remains
 // for m < KC_ACTQ_MIN_M and gated norms with hs % 32 != 0. Float weights: k_act into xf first.
-enum { PLAN_NO_RPW2 = 1, PLAN_PROLOGUE = 2 }; // experiment options (rpw = -options)
 struct ActIn {
     Prologue P; // the gemv's prologue (mode -1: activations in q / d / f)
     const int8_t *q;
@@ -24,9 +23,9 @@ static PassOp pass_op(int kind, int gx, int gy, int gz, int threads, int smem) {
     return o;
 }
 
-static int32_t add_gemv(std::vector<PassOp> *ops, const MatvecJobs &js, int m, const ActIn &a, int rpw) {
+static int32_t add_gemv(std::vector<PassOp> *ops, const MatvecJobs &js, int m, const ActIn &a) {
     std::vector<GemvCall> calls;
-    CKS(gemv_plan(js, m, a.P, a.q, a.d, a.f, a.ldx, rpw < 0 && (-rpw & PLAN_NO_RPW2) ? -1 : rpw, &calls));
+    CKS(gemv_plan(js, m, a.P, a.q, a.d, a.f, a.ldx, &calls));
     for (const GemvCall &c : calls) {
         PassOp o = pass_op(OP_GEMV, (int)c.grid, 1, 1, KC_THREADS, (int)c.smem);
         o.MT = c.MT;
@@ -38,7 +37,7 @@ static int32_t add_gemv(std::vector<PassOp> *ops, const MatvecJobs &js, int m, c
 }
 
 static int32_t act_prepare(kcuda_model *md, std::vector<PassOp> *ops, const MatvecJobs &js, int m, const Prologue &P,
-                           ActIn *a, int opts = 0) {
+                           ActIn *a) {
     int allq = 1;
     for (int t = 0; t < js.nj; t++)
         if (js.j[t].type != KCUDA_T_Q8_0 && js.j[t].type != KCUDA_T_Q4_0) allq = 0;
@@ -47,7 +46,7 @@ static int32_t act_prepare(kcuda_model *md, std::vector<PassOp> *ops, const Matv
     const ActArgs aa = {P.mode, P.a, P.b, P.lda, P.w, P.hs, k, P.eps, md->xf, md->xq, md->xd, md->ldx, P.out2, P.ld2};
     // Quantize the activations once instead of in the prologue of every gemv block, whose
     // latency would sit in front of every weight load and whose cost grows with m.
-    if (allq && m >= KC_ACTQ_MIN_M && (P.mode != 3 || P.hs % 32 == 0) && !(opts & PLAN_PROLOGUE)) {
+    if (allq && m >= KC_ACTQ_MIN_M && (P.mode != 3 || P.hs % 32 == 0)) {
         PassOp o = pass_op(OP_ACTQ, (k / 32 + KC_WARPS - 1) / KC_WARPS, m, 1, KC_THREADS, 0);
         o.act = aa;
         ops->push_back(o);
@@ -66,15 +65,15 @@ static int32_t act_prepare(kcuda_model *md, std::vector<PassOp> *ops, const Matv
 }
 
 // One matrix product with its activation preparation.
-static int32_t gemv_in(kcuda_model *md, std::vector<PassOp> *ops, const MatvecJobs &js, int m, const Prologue &P, int rpw) {
+static int32_t gemv_in(kcuda_model *md, std::vector<PassOp> *ops, const MatvecJobs &js, int m, const Prologue &P) {
     ActIn a;
-    CKS(act_prepare(md, ops, js, m, P, &a, rpw < 0 ? -rpw : 0));
-    return add_gemv(ops, js, m, a, rpw);
+    CKS(act_prepare(md, ops, js, m, P, &a));
+    return add_gemv(ops, js, m, a);
 }
 
 // The forward pass for m rows at positions in[0] .. in[0]+m-1 (tokens in[1..m]), device-side
 // inputs only: the same ops serve the graph and the stream mode.
-int32_t plan_pass(kcuda_model *md, int m, int s, std::vector<PassOp> *ops, int rpw) {
+int32_t plan_pass(kcuda_model *md, int m, int s, std::vector<PassOp> *ops) {
     const Slot &out = md->sl[s];
     const ModelDims dm = model_dims(md);
     const int E = dm.E, V = dm.V, F = dm.F, H = dm.H, Hkv = dm.Hkv, D = dm.D;
@@ -94,7 +93,7 @@ int32_t plan_pass(kcuda_model *md, int m, int s, std::vector<PassOp> *ops, int r
             js.j[1] = job(l.w[KCUDA_W_SSM_GATE], md->z, Hv * dv, 0);
             js.j[2] = job(l.w[KCUDA_W_SSM_BETA], md->beta, Hv, 0);
             js.j[3] = job(l.w[KCUDA_W_SSM_ALPHA], md->alpha, Hv, 0);
-            CKS(gemv_in(md, ops, js, m, pn, rpw));
+            CKS(gemv_in(md, ops, js, m, pn));
             const int nw = dn_warps(dk);
             PassOp o = pass_op(OP_DELTANET, Hv, (dv + nw - 1) / nw, 1, 32 * nw, (int)dn_smem(m, dk));
             o.deltanet = DeltanetArgs{md->qkv, C, l.v[KCUDA_W_SSM_CONV1D], K,
@@ -104,14 +103,14 @@ int32_t plan_pass(kcuda_model *md, int m, int s, std::vector<PassOp> *ops, int r
             ops->push_back(o);
             js.nj = 1;
             js.j[0] = job(l.w[KCUDA_W_SSM_OUT], md->x, E, 1);
-            CKS(gemv_in(md, ops, js, m, prologue(3, md->ybuf, md->z, Hv * dv, l.v[KCUDA_W_SSM_NORM], dv, eps), rpw));
+            CKS(gemv_in(md, ops, js, m, prologue(3, md->ybuf, md->z, Hv * dv, l.v[KCUDA_W_SSM_NORM], dv, eps)));
         } else {
             MatvecJobs js = {};
             js.nj = 3;
             js.j[0] = job(l.w[KCUDA_W_ATTN_Q], md->q_gate, 2 * H * D, 0);
             js.j[1] = job(l.w[KCUDA_W_ATTN_K], md->k_new, Hkv * D, 0);
             js.j[2] = job(l.w[KCUDA_W_ATTN_V], md->v_new, Hkv * D, 0);
-            CKS(gemv_in(md, ops, js, m, pn, rpw));
+            CKS(gemv_in(md, ops, js, m, pn));
             float *k_cache = md->k_cache + (size_t)l.idx * max_pos * Hkv * D;
             float *v_cache = md->v_cache + (size_t)l.idx * max_pos * Hkv * D;
             const int th = D < KC_THREADS ? ((D + 31) / 32 * 32) : KC_THREADS;
@@ -130,16 +129,16 @@ int32_t plan_pass(kcuda_model *md, int m, int s, std::vector<PassOp> *ops, int r
             ops->push_back(o);
             js.nj = 1;
             js.j[0] = job(l.w[KCUDA_W_ATTN_OUTPUT], md->x, E, 1);
-            CKS(gemv_in(md, ops, js, m, prologue(0, md->attn_out, nullptr, H * D, nullptr, 1, eps), rpw));
+            CKS(gemv_in(md, ops, js, m, prologue(0, md->attn_out, nullptr, H * D, nullptr, 1, eps)));
         }
         MatvecJobs js = {};
         js.nj = 2;
         js.j[0] = job(l.w[KCUDA_W_FFN_GATE], md->gate, F, 0);
         js.j[1] = job(l.w[KCUDA_W_FFN_UP], md->up, F, 0);
-        CKS(gemv_in(md, ops, js, m, prologue(1, md->x, nullptr, E, l.v[KCUDA_W_POST_ATTN_NORM], 1, eps), rpw));
+        CKS(gemv_in(md, ops, js, m, prologue(1, md->x, nullptr, E, l.v[KCUDA_W_POST_ATTN_NORM], 1, eps)));
         js.nj = 1;
         js.j[0] = job(l.w[KCUDA_W_FFN_DOWN], md->x, E, 1);
-        CKS(gemv_in(md, ops, js, m, prologue(2, md->gate, md->up, F, nullptr, 1, eps), rpw));
+        CKS(gemv_in(md, ops, js, m, prologue(2, md->gate, md->up, F, nullptr, 1, eps)));
     }
     // The LM head in pieces of vocabulary rows, each followed by an event that the copy back
     // waits for (pass_queue): the logits of piece p travel to the host while p + 1 is computed.
@@ -158,7 +157,7 @@ int32_t plan_pass(kcuda_model *md, int m, int s, std::vector<PassOp> *ops, int r
         const int r0 = lm_piece_col(p, nch, np, V), r1 = lm_piece_col(p + 1, nch, np, V);
         if (r1 > r0) {
             js.j[0] = job_rows(W, r0, r1 - r0, out.logits + r0, V);
-            CKS(add_gemv(ops, js, m, a, rpw));
+            CKS(add_gemv(ops, js, m, a));
             a.P.out2 = nullptr; // h_out: written once (by a prologue of the first piece, if any)
         }
         PassOp done = pass_op(OP_PIECE_DONE, 0, 0, 0, 0, 0);
@@ -190,10 +189,10 @@ static int32_t run_op(kcuda_model *md, const PassOp &o, cudaStreamCaptureStatus 
     return 0;
 }
 
-static int32_t run_ops(kcuda_model *md, const std::vector<PassOp> &ops, size_t first) {
+static int32_t run_ops(kcuda_model *md, const std::vector<PassOp> &ops) {
     cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
     CK(cudaStreamIsCapturing(g_stream, &cs));
-    for (size_t i = first; i < ops.size(); i++) {
+    for (size_t i = 0; i < ops.size(); i++) {
         g_pdl = i > 0 && KC_PDL && g_cc_major >= 9; // the first kernel follows a copy: plain stream order
         CKS(run_op(md, ops[i], cs));
     }
@@ -202,24 +201,19 @@ static int32_t run_ops(kcuda_model *md, const std::vector<PassOp> &ops, size_t f
 
 // One pass of m rows whose h_out and logits land in slot s, kernel by kernel (planned at the
 // first pass of m rows into the slot: the plan depends on nothing else).
-int32_t forward(kcuda_model *md, int m, int s, int fused) {
+int32_t forward(kcuda_model *md, int m, int s) {
     std::vector<PassOp> &ops = md->sl[s].plans[m];
-    int32_t st = ops.empty() ? plan_pass(md, m, s, &ops, 0) : 0;
+    int32_t st = ops.empty() ? plan_pass(md, m, s, &ops) : 0;
     if (st) ops.clear();
-    size_t first = 0;
-    if (!st && fused) {
-        st = fused_launch(md, m, s);
-        first = (size_t)md->sl[s].fused_m1.lm_first;
-    }
-    if (!st) st = run_ops(md, ops, first);
+    if (!st) st = run_ops(md, ops);
     g_pdl = 0;
     return st;
 }
 
-int32_t capture(kcuda_model *md, int m, int s, int fused, cudaGraphExec_t *out) {
+int32_t capture(kcuda_model *md, int m, int s, cudaGraphExec_t *out) {
     cudaGraph_t g = nullptr;
     CK(cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeThreadLocal));
-    int32_t st = forward(md, m, s, fused);
+    int32_t st = forward(md, m, s);
     cudaError_t e = cudaStreamEndCapture(g_stream, &g);
     if (st) {
         if (g) cudaGraphDestroy(g);

@@ -69,9 +69,8 @@ static int gemv_rpw(const MatvecJobs &js) {
 }
 
 int32_t gemv_plan(MatvecJobs js, int m, Prologue P, const int8_t *gq, const float *gd, const float *gf, int ldx,
-                  int rpw, std::vector<GemvCall> *calls) {
-    int RPW = rpw > 0 ? rpw : gemv_rpw(js);
-    if (rpw < 0 && RPW == 2) RPW = 1; // no 2-row instance (the fused kernel of fewer registers)
+                  std::vector<GemvCall> *calls) {
+    const int RPW = gemv_rpw(js);
     int rows = 0;
     for (int t = 0; t < js.nj; t++) {
         js.j[t].row0 = rows;
@@ -116,7 +115,7 @@ int32_t gemv_plan(MatvecJobs js, int m, Prologue P, const int8_t *gq, const floa
 
 int32_t launch_gemv(MatvecJobs js, int m, Prologue P, const int8_t *gq, const float *gd, const float *gf, int ldx) {
     std::vector<GemvCall> calls;
-    CKS(gemv_plan(js, m, P, gq, gd, gf, ldx, 0, &calls));
+    CKS(gemv_plan(js, m, P, gq, gd, gf, ldx, &calls));
     for (const GemvCall &c : calls) CK(gemv_launch(c));
     return 0;
 }

@@ -65,7 +65,7 @@ int32_t gemv_smem_optin(void);
 // The launches of the product of js over m rows (one per 8 rows, or fewer rows when the
 // prologue's shared memory is short), appended to calls; and one of them launched on g_stream.
 int32_t gemv_plan(MatvecJobs js, int m, Prologue P, const int8_t *gq, const float *gd, const float *gf, int ldx,
-                  int rpw, std::vector<GemvCall> *calls);
+                  std::vector<GemvCall> *calls);
 cudaError_t gemv_launch(const GemvCall &c);
 // Launch the product of js over m rows. gq / gd / gf: activations in global memory (P.mode == -1:
 // int8 quants, f32 block scales, f32 values, row stride ldx); otherwise the prologue builds them.

@@ -250,10 +250,8 @@ KCUDA_API int32_t kcuda_model_prepare(kcuda_model *md, int32_t max_m) {
     const int wm[4] = {1, 2, 4, 8};
     for (int i = 0; i < 4; i++) {
         int m = wm[i] <= max_m ? wm[i] : (i > 0 && wm[i - 1] < max_m ? max_m : 0);
-        if (m > 0) CKS(forward(md, m, 0, 0));
+        if (m > 0) CKS(forward(md, m, 0));
     }
-    for (int s = 0; s < KC_SLOTS; s++) CKS(fused_prepare(md, 1, s));
-    if (fused_ready(md, 1, 0)) CKS(forward(md, 1, 0, 1));
     CK(cudaStreamSynchronize(g_stream));
     md->prepared = 1;
     return 0;
@@ -277,12 +275,12 @@ KCUDA_API int32_t kcuda_seq_reset(kcuda_model *md) {
     md->opt_graph_m = g_opt_graph_m;
     for (int s = 0; s < KC_SLOTS; s++) {
         Slot &sl = md->sl[s];
-        if (md->opt_graph && !sl.graph_m1) CKS(capture(md, 1, s, fused_ready(md, 1, s), &sl.graph_m1));
+        if (md->opt_graph && !sl.graph_m1) CKS(capture(md, 1, s, &sl.graph_m1));
         if (md->opt_graph_m) {
             for (int m = 2; m <= md->max_m; m++)
                 if (!sl.graphs_m.count(m)) {
                     cudaGraphExec_t ge = nullptr;
-                    CKS(capture(md, m, s, 0, &ge));
+                    CKS(capture(md, m, s, &ge));
                     sl.graphs_m[m] = ge;
                 }
         }

@@ -20,15 +20,6 @@ struct Layer {
 // they are copied into, the pass's inputs, the events of its copies, and the graphs that write
 // this slot. A prompt call (kcuda_prompt) cycles through three: a pass runs in one while the
 // copy threads copy the one before it out of another; a single pass uses slot 0.
-// A pass's ops before the LM head on the device for the fused kernel (fused_pass.cu): done
-// [nops] counts the blocks done with each op over all passes, passes [grid] the passes each
-// block ran.
-struct FusedTable {
-    PassOp *ops = nullptr;
-    unsigned *done = nullptr, *passes = nullptr;
-    int nops = 0, grid = 0, smem = 0, variant = 1, lm_first = 0;
-};
-
 #define KC_SLOTS 3
 struct Slot {
     float *hout = nullptr, *logits = nullptr;         // device [max_m][E], [max_m][V]
@@ -38,7 +29,6 @@ struct Slot {
     cudaGraphExec_t graph_m1 = nullptr;               // the M=1 graph
     std::map<int, cudaGraphExec_t> graphs_m;          // per-M graphs, by M
     std::map<int, std::vector<PassOp>> plans;         // the ops of a pass of m rows, by m (planned once)
-    FusedTable fused_m1;                              // the fused M=1 pass (absent: kernel by kernel)
 };
 
 // E embedding width, V vocabulary, F feed-forward width; attention: H query heads, Hkv KV heads
@@ -115,13 +105,8 @@ ModelDims model_dims(const kcuda_model *md);
 int32_t dalloc(kcuda_model *md, void **p, size_t bytes);
 // forward.cu: one pass of m rows whose h_out and logits land in slot s (launches only), and its
 // capture as a graph
-int32_t forward(kcuda_model *md, int m, int s, int fused);
-int32_t capture(kcuda_model *md, int m, int s, int fused, cudaGraphExec_t *out);
-// fused_pass.cu: the fused table of slot s for m rows (none where the device or the pass does
-// not allow it), whether there is one, and the fused kernel's launch
-int32_t fused_prepare(kcuda_model *md, int m, int s);
-int fused_ready(const kcuda_model *md, int m, int s);
-int32_t fused_launch(kcuda_model *md, int m, int s);
+int32_t forward(kcuda_model *md, int m, int s);
+int32_t capture(kcuda_model *md, int m, int s, cudaGraphExec_t *out);
 // copy_threads.cu
 void lm_split(int m, int V, int *nch, int *np);
 int lm_piece_col(int p, int nch, int np, int V);

@@ -39,4 +39,4 @@ struct PassOp {
 
 // The ops of one pass of m rows writing slot s.
 struct kcuda_model;
-int32_t plan_pass(kcuda_model *md, int m, int s, std::vector<PassOp> *ops, int rpw);
+int32_t plan_pass(kcuda_model *md, int m, int s, std::vector<PassOp> *ops);

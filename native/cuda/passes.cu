@@ -28,7 +28,7 @@ static int32_t pass_queue(kcuda_model *md, const int32_t *tokens, int32_t m, int
             CK(cudaGraphLaunch(sl.graph_m1, g_stream));
             md->counters[KCUDA_C_GRAPH_REPLAYS]++;
         } else {
-            CKS(forward(md, 1, s, 0));
+            CKS(forward(md, 1, s));
             md->counters[KCUDA_C_STREAM_STEPS]++;
         }
     } else {
@@ -37,7 +37,7 @@ static int32_t pass_queue(kcuda_model *md, const int32_t *tokens, int32_t m, int
             CK(cudaGraphLaunch(it->second, g_stream));
             md->counters[KCUDA_C_MROW_GRAPH_REPLAYS]++;
         } else {
-            CKS(forward(md, m, s, 0));
+            CKS(forward(md, m, s));
         }
     }
     int nch = 1, np = 1;

@@ -75,25 +75,17 @@ __device__ __forceinline__ void load_scores(const float *sc, int t0, int stride,
     }
 }
 
-// This thread's scores (t = threadIdx.x, + KC_THREADS, ...) rewritten, loads in batches: exp(score
-// - by) (the numerators), or, with divide, score / by (the probabilities). With kept (shared
-// memory, n <= KC_ATT_KEEP), the numerators go to kept and the probabilities come from it.
+// This thread's scores (t = threadIdx.x, + KC_THREADS, ...) rewritten in place, loads in batches:
+// exp(score - by) (the numerators), or, with divide, score / by (the probabilities).
 template <bool divide>
-__device__ __forceinline__ void rewrite_scores(float *sc, int n, float by, float *kept) {
-    if (divide && kept) {
-        for (int t = threadIdx.x; t < n; t += KC_THREADS) sc[t] = kept[t] / by;
-        return;
-    }
+__device__ __forceinline__ void rewrite_scores(float *sc, int n, float by) {
     for (int t0 = threadIdx.x; t0 < n; t0 += KC_ATT_BATCH * KC_THREADS) {
         float e[KC_ATT_BATCH];
         load_scores(sc, t0, KC_THREADS, n, e);
 #pragma unroll
         for (int u = 0; u < KC_ATT_BATCH; u++) {
             const int t = t0 + u * KC_THREADS;
-            if (t >= n) continue;
-            const float v = divide ? e[u] / by : kite_expf(e[u] - by);
-            if (kept) kept[t] = v;
-            else sc[t] = v;
+            if (t < n) sc[t] = divide ? e[u] / by : kite_expf(e[u] - by);
         }
     }
 }
@@ -187,31 +179,23 @@ __device__ __forceinline__ void attn_scores_block(const ScoresArgs &a, const Blo
     __threadfence();
     mx = -INFINITY;
     for (int s = 0; s < splits; s++) mx = fmaxf(mx, __ldcg(&split_max[(size_t)head * splits + s]));
-    // the numerators in shared memory when they fit: the sum below is one chain of n / 32 adds a
-    // lane, which from L2 would be n / 32 / KC_ATT_BATCH round trips in a row
-    __shared__ float s_kept[KC_ATT_KEEP];
-    float *kept = n <= KC_ATT_KEEP ? s_kept : nullptr;
-    rewrite_scores<false>(sc, n, mx, kept);
+    rewrite_scores<false>(sc, n, mx);
     __syncthreads();
     if (warp == 0) {
         // lane l adds e[l], e[l + 32], ... in order (sum32's lanes)
         float s = 0.0f;
-        if (kept) {
-            for (int t = lane; t < n; t += 32) s = s + kept[t];
-        } else {
-            for (int t0 = lane; t0 < n; t0 += 32 * KC_ATT_BATCH) {
-                float e[KC_ATT_BATCH];
-                load_scores(sc, t0, 32, n, e);
+        for (int t0 = lane; t0 < n; t0 += 32 * KC_ATT_BATCH) {
+            float e[KC_ATT_BATCH];
+            load_scores(sc, t0, 32, n, e);
 #pragma unroll
-                for (int u = 0; u < KC_ATT_BATCH; u++)
-                    if (t0 + 32 * u < n) s = s + e[u];
-            }
+            for (int u = 0; u < KC_ATT_BATCH; u++)
+                if (t0 + 32 * u < n) s = s + e[u];
         }
         s = warp_sum32(s);
         if (lane == 0) s_sum = s;
     }
     __syncthreads();
-    rewrite_scores<true>(sc, n, s_sum, kept);
+    rewrite_scores<true>(sc, n, s_sum);
     if (threadIdx.x == 0) splits_done[head] = 0;
 }
 
@@ -238,16 +222,16 @@ __device__ __forceinline__ void attn_values_block(const ValuesArgs &a, const Blo
         const size_t row = (size_t)Hkv * D;
         const float *vp = v_cache + kvh * D + d;
         int t = part;
-        // KC_ATT_VBATCH positions' loads issued together, then their adds in order
-        for (; t + 32 * (KC_ATT_VBATCH - 1) < n; t += 32 * KC_ATT_VBATCH) {
-            float pv[KC_ATT_VBATCH], vv[KC_ATT_VBATCH];
+        // KC_ATT_BATCH positions' loads issued together, then their adds in order
+        for (; t + 32 * (KC_ATT_BATCH - 1) < n; t += 32 * KC_ATT_BATCH) {
+            float pv[KC_ATT_BATCH], vv[KC_ATT_BATCH];
 #pragma unroll
-            for (int u = 0; u < KC_ATT_VBATCH; u++) {
+            for (int u = 0; u < KC_ATT_BATCH; u++) {
                 pv[u] = p[t + 32 * u];
                 vv[u] = vp[(size_t)(t + 32 * u) * row];
             }
 #pragma unroll
-            for (int u = 0; u < KC_ATT_VBATCH; u++) s = s + pv[u] * vv[u];
+            for (int u = 0; u < KC_ATT_BATCH; u++) s = s + pv[u] * vv[u];
         }
         for (; t < n; t += 32) s = s + p[t] * vp[(size_t)t * row];
     }

@@ -50,9 +50,7 @@
 #define KC_ATT_D 256 // head sizes up to this (multiples of 32) take k_attn_scores' register path
 #define KC_ATT_SPLITS 16 // blocks that share one head's scores (a long context fills the SMs)
 #define KC_ATT_COLS (KC_THREADS / 32) // output columns of one k_attn_values block
-#define KC_ATT_BATCH 8 // positions whose scores an attention thread loads together
-#define KC_ATT_VBATCH 16 // positions whose v a k_attn_values thread loads together
-#define KC_ATT_KEEP 4096 // contexts up to this keep their softmax numerators in shared memory
+#define KC_ATT_BATCH 8 // positions whose loads an attention thread issues together
 
 // Where a kernel body runs: its block's coordinates among the blocks of its op (blockIdx and
 // gridDim when the body is its own kernel; a body may also be run for other blocks' coordinates).

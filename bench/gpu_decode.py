@@ -285,6 +285,9 @@ def main(argv: list[str] | None = None) -> int:
     verdicts, ok = judge(args.require, claims(results, copy))
     for line in verdicts:
         print(line)
+    failed = [v.removeprefix("FAIL ").split(" (")[0] for v in verdicts if v.startswith("FAIL ")]
+    if failed:  # the closing line on stderr: what a caller quotes when the exit status is 1
+        print(f"gpu_decode.py: {len(failed)} of {len(verdicts)} claims not met: {'; '.join(failed)}", file=sys.stderr)
     if args.md:
         args.md.parent.mkdir(parents=True, exist_ok=True)
         args.md.write_text(md)

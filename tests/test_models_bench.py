@@ -103,11 +103,19 @@ def test_require_judges_claims_and_fails_what_it_cannot_measure(tmp_path, capsys
               "--iters", "1", "--steps", "4", "--decode-only"]
     gpu_decode = _bench("gpu_decode")
     assert gpu_decode.main(common + ["--require", "q4_over_q8>=0.5"]) == 0
-    assert "PASS q4_over_q8: 1.000 >= 0.5" in capsys.readouterr().out  # the fake engine: same speed
+    out = capsys.readouterr()
+    assert "PASS q4_over_q8: 1.000 >= 0.5" in out.out  # the fake engine: same speed
+    assert "not met" not in out.err
     assert gpu_decode.main(common + ["--require", "q4_over_q8>=1.5"]) == 1
-    assert "FAIL q4_over_q8: 1.000 < 1.5" in capsys.readouterr().out
-    assert gpu_decode.main(common + ["--require", "copy_fraction>=0.5"]) == 1  # no copy bandwidth measured
-    assert "FAIL copy_fraction: not measured" in capsys.readouterr().out
+    out = capsys.readouterr()
+    assert "FAIL q4_over_q8: 1.000 < 1.5" in out.out
+    # the last line on stderr names the claim and its value (a run criterion's failure quotes it)
+    assert out.err.rstrip().splitlines()[-1] == "gpu_decode.py: 1 of 1 claims not met: q4_over_q8: 1.000 < 1.5"
+    assert gpu_decode.main(common + ["--require", "q4_over_q8>=0.5", "--require", "copy_fraction>=0.5"]) == 1
+    out = capsys.readouterr()
+    assert "FAIL copy_fraction: not measured" in out.out  # no copy bandwidth measured
+    assert out.err.rstrip().splitlines()[-1] == (
+        "gpu_decode.py: 1 of 2 claims not met: copy_fraction: not measured in this run")
     with pytest.raises(SystemExit):
         gpu_decode.main(common + ["--require", "speed>=2"])
 

@@ -1,5 +1,5 @@
 // exports.cu - the two exports that the loader test modules change; everything else lives in
-// kite_cuda.cu (compiled once). KCUDA_TEST_NOEXPORT omits kcuda_step_m; KCUDA_TEST_BADABI
+// the core objects (kite_cuda_core in CMakeLists.txt, compiled once). KCUDA_TEST_NOEXPORT omits kcuda_step_m; KCUDA_TEST_BADABI
 // reports KCUDA_ABI_VERSION + 1. Both are test artifacts only.
 #include "kite_cuda.h"
 

@@ -1,6 +1,6 @@
-// attention.cuh - gated full attention: the q / k head norms with RoPE and the cache writes
-// (norm_rope.cu), then scores, softmax and the gated weighted sum of v (attention.cu). The
-// bodies are in attention_device.cuh.
+// attention.cuh - gated full attention: the q / k head norms with RoPE and the cache writes,
+// then scores, softmax and the gated weighted sum of v (kernels in attention.cu, their bodies in
+// attention_device.cuh).
 #pragma once
 #include "kc_common.cuh"
 

@@ -1,5 +1,4 @@
-// attention_device.cuh - the bodies of the attention kernels (norm_rope.cu, attention.cu), each
-// over one block.
+// attention_device.cuh - the bodies of the attention kernels (attention.cu), each over one block.
 #pragma once
 #include "attention.cuh"
 #include "warp_math.cuh"

@@ -71,24 +71,26 @@ def claims(results: list[dict], copy: dict | None) -> dict[str, dict]:
     return out
 
 
-def judge(requires: list[str], found: dict[str, dict]) -> tuple[list[str], bool]:
-    """One PASS / FAIL line per requirement NAME>=X; a claim this run could not measure fails."""
-    lines, ok = [], True
+def judge(requires: list[str], found: dict[str, dict]) -> tuple[list[str], list[str]]:
+    """One PASS / FAIL line per requirement NAME>=X, and each failed claim in a few words (NAME:
+    value < X); a claim this run could not measure fails."""
+    lines, failed = [], []
     for spec in requires:
         m = REQUIRE_RE.match(spec.replace(" ", ""))
         name, thr = m.group(1), float(m.group(2))
         c = found.get(name)
         if c is None:
-            lines.append(f"FAIL {name}: not measured in this run (needs a Q8_0 model, a Q4_0 one for q4_over_q8, "
+            failed.append(f"{name}: not measured in this run")
+            lines.append(f"FAIL {failed[-1]} (needs a Q8_0 model, a Q4_0 one for q4_over_q8, "
                          "and the copy bandwidth for copy_fraction)")
-            ok = False
             continue
         passed = c["value"] >= thr
-        ok = ok and passed
+        verdict = f"{name}: {c['value']:.3f} {'>=' if passed else '<'} {thr:g}"
+        if not passed:
+            failed.append(verdict)
         rounds = ", ".join(f"{x:.3f}" for x in c["rounds"])
-        lines.append(f"{'PASS' if passed else 'FAIL'} {name}: {c['value']:.3f} {'>=' if passed else '<'} {thr:g} "
-                     f"({c['what']}; rounds: {rounds})")
-    return lines, ok
+        lines.append(f"{'PASS' if passed else 'FAIL'} {verdict} ({c['what']}; rounds: {rounds})")
+    return lines, failed
 
 
 def ratio_cell(r: dict) -> str:

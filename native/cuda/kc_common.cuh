@@ -53,7 +53,7 @@
 #define KC_ATT_BATCH 8 // positions whose loads an attention thread issues together
 
 // Where a kernel body runs: its block's coordinates among the blocks of its op (blockIdx and
-// gridDim when the body is its own kernel; a body may also be run for other blocks' coordinates).
+// gridDim in its own kernel; an executor that runs several ops in one launch passes its own).
 struct BlockAt {
     int x, y, z;    // this block
     int nx, ny, nz; // blocks of the op

@@ -16,7 +16,7 @@ struct MatvecJob {
 struct MatvecJobs {
     MatvecJob j[4];
     int nj;
-    int nwarps; // warps needed in all (set by launch_gemv)
+    int nwarps; // warps needed in all (set by gemv_plan)
 };
 
 // The activation prologue of a gemv launch. mode -1: activations already quantized in global

@@ -2,7 +2,6 @@
 // gating, the gated head norm), quantized per 32-block as the CPU does, and the embedding rows.
 #pragma once
 #include "device_matrix.cuh"
-#include "op_chain.cuh"
 
 // mode 0: copy a; 1: RMSNorm(a) * w; 2: silu(a) * b; 3: per head of hs values, RMSNorm(a) * w * silu(b).
 // Rows of n values read from a (and b), row stride lda; written as floats to xf (k_act only) and
@@ -31,8 +30,8 @@ struct EmbedArgs {
     float *x;
 };
 // One block per row; writes xf and, when n % 32 == 0, xq / xd.
-__global__ void k_act(ActArgs a, OpChain c);
+__global__ void k_act(ActArgs a);
 // Quantized products: grid (ceil(n / 32 / KC_WARPS), m), one warp per 32-block of one row.
-__global__ void k_actq(ActArgs a, OpChain c);
+__global__ void k_actq(ActArgs a);
 // One block per row.
-__global__ void k_embed(EmbedArgs a, OpChain c);
+__global__ void k_embed(EmbedArgs a);

@@ -2,7 +2,7 @@
 // then scores, softmax and the gated weighted sum of v (kernels in attention.cu, their bodies in
 // attention_device.cuh).
 #pragma once
-#include "op_chain.cuh"
+#include "kc_common.cuh"
 
 // q_gate [m][ld_q_gate]: per head its query then its gate (D each); k_new, v_new [m][ld_kv_new];
 // q_norm, k_norm [D]; cos_tab, sin_tab [positions][half_tab]; q_out [m][H * D] (normed, rotated);
@@ -40,6 +40,6 @@ struct ValuesArgs {
     float *out;
     int ldo;
 };
-__global__ void k_qkprep(QkprepArgs a, OpChain c);
-__global__ void k_attn_scores(ScoresArgs a, OpChain c);
-__global__ void k_attn_values(ValuesArgs a, OpChain c);
+__global__ void k_qkprep(QkprepArgs a);
+__global__ void k_attn_scores(ScoresArgs a);
+__global__ void k_attn_values(ValuesArgs a);

@@ -13,8 +13,7 @@ size_t dn_smem(int m, int dk) {
 }
 
 __global__ void __launch_bounds__(1024) // dn_warps(KC_DK_MAX) = 17 warps at most
-k_deltanet(DeltanetArgs a, OpChain c) {
-    if (!c.late_trigger) KC_PDL_TRIGGER();
-    deltanet_block(a, block_at_launch(), ChainWait(c));
-    chain_arrive(c);
+k_deltanet(DeltanetArgs a) {
+    KC_PDL_TRIGGER();
+    deltanet_block(a, block_at_launch(), PdlWait{});
 }

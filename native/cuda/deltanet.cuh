@@ -1,7 +1,7 @@
 // deltanet.cuh - the Gated DeltaNet layer: causal conv + SiLU, L2 norms, and the recurrence of
 // the state S[dv][dk] per value head, one op per layer.
 #pragma once
-#include "op_chain.cuh"
+#include "kc_common.cuh"
 
 #define KC_DK_MAX 256 // key head sizes up to this
 // One layer for the m rows of a pass. qkv [m][C]: the conv inputs (q, k, v channels); conv_w
@@ -29,4 +29,4 @@ struct DeltanetArgs {
 int dn_warps(int dk);
 size_t dn_smem(int m, int dk);
 // grid (Hv, ceil(dv / dn_warps(dk))), dn_warps(dk) warps, dn_smem(m, dk) bytes of shared memory
-__global__ void k_deltanet(DeltanetArgs a, OpChain c);
+__global__ void k_deltanet(DeltanetArgs a);

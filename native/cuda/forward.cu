@@ -167,37 +167,18 @@ int32_t plan_pass(kcuda_model *md, int m, int s, std::vector<PassOp> *ops) {
     return 0;
 }
 
-void chain_ops(kcuda_model *md, std::vector<PassOp> *ops) {
-    size_t kernels = 0;
-    for (const PassOp &o : *ops) kernels += o.kind != OP_PIECE_DONE;
-    if (!md->chain || !KC_PDL || g_cc_major < 9 || md->op_done_used + kernels > md->op_done_cap) return;
-    const PassOp *before = nullptr;
-    for (PassOp &o : *ops) {
-        if (o.kind == OP_PIECE_DONE) continue;
-        o.chain.done = md->op_done + md->op_done_used++;
-        o.chain.blocks = (unsigned)(o.gx * o.gy * o.gz);
-        o.chain.sleep_ns = (unsigned)md->chain_sleep;
-        o.chain.late_trigger = (unsigned)(md->chain_late && before);
-        if (before) {
-            o.chain.before = before->chain.done;
-            o.chain.blocks_before = before->chain.blocks;
-        }
-        before = &o;
-    }
-}
-
 // One op as a kernel of its own on g_stream (OP_PIECE_DONE: its event).
 static int32_t run_op(kcuda_model *md, const PassOp &o, cudaStreamCaptureStatus cs) {
     const dim3 g((unsigned)o.gx, (unsigned)o.gy, (unsigned)o.gz), b((unsigned)o.threads);
     switch (o.kind) {
-    case OP_EMBED: CK(klaunch(k_embed, g, b, o.smem, o.embed, o.chain)); break;
-    case OP_ACT: CK(klaunch(k_act, g, b, o.smem, o.act, o.chain)); break;
-    case OP_ACTQ: CK(klaunch(k_actq, g, b, o.smem, o.act, o.chain)); break;
-    case OP_GEMV: CK(gemv_launch(GemvCall{o.gemv, o.MT, o.RPW, (unsigned)o.gx, (size_t)o.smem, o.chain})); break;
-    case OP_DELTANET: CK(klaunch(k_deltanet, g, b, o.smem, o.deltanet, o.chain)); break;
-    case OP_QKPREP: CK(klaunch(k_qkprep, g, b, o.smem, o.qkprep, o.chain)); break;
-    case OP_ATTN_SCORES: CK(klaunch(k_attn_scores, g, b, o.smem, o.scores, o.chain)); break;
-    case OP_ATTN_VALUES: CK(klaunch(k_attn_values, g, b, o.smem, o.values, o.chain)); break;
+    case OP_EMBED: CK(klaunch(k_embed, g, b, o.smem, o.embed)); break;
+    case OP_ACT: CK(klaunch(k_act, g, b, o.smem, o.act)); break;
+    case OP_ACTQ: CK(klaunch(k_actq, g, b, o.smem, o.act)); break;
+    case OP_GEMV: CK(gemv_launch(GemvCall{o.gemv, o.MT, o.RPW, (unsigned)o.gx, (size_t)o.smem})); break;
+    case OP_DELTANET: CK(klaunch(k_deltanet, g, b, o.smem, o.deltanet)); break;
+    case OP_QKPREP: CK(klaunch(k_qkprep, g, b, o.smem, o.qkprep)); break;
+    case OP_ATTN_SCORES: CK(klaunch(k_attn_scores, g, b, o.smem, o.scores)); break;
+    case OP_ATTN_VALUES: CK(klaunch(k_attn_values, g, b, o.smem, o.values)); break;
     case OP_PIECE_DONE:
         // in a graph: an event record node that work outside the graph can wait for
         CK(cudaEventRecordWithFlags(md->lm_piece_done[o.piece], g_stream,
@@ -222,14 +203,9 @@ static int32_t run_ops(kcuda_model *md, const std::vector<PassOp> &ops) {
 // first pass of m rows into the slot: the plan depends on nothing else).
 int32_t forward(kcuda_model *md, int m, int s) {
     std::vector<PassOp> &ops = md->sl[s].plans[m];
-    int32_t st = 0;
-    if (ops.empty()) {
-        st = plan_pass(md, m, s, &ops);
-        if (!st) chain_ops(md, &ops);
-    }
-    if (!st) st = run_ops(md, ops);
-    // a pass cut short leaves its ops' counts apart: the next pass of m rows plans afresh
+    int32_t st = ops.empty() ? plan_pass(md, m, s, &ops) : 0;
     if (st) ops.clear();
+    if (!st) st = run_ops(md, ops);
     g_pdl = 0;
     return st;
 }

@@ -10,10 +10,9 @@ static size_t prologue_smem(int MT, int k, int nh) {
 // at 128 registers and spills); 0 (the others) sets no minimum
 template <int MT, int RPW>
 __global__ void __launch_bounds__(KC_THREADS, MT == 2 && RPW == 1 ? 2 : (MT == 8 && RPW == 2 ? 1 : 0))
-k_gemv(GemvArgs a, OpChain c) {
-    if (!c.late_trigger) KC_PDL_TRIGGER();
-    gemv_block<MT, RPW>(a, block_at_launch(), ChainWait(c));
-    chain_arrive(c);
+k_gemv(GemvArgs a) {
+    KC_PDL_TRIGGER();
+    gemv_block<MT, RPW>(a, block_at_launch(), PdlWait{});
 }
 
 // Host side: launches on g_stream, no host synchronisation (capturable).
@@ -22,7 +21,7 @@ static int g_sms = 132;            // multiprocessors of the device
 
 template <int MT, int RPW>
 static cudaError_t gemv_launch_mt(const GemvCall &c) {
-    return klaunch(k_gemv<MT, RPW>, dim3(c.grid), dim3(KC_THREADS), c.smem, c.args, c.chain);
+    return klaunch(k_gemv<MT, RPW>, dim3(c.grid), dim3(KC_THREADS), c.smem, c.args);
 }
 
 template <int RPW>

@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "device_matrix.cuh"
-#include "op_chain.cuh"
 
 struct MatvecJob {
     const void *q;
@@ -54,7 +53,6 @@ struct GemvCall {
     int MT, RPW;
     unsigned grid;
     size_t smem;
-    OpChain chain; // in a planned pass: its counts (op_chain.cuh); zero: the PDL wait
 };
 
 // One matrix as a job writing y (row stride ldy), added to y when add is set.

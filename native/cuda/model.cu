@@ -223,13 +223,6 @@ KCUDA_API int32_t kcuda_model_prepare(kcuda_model *md, int32_t max_m) {
         AL(k_cache, (size_t)md->nfull * max_pos * Hkv * D * 4);
         AL(v_cache, (size_t)md->nfull * max_pos * Hkv * D * 4);
     }
-    // counts for the plans of every slot and row count: a layer plans at most 12 ops (a product
-    // of m rows: one op per 8 rows), the LM head 2 + KC_LM_PIECES * ceil(m / 8)
-    md->op_done_cap = (size_t)KC_SLOTS * max_m * ((size_t)md->nl * 12 + 2 + KC_LM_PIECES) * ((M + 7) / 8);
-    AL(op_done, md->op_done_cap * sizeof(unsigned long long));
-    const char *chain = getenv("KITE_CUDA_CHAIN");
-    md->chain = !(chain && chain[0] == '0');
-    if (chain && chain[0] != '0') sscanf(chain, "%d,%d", &md->chain_sleep, &md->chain_late);
 #undef AL
     for (Slot &s : md->sl) {
         CK(cudaMallocHost((void **)&s.h_in, (M + 1) * 4));

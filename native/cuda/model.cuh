@@ -70,10 +70,6 @@ struct kcuda_model {
     int *splits_done = nullptr;                   // [max_m][H]: splits of a head done (0 between passes)
     float *gate = nullptr, *up = nullptr;         // [max_m][F]
     Slot sl[KC_SLOTS];
-    int chain_sleep = 0, chain_late = 0; // EXPERIMENT
-    int chain = 1;                                // kernels of a pass wait on op counts (op_chain.cuh)
-    unsigned long long *op_done = nullptr;        // [op_done_cap]: the counts of the planned passes' ops
-    size_t op_done_cap = 0, op_done_used = 0;
     cudaStream_t copy_stream = nullptr;           // the copies back
     cudaEvent_t lm_piece_done[KC_LM_PIECES] = {}; // piece p of the LM head is done (recorded by the pass)
     // copy helpers: thread i (1..n) takes chunks c with c % (n + 1) == i and the caller the rest,

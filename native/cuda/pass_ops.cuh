@@ -26,7 +26,6 @@ struct PassOp {
     int smem;        // dynamic shared memory of a block
     int MT, RPW;     // OP_GEMV: the instance
     int piece;       // OP_PIECE_DONE
-    OpChain chain;   // its counts (chain_ops; zero: the PDL wait)
     union {
         EmbedArgs embed;
         ActArgs act;
@@ -41,6 +40,3 @@ struct PassOp {
 // The ops of one pass of m rows writing slot s.
 struct kcuda_model;
 int32_t plan_pass(kcuda_model *md, int m, int s, std::vector<PassOp> *ops);
-// Give each kernel of a planned pass its counts (op_chain.cuh), from the model's pool; none when
-// the pool is spent or the device has no PDL (the kernels then wait for the grid before them).
-void chain_ops(kcuda_model *md, std::vector<PassOp> *ops);

@@ -8,11 +8,11 @@ static size_t prologue_smem(int MT, int k, int nh) {
 
 // k_gemv<2, 1> asks for two blocks per SM and k_gemv<8, 2> for one (without it ptxas stops
 // at 128 registers and spills); 0 (the others) sets no minimum
-template <int MT, int RPW>
+template <int MT, int RPW, bool PRO>
 __global__ void __launch_bounds__(KC_THREADS, MT == 2 && RPW == 1 ? 2 : (MT == 8 && RPW == 2 ? 1 : 0))
 k_gemv(GemvArgs a) {
     KC_PDL_TRIGGER();
-    gemv_block<MT, RPW>(a, block_at_launch(), PdlWait{});
+    gemv_block<MT, RPW, PRO>(a, block_at_launch(), PdlWait{});
 }
 
 // Host side: launches on g_stream, no host synchronisation (capturable).
@@ -21,7 +21,8 @@ static int g_sms = 132;            // multiprocessors of the device
 
 template <int MT, int RPW>
 static cudaError_t gemv_launch_mt(const GemvCall &c) {
-    return klaunch(k_gemv<MT, RPW>, dim3(c.grid), dim3(KC_THREADS), c.smem, c.args);
+    if (c.args.P.mode >= 0) return klaunch(k_gemv<MT, RPW, true>, dim3(c.grid), dim3(KC_THREADS), c.smem, c.args);
+    return klaunch(k_gemv<MT, RPW, false>, dim3(c.grid), dim3(KC_THREADS), c.smem, c.args);
 }
 
 template <int RPW>
@@ -45,7 +46,7 @@ int32_t gemv_smem_optin(void) {
     int sms = 0;
     if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && sms > 0) g_sms = sms;
     if (mx <= 48 * 1024) return 0;
-#define KC_OPT(MT, RPW) CK(cudaFuncSetAttribute(k_gemv<MT, RPW>, cudaFuncAttributeMaxDynamicSharedMemorySize, mx))
+#define KC_OPT(MT, RPW) CK(cudaFuncSetAttribute(k_gemv<MT, RPW, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, mx))
     KC_OPT(1, 1); KC_OPT(2, 1); KC_OPT(4, 1); KC_OPT(8, 1);
     KC_OPT(1, 2); KC_OPT(2, 2); KC_OPT(4, 2); KC_OPT(8, 2);
     KC_OPT(1, 4); KC_OPT(2, 4); KC_OPT(4, 4); KC_OPT(8, 4);

@@ -224,91 +224,80 @@ __device__ __forceinline__ void gemv_prefetch_l2(const GemvArgs &a, const BlockA
     }
 }
 
-// One block of a gemv: warps gw = x * warps + warp, x + nx ... (RPW output rows each) of the
-// launch's jobs, for the m rows of MT.
-template <int MT, int RPW, class Wait>
-__device__ __forceinline__ void gemv_block(const GemvArgs &a, const BlockAt &at, const Wait &wait) {
-    extern __shared__ __align__(16) unsigned char smraw[];
-    const MatvecJobs &js = a.js;
-    const Prologue &P = a.P;
-    const int m = a.m, ldx = a.ldx;
-    const float *xf = a.xf;
+// The activations of one block in shared memory, built by the prologue P from the m rows it
+// reads (sq: int8 [m][k], sd: block scales [m][k / 32], ssc: row or head scales): the same float
+// operations as k_actq (docs/NUMERICS.md). Every thread of the block calls it (two barriers).
+template <int MT>
+__device__ __forceinline__ void gemv_prologue(const Prologue &P, int m, int k, const BlockAt &at, unsigned char *smraw) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    const int k = js.j[0].k;
     const int nb = k >> 5;
-    const int8_t *XQ = a.xq;
-    const float *XD = a.xd;
-    int ldq = ldx, ldd = ldx >> 5;
-    gemv_prefetch_l2<RPW>(a, at);
-    // Weights are immutable: a warp loads its first blocks of weights before it waits for the
-    // previous kernel (PDL), so that only the activation loads follow the wait. Everything that
-    // the previous kernels write is read (and y written) after the wait.
-    bool waited = false;
-    if (P.mode >= 0) {
-        wait();
-        waited = true;
-        int8_t *sq = (int8_t *)smraw;
-        float *sd = (float *)(smraw + (size_t)MT * k);
-        float *ssc = sd + (size_t)MT * nb;
-        const int nh = P.mode == 3 ? k / P.hs : 1;
-        if (P.mode == 1) {
-            for (int mi = warp; mi < m; mi += nw) {
-                const float *ar = P.a + (size_t)mi * P.lda;
-                float ss = warp_dot(ar, ar, k, lane);
-                if (lane == 0) ssc[mi] = kite_rsqrtf(ss / (float)k + P.eps);
-            }
-        } else if (P.mode == 3) {
-            for (int t = warp; t < m * nh; t += nw) {
-                int mi = t / nh, h = t % nh;
-                const float *ar = P.a + (size_t)mi * P.lda + (size_t)h * P.hs;
-                float ss = warp_dot(ar, ar, P.hs, lane);
-                if (lane == 0) ssc[mi * nh + h] = kite_rsqrtf(ss / (float)P.hs + P.eps);
-            }
+    int8_t *sq = (int8_t *)smraw;
+    float *sd = (float *)(smraw + (size_t)MT * k);
+    float *ssc = sd + (size_t)MT * nb;
+    const int nh = P.mode == 3 ? k / P.hs : 1;
+    if (P.mode == 1) {
+        for (int mi = warp; mi < m; mi += nw) {
+            const float *ar = P.a + (size_t)mi * P.lda;
+            float ss = warp_dot(ar, ar, k, lane);
+            if (lane == 0) ssc[mi] = kite_rsqrtf(ss / (float)k + P.eps);
         }
-        __syncthreads();
-        // one warp per 32-block (lane = element), 8 blocks per warp in flight: loads first
-        const int tot = m * nb;
-        for (int t0 = warp; t0 < tot; t0 += nw * 8) {
-            float ra[8], rb[8], rw[8];
-#pragma unroll
-            for (int u = 0; u < 8; u++) {
-                const int t = t0 + nw * u;
-                ra[u] = rb[u] = rw[u] = 0.0f;
-                if (t < tot) {
-                    const int mi = t / nb, j = (t % nb) * 32 + lane;
-                    ra[u] = P.a[(size_t)mi * P.lda + j];
-                    if (P.mode >= 2) rb[u] = P.b[(size_t)mi * P.lda + j];
-                    if (P.mode == 1) rw[u] = P.w[j];
-                    else if (P.mode == 3) rw[u] = P.w[j % P.hs];
-                }
-            }
-#pragma unroll
-            for (int u = 0; u < 8; u++) {
-                const int t = t0 + nw * u;
-                if (t >= tot) break;
-                const int mi = t / nb, bb = t % nb, j = bb * 32 + lane;
-                float v;
-                if (P.mode == 1) v = (ra[u] * ssc[mi]) * rw[u];
-                else if (P.mode == 2) v = kite_siluf(ra[u]) * rb[u];
-                else if (P.mode == 3) v = ((ra[u] * ssc[mi * nh + j / P.hs]) * rw[u]) * kite_siluf(rb[u]);
-                else v = ra[u];
-                if (P.out2 && at.x == 0) P.out2[(size_t)mi * P.ld2 + j] = v;
-                quant_block32(v, lane, sq + (size_t)mi * k + bb * 32, sd + (size_t)mi * nb + bb);
-            }
+    } else if (P.mode == 3) {
+        for (int t = warp; t < m * nh; t += nw) {
+            int mi = t / nh, h = t % nh;
+            const float *ar = P.a + (size_t)mi * P.lda + (size_t)h * P.hs;
+            float ss = warp_dot(ar, ar, P.hs, lane);
+            if (lane == 0) ssc[mi * nh + h] = kite_rsqrtf(ss / (float)P.hs + P.eps);
         }
-        __syncthreads();
-        XQ = sq;
-        XD = sd;
-        ldq = k;
-        ldd = nb;
     }
+    __syncthreads();
+    // one warp per 32-block (lane = element), 8 blocks per warp in flight: loads first
+    const int tot = m * nb;
+    for (int t0 = warp; t0 < tot; t0 += nw * 8) {
+        float ra[8], rb[8], rw[8];
+#pragma unroll
+        for (int u = 0; u < 8; u++) {
+            const int t = t0 + nw * u;
+            ra[u] = rb[u] = rw[u] = 0.0f;
+            if (t < tot) {
+                const int mi = t / nb, j = (t % nb) * 32 + lane;
+                ra[u] = P.a[(size_t)mi * P.lda + j];
+                if (P.mode >= 2) rb[u] = P.b[(size_t)mi * P.lda + j];
+                if (P.mode == 1) rw[u] = P.w[j];
+                else if (P.mode == 3) rw[u] = P.w[j % P.hs];
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < 8; u++) {
+            const int t = t0 + nw * u;
+            if (t >= tot) break;
+            const int mi = t / nb, bb = t % nb, j = bb * 32 + lane;
+            float v;
+            if (P.mode == 1) v = (ra[u] * ssc[mi]) * rw[u];
+            else if (P.mode == 2) v = kite_siluf(ra[u]) * rb[u];
+            else if (P.mode == 3) v = ((ra[u] * ssc[mi * nh + j / P.hs]) * rw[u]) * kite_siluf(rb[u]);
+            else v = ra[u];
+            if (P.out2 && at.x == 0) P.out2[(size_t)mi * P.ld2 + j] = v;
+            quant_block32(v, lane, sq + (size_t)mi * k + bb * 32, sd + (size_t)mi * nb + bb);
+        }
+    }
+    __syncthreads();
+}
+
+// The rows of one block: warps gw = x * warps + warp, x + nx ... (RPW output rows each) of the
+// launch's jobs, for the m rows of MT, activations from XQ / XD (or xf).
+template <int MT, int RPW, class Wait>
+__device__ __forceinline__ void gemv_rows(const GemvArgs &a, const BlockAt &at, const int8_t *XQ, const float *XD,
+                                          int ldq, int ldd, const Wait &wait, bool &waited) {
+    const MatvecJobs &js = a.js;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    const int k = js.j[0].k, m = a.m;
     for (int gw = at.x * nw + warp; gw < js.nwarps; gw += at.nx * nw) {
         const int grow = gw * RPW;
         const MatvecJob &J = js.j[job_of(js, grow)];
         const int r0 = grow - J.row0;
         if (r0 >= J.n) continue;
         float acc[RPW][MT];
-        warp_rows<MT, RPW>(J, r0, k, m, XQ, XD, ldq, ldd, xf, ldx, lane, wait, waited, acc);
+        warp_rows<MT, RPW>(J, r0, k, m, XQ, XD, ldq, ldd, a.xf, a.ldx, lane, wait, waited, acc);
         // the RPW * MT sums end in lanes lane / (32 / N) (one lane per value stores)
         constexpr int N = RPW * MT;
         const float v = warp_sum32_scatter<N>(&acc[0][0], lane);
@@ -320,3 +309,24 @@ __device__ __forceinline__ void gemv_block(const GemvArgs &a, const BlockAt &at,
     }
 }
 
+// One block of a gemv. Weights are immutable: a warp loads its first blocks of weights before it
+// waits for the previous kernel (PDL), so that only the activation loads follow the wait.
+// Everything that the previous kernels write is read (and y written) after the wait. PRO: the
+// block builds its activations in shared memory first (P.mode >= 0), after the wait; a kernel
+// of its own, so that the instances without it carry none of its code and registers.
+template <int MT, int RPW, bool PRO, class Wait>
+__device__ __forceinline__ void gemv_block(const GemvArgs &a, const BlockAt &at, const Wait &wait) {
+    extern __shared__ __align__(16) unsigned char smraw[];
+    const int k = a.js.j[0].k;
+    gemv_prefetch_l2<RPW>(a, at);
+    bool waited = false;
+    if constexpr (PRO) {
+        wait();
+        waited = true;
+        gemv_prologue<MT>(a.P, a.m, k, at, smraw);
+        gemv_rows<MT, RPW>(a, at, (const int8_t *)smraw, (const float *)(smraw + (size_t)MT * k), k, k >> 5, wait,
+                           waited);
+    } else {
+        gemv_rows<MT, RPW>(a, at, a.xq, a.xd, a.ldx, a.ldx >> 5, wait, waited);
+    }
+}

@@ -46,7 +46,7 @@ static int32_t act_prepare(kcuda_model *md, std::vector<PassOp> *ops, const Matv
     const ActArgs aa = {P.mode, P.a, P.b, P.lda, P.w, P.hs, k, P.eps, md->xf, md->xq, md->xd, md->ldx, P.out2, P.ld2};
     // Quantize the activations once instead of in the prologue of every gemv block, whose
     // latency would sit in front of every weight load and whose cost grows with m.
-    if (allq && m >= md->actq_min_m && (P.mode != 3 || P.hs % 32 == 0)) {
+    if (allq && m >= KC_ACTQ_MIN_M && (P.mode != 3 || P.hs % 32 == 0)) {
         PassOp o = pass_op(OP_ACTQ, (k / 32 + KC_WARPS - 1) / KC_WARPS, m, 1, KC_THREADS, 0);
         o.act = aa;
         ops->push_back(o);

@@ -321,15 +321,11 @@ __device__ __forceinline__ void gemv_block(const GemvArgs &a, const BlockAt &at,
     gemv_prefetch_l2<RPW>(a, at);
     bool waited = false;
     if constexpr (PRO) {
-        // EXPERIMENT: the first weights before the wait, the prologue after it; a thread that never
-        // reaches its first weights runs wait and prologue after its rows (the same two barriers)
-        const auto wait_and_build = [&]() {
-            wait();
-            gemv_prologue<MT>(a.P, a.m, k, at, smraw);
-        };
-        gemv_rows<MT, RPW>(a, at, (const int8_t *)smraw, (const float *)(smraw + (size_t)MT * k), k, k >> 5,
-                           wait_and_build, waited);
-        if (!waited) wait_and_build();
+        wait();
+        waited = true;
+        gemv_prologue<MT>(a.P, a.m, k, at, smraw);
+        gemv_rows<MT, RPW>(a, at, (const int8_t *)smraw, (const float *)(smraw + (size_t)MT * k), k, k >> 5, wait,
+                           waited);
     } else {
         gemv_rows<MT, RPW>(a, at, a.xq, a.xd, a.ldx, a.ldx >> 5, wait, waited);
     }

@@ -223,7 +223,6 @@ KCUDA_API int32_t kcuda_model_prepare(kcuda_model *md, int32_t max_m) {
         AL(k_cache, (size_t)md->nfull * max_pos * Hkv * D * 4);
         AL(v_cache, (size_t)md->nfull * max_pos * Hkv * D * 4);
     }
-    if (getenv("KITE_CUDA_ACTQ_MIN_M")) md->actq_min_m = atoi(getenv("KITE_CUDA_ACTQ_MIN_M"));
 #undef AL
     for (Slot &s : md->sl) {
         CK(cudaMallocHost((void **)&s.h_in, (M + 1) * 4));

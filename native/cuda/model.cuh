@@ -70,7 +70,6 @@ struct kcuda_model {
     int *splits_done = nullptr;                   // [max_m][H]: splits of a head done (0 between passes)
     float *gate = nullptr, *up = nullptr;         // [max_m][F]
     Slot sl[KC_SLOTS];
-    int actq_min_m = KC_ACTQ_MIN_M;               // EXPERIMENT (KITE_CUDA_ACTQ_MIN_M)
     cudaStream_t copy_stream = nullptr;           // the copies back
     cudaEvent_t lm_piece_done[KC_LM_PIECES] = {}; // piece p of the LM head is done (recorded by the pass)
     // copy helpers: thread i (1..n) takes chunks c with c % (n + 1) == i and the caller the rest,

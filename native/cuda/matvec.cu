@@ -6,8 +6,9 @@ static size_t prologue_smem(int MT, int k, int nh) {
     return (size_t)MT * k + (size_t)MT * (k / 32) * 4 + (size_t)MT * (nh > 0 ? nh : 1) * 4 + 16;
 }
 
-// k_gemv<2, 1> asks for two blocks per SM and k_gemv<8, 2> for one (without it ptxas stops
-// at 128 registers and spills); 0 (the others) sets no minimum
+// k_gemv<2, 1, *> asks for two blocks per SM and k_gemv<8, 2, *> for one (without it ptxas
+// stops at 128 registers and spills); 0 (the others) sets no minimum. PRO: the block builds its
+// activations itself (gemv_block).
 template <int MT, int RPW, bool PRO>
 __global__ void __launch_bounds__(KC_THREADS, MT == 2 && RPW == 1 ? 2 : (MT == 8 && RPW == 2 ? 1 : 0))
 k_gemv(GemvArgs a) {
@@ -46,6 +47,7 @@ int32_t gemv_smem_optin(void) {
     int sms = 0;
     if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && sms > 0) g_sms = sms;
     if (mx <= 48 * 1024) return 0;
+    // only the instances with a prologue use dynamic shared memory
 #define KC_OPT(MT, RPW) CK(cudaFuncSetAttribute(k_gemv<MT, RPW, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, mx))
     KC_OPT(1, 1); KC_OPT(2, 1); KC_OPT(4, 1); KC_OPT(8, 1);
     KC_OPT(1, 2); KC_OPT(2, 2); KC_OPT(4, 2); KC_OPT(8, 2);

@@ -11,7 +11,7 @@ enum PassOpKind {
     OP_EMBED,        // k_embed
     OP_ACT,          // k_act
     OP_ACTQ,         // k_actq
-    OP_GEMV,         // k_gemv<MT, RPW>
+    OP_GEMV,         // k_gemv<MT, RPW, PRO>
     OP_DELTANET,     // k_deltanet
     OP_QKPREP,       // k_qkprep
     OP_ATTN_SCORES,  // k_attn_scores

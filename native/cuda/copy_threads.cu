@@ -11,28 +11,28 @@ void copy_threads_stop(kcuda_model *md) {
     md->copy_threads.clear();
 }
 
-// The logits are copied out of the pinned staging in nch chunks of vocabulary columns (all m
-// rows each): at least KC_CHUNK_MIN floats a chunk, KC_NCHUNK at most, shared among the copy
-// threads. The LM head runs in np pieces of nch / np whole chunks, each brought back to the
-// staging in one copy; the pass and the copies back use the same split.
-void lm_split(int m, int V, int *nch, int *np) {
+// The logits are copied out of the pinned staging in `chunks` chunks of vocabulary columns (all
+// m rows each): at least KC_CHUNK_MIN floats a chunk, KC_NCHUNK at most, shared among the copy
+// threads. The LM head runs in `pieces` pieces of chunks / pieces whole chunks, each brought
+// back to the staging in one copy; the pass and the copies back use the same split.
+void lm_split(int m, int V, int *chunks, int *pieces) {
     int n = (int)(((size_t)m * V + KC_CHUNK_MIN - 1) / KC_CHUNK_MIN);
     if (n > KC_NCHUNK) n = KC_NCHUNK;
     if (n < 1) n = 1;
     const int p = n < KC_LM_PIECES ? n : KC_LM_PIECES;
-    *nch = n / p * p;
-    *np = p;
+    *chunks = n / p * p;
+    *pieces = p;
 }
 
-// first vocabulary column of chunk c (c = nch: V)
-static int lm_col(int c, int nch, int V) {
-    const int64_t cw = ((int64_t)V + nch - 1) / nch, v = cw * c;
+// first vocabulary column of chunk c (c = chunks: V)
+static int lm_col(int c, int chunks, int V) {
+    const int64_t chunk_width = ((int64_t)V + chunks - 1) / chunks, v = chunk_width * c;
     return v < V ? (int)v : V;
 }
 
-// first vocabulary column of LM head piece p (p = np: V): whole chunks, the same split in the pass
+// first vocabulary column of LM head piece p (p = pieces: V): whole chunks, the same split in the pass
 // and in the copies back
-int lm_piece_col(int p, int nch, int np, int V) { return lm_col(p * (nch / np), nch, V); }
+int lm_piece_col(int p, int chunks, int pieces, int V) { return lm_col(p * (chunks / pieces), chunks, V); }
 
 // chunks of this thread's share: wait for each, copy it out of the staging
 int32_t copy_share(kcuda_model *md, int who, int nthr) {

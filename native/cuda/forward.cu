@@ -85,7 +85,7 @@ int32_t plan_pass(kcuda_model *md, int m, int s, std::vector<PassOp> *ops) {
     ops->push_back(embed);
     for (int il = 0; il < md->nl; il++) {
         Layer &l = md->L[il];
-        Prologue pn = prologue(1, md->x, nullptr, E, l.v[KCUDA_W_ATTN_NORM], 1, eps);
+        Prologue attn_norm = prologue(1, md->x, nullptr, E, l.v[KCUDA_W_ATTN_NORM], 1, eps);
         if (l.rec) {
             MatvecJobs js = {};
             js.nj = 4;
@@ -93,7 +93,7 @@ int32_t plan_pass(kcuda_model *md, int m, int s, std::vector<PassOp> *ops) {
             js.j[1] = job(l.w[KCUDA_W_SSM_GATE], md->z, Hv * dv, 0);
             js.j[2] = job(l.w[KCUDA_W_SSM_BETA], md->beta, Hv, 0);
             js.j[3] = job(l.w[KCUDA_W_SSM_ALPHA], md->alpha, Hv, 0);
-            CKS(gemv_in(md, ops, js, m, pn));
+            CKS(gemv_in(md, ops, js, m, attn_norm));
             const int nw = dn_warps(dk);
             PassOp o = pass_op(OP_DELTANET, Hv, (dv + nw - 1) / nw, 1, 32 * nw, (int)dn_smem(m, dk));
             o.deltanet = DeltanetArgs{md->qkv, C, l.v[KCUDA_W_SSM_CONV1D], K,
@@ -110,11 +110,11 @@ int32_t plan_pass(kcuda_model *md, int m, int s, std::vector<PassOp> *ops) {
             js.j[0] = job(l.w[KCUDA_W_ATTN_Q], md->q_gate, 2 * H * D, 0);
             js.j[1] = job(l.w[KCUDA_W_ATTN_K], md->k_new, Hkv * D, 0);
             js.j[2] = job(l.w[KCUDA_W_ATTN_V], md->v_new, Hkv * D, 0);
-            CKS(gemv_in(md, ops, js, m, pn));
+            CKS(gemv_in(md, ops, js, m, attn_norm));
             float *k_cache = md->k_cache + (size_t)l.idx * max_pos * Hkv * D;
             float *v_cache = md->v_cache + (size_t)l.idx * max_pos * Hkv * D;
-            const int th = D < KC_THREADS ? ((D + 31) / 32 * 32) : KC_THREADS;
-            PassOp o = pass_op(OP_QKPREP, H + 2 * Hkv, m, 1, th, D * (int)sizeof(float));
+            const int qk_threads = D < KC_THREADS ? ((D + 31) / 32 * 32) : KC_THREADS;
+            PassOp o = pass_op(OP_QKPREP, H + 2 * Hkv, m, 1, qk_threads, D * (int)sizeof(float));
             o.qkprep = QkprepArgs{md->q_gate, 2 * H * D, md->k_new, md->v_new, Hkv * D, l.v[KCUDA_W_ATTN_Q_NORM],
                                   l.v[KCUDA_W_ATTN_K_NORM], md->cos_tab, md->sin_tab, md->half_tab, dm.half_rot,
                                   md->d_in, H, Hkv, D, eps, md->q_rope, k_cache, v_cache, max_pos};
@@ -146,17 +146,17 @@ int32_t plan_pass(kcuda_model *md, int m, int s, std::vector<PassOp> *ops) {
     MatvecJobs js = {};
     js.nj = 1;
     js.j[0] = job(W, out.logits, V, 0);
-    Prologue pf = prologue(1, md->x, nullptr, E, md->out_norm, 1, eps);
-    pf.out2 = out.hout;
-    pf.ld2 = E;
+    Prologue final_norm = prologue(1, md->x, nullptr, E, md->out_norm, 1, eps);
+    final_norm.out2 = out.hout;
+    final_norm.ld2 = E;
     ActIn a;
-    CKS(act_prepare(md, ops, js, m, pf, &a));
-    int nch = 1, np = 1;
-    lm_split(m, V, &nch, &np);
-    for (int p = 0; p < np; p++) {
-        const int r0 = lm_piece_col(p, nch, np, V), r1 = lm_piece_col(p + 1, nch, np, V);
-        if (r1 > r0) {
-            js.j[0] = job_rows(W, r0, r1 - r0, out.logits + r0, V);
+    CKS(act_prepare(md, ops, js, m, final_norm, &a));
+    int chunks = 1, pieces = 1;
+    lm_split(m, V, &chunks, &pieces);
+    for (int p = 0; p < pieces; p++) {
+        const int col0 = lm_piece_col(p, chunks, pieces, V), col1 = lm_piece_col(p + 1, chunks, pieces, V);
+        if (col1 > col0) {
+            js.j[0] = job_rows(W, col0, col1 - col0, out.logits + col0, V);
             CKS(add_gemv(ops, js, m, a));
             a.P.out2 = nullptr; // h_out: written once (by a prologue of the first piece, if any)
         }

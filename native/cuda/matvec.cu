@@ -1,9 +1,9 @@
 #include "matvec_device.cuh"
 
 
-// smem layout: int8 xq[MT][k], float xd[MT][k/32], float sc[MT][nh]
-static size_t prologue_smem(int MT, int k, int nh) {
-    return (size_t)MT * k + (size_t)MT * (k / 32) * 4 + (size_t)MT * (nh > 0 ? nh : 1) * 4 + 16;
+// smem layout: int8 xq[MT][k], float xd[MT][k/32], float sc[MT][heads]
+static size_t prologue_smem(int MT, int k, int heads) {
+    return (size_t)MT * k + (size_t)MT * (k / 32) * 4 + (size_t)MT * (heads > 0 ? heads : 1) * 4 + 16;
 }
 
 // k_gemv<2, 1, *> asks for two blocks per SM and k_gemv<8, 2, *> for one (without it ptxas
@@ -65,8 +65,8 @@ static int gemv_rpw(const MatvecJobs &js) {
     int rows = 0;
     for (int t = 0; t < js.nj; t++) rows += js.j[t].n;
     const int nb = js.j[0].k / 32;
-    const int per = nb > 96 ? 4 : (nb + 31) / 32; // blocks per lane and row
-    int RPW = per >= 3 ? 1 : 4 / per;
+    const int blocks_per_lane = nb > 96 ? 4 : (nb + 31) / 32; // 32-blocks of a row per lane
+    int RPW = blocks_per_lane >= 3 ? 1 : 4 / blocks_per_lane;
     while (RPW > 1 && rows / RPW < g_sms * 8) RPW >>= 1;
     return RPW;
 }
@@ -79,23 +79,25 @@ int32_t gemv_plan(MatvecJobs js, int m, Prologue P, const int8_t *gq, const floa
         js.j[t].row0 = rows;
         rows += (js.j[t].n + RPW - 1) / RPW * RPW;
     }
-    const int warps = rows / RPW, wpb = KC_THREADS / 32;
+    const int warps = rows / RPW, warps_per_block = KC_THREADS / 32;
     js.nwarps = warps;
-    unsigned grid = (unsigned)((warps + wpb - 1) / wpb);
-    const unsigned cap = (unsigned)(g_sms * (2048 / KC_THREADS));
-    if (P.mode >= 0 && grid > cap) grid = cap; // the prologue runs once per block: stay resident
+    unsigned grid = (unsigned)((warps + warps_per_block - 1) / warps_per_block);
+    const unsigned resident_blocks = (unsigned)(g_sms * (2048 / KC_THREADS));
+    // the prologue runs once per block: stay resident
+    if (P.mode >= 0 && grid > resident_blocks) grid = resident_blocks;
     const int k = js.j[0].k;
-    const int nh = P.mode == 3 ? k / P.hs : 1;
-    int mcap = 8;
-    while (mcap > 1 && P.mode >= 0 && prologue_smem(mcap, k, nh) > (size_t)g_smem_max) mcap >>= 1;
-    if (P.mode >= 0 && prologue_smem(1, k, nh) > (size_t)g_smem_max) return KCUDA_E_UNSUPPORTED;
-    for (int m0 = 0; m0 < m; m0 += mcap) {
-        const int mc = m - m0 < mcap ? m - m0 : mcap;
+    const int heads = P.mode == 3 ? k / P.hs : 1;
+    int rows_per_call = 8;
+    while (rows_per_call > 1 && P.mode >= 0 && prologue_smem(rows_per_call, k, heads) > (size_t)g_smem_max)
+        rows_per_call >>= 1;
+    if (P.mode >= 0 && prologue_smem(1, k, heads) > (size_t)g_smem_max) return KCUDA_E_UNSUPPORTED;
+    for (int m0 = 0; m0 < m; m0 += rows_per_call) {
+        const int call_rows = m - m0 < rows_per_call ? m - m0 : rows_per_call;
         GemvCall c = {};
         GemvArgs &ga = c.args;
         ga.js = js;
         for (int t = 0; t < js.nj; t++) ga.js.j[t].y = js.j[t].y + (size_t)m0 * js.j[t].ldy;
-        ga.m = mc;
+        ga.m = call_rows;
         ga.P = P;
         ga.ldx = ldx;
         if (P.mode >= 0) {
@@ -107,10 +109,10 @@ int32_t gemv_plan(MatvecJobs js, int m, Prologue P, const int8_t *gq, const floa
             if (gd) ga.xd = gd + (size_t)m0 * (ldx / 32);
             if (gf) ga.xf = gf + (size_t)m0 * ldx;
         }
-        c.MT = mc == 1 ? 1 : mc == 2 ? 2 : mc <= 4 ? 4 : 8;
+        c.MT = call_rows == 1 ? 1 : call_rows == 2 ? 2 : call_rows <= 4 ? 4 : 8;
         c.RPW = RPW;
         c.grid = grid;
-        c.smem = P.mode >= 0 ? prologue_smem(c.MT, k, nh) : 0;
+        c.smem = P.mode >= 0 ? prologue_smem(c.MT, k, heads) : 0;
         calls->push_back(c);
     }
     return 0;

@@ -108,8 +108,8 @@ int32_t dalloc(kcuda_model *md, void **p, size_t bytes);
 int32_t forward(kcuda_model *md, int m, int s);
 int32_t capture(kcuda_model *md, int m, int s, cudaGraphExec_t *out);
 // copy_threads.cu
-void lm_split(int m, int V, int *nch, int *np);
-int lm_piece_col(int p, int nch, int np, int V);
+void lm_split(int m, int V, int *chunks, int *pieces);
+int lm_piece_col(int p, int chunks, int pieces, int V);
 int32_t copy_share(kcuda_model *md, int who, int nthr);
 int32_t copy_hout(kcuda_model *md);
 void copy_worker(kcuda_model *md, int who);

@@ -40,12 +40,12 @@ static int32_t pass_queue(kcuda_model *md, const int32_t *tokens, int32_t m, int
             CKS(forward(md, m, s));
         }
     }
-    int nch = 1, np = 1;
-    lm_split(m, V, &nch, &np);
-    for (int p = 0; p < np; p++) {
+    int chunks = 1, pieces = 1;
+    lm_split(m, V, &chunks, &pieces);
+    for (int p = 0; p < pieces; p++) {
         CK(cudaStreamWaitEvent(md->copy_stream, md->lm_piece_done[p], 0));
         if (p == 0) CK(cudaMemcpyAsync(sl.pin_hout, sl.hout, (size_t)m * E * 4, cudaMemcpyDeviceToHost, md->copy_stream));
-        const int v0 = lm_piece_col(p, nch, np, V), v1 = lm_piece_col(p + 1, nch, np, V);
+        const int v0 = lm_piece_col(p, chunks, pieces, V), v1 = lm_piece_col(p + 1, chunks, pieces, V);
         if (v1 > v0)
             CK(cudaMemcpy2DAsync(sl.pin_logits + v0, (size_t)V * 4, sl.logits + v0, (size_t)V * 4,
                                  (size_t)(v1 - v0) * 4, (size_t)m, cudaMemcpyDeviceToHost, md->copy_stream));
@@ -58,18 +58,18 @@ static int32_t pass_queue(kcuda_model *md, const int32_t *tokens, int32_t m, int
 // logits[m][V] (either may be NULL), as the copy threads' next job; returns its chunks.
 static int copy_job(kcuda_model *md, int32_t m, int s, float *h_out, float *logits, int async) {
     const int V = md->hp[KCUDA_HP_N_VOCAB];
-    int nch = 1, np = 1;
-    lm_split(m, V, &nch, &np);
+    int chunks = 1, pieces = 1;
+    lm_split(m, V, &chunks, &pieces);
     md->copy_logits_to = logits;
     md->copy_hout_to = h_out;
-    md->copy_chunks = nch;
-    md->copy_chunks_per_piece = nch / np;
+    md->copy_chunks = chunks;
+    md->copy_chunks_per_piece = chunks / pieces;
     md->copy_rows = m;
     md->copy_vocab = V;
     md->copy_embd = md->hp[KCUDA_HP_N_EMBD];
     md->copy_slot = s;
     md->copy_alone = async;
-    return nch;
+    return chunks;
 }
 
 static void copy_wake(kcuda_model *md, int nthreads) {
@@ -97,14 +97,14 @@ static void count_pass(kcuda_model *md, int32_t m) {
 // the chunks of a piece out while the pieces after it are still in flight, with the copy threads
 // for M rows.
 static int32_t pass_collect(kcuda_model *md, int32_t m, int s, float *h_out, float *logits) {
-    const int nch = copy_job(md, m, s, h_out, logits, 0);
+    const int chunks = copy_job(md, m, s, h_out, logits, 0);
     // helpers for M rows only: at M=1 the caller reads the logits next (greedy pick), and a
     // copy by this thread leaves them in its own cache
-    const int nthr = (nch > 1 && m > 1) ? (int)md->copy_threads.size() + 1 : 1;
-    if (nthr > 1) copy_wake(md, nthr - 1);
+    const int threads = (chunks > 1 && m > 1) ? (int)md->copy_threads.size() + 1 : 1;
+    if (threads > 1) copy_wake(md, threads - 1);
     int32_t err = copy_hout(md);
-    if (!err) err = copy_share(md, 0, nthr);
-    if (nthr > 1) {
+    if (!err) err = copy_share(md, 0, threads);
+    if (threads > 1) {
         const int32_t e = copy_wait(md);
         if (!err) err = e;
     }

@@ -6,11 +6,11 @@ static size_t prologue_smem(int MT, int k, int heads) {
     return (size_t)MT * k + (size_t)MT * (k / 32) * 4 + (size_t)MT * (heads > 0 ? heads : 1) * 4 + 16;
 }
 
-// k_gemv<2, 1, *> asks for two blocks per SM and k_gemv<8, 2, *> for one (without it ptxas
-// stops at 128 registers and spills); 0 (the others) sets no minimum. PRO: the block builds its
-// activations itself (gemv_block).
+// k_gemv<2, 1, *> asks for two blocks per SM and k_gemv<8, 2 or 4, *> for one (without it
+// ptxas stops at 128 registers and spills); 0 (the others) sets no minimum. PRO: the block
+// builds its activations itself (gemv_block).
 template <int MT, int RPW, bool PRO>
-__global__ void __launch_bounds__(KC_THREADS, MT == 2 && RPW == 1 ? 2 : (MT == 8 && RPW == 2 ? 1 : 0))
+__global__ void __launch_bounds__(KC_THREADS, MT == 2 && RPW == 1 ? 2 : (MT == 8 && RPW >= 2 ? 1 : 0))
 k_gemv(GemvArgs a) {
     KC_PDL_TRIGGER();
     gemv_block<MT, RPW, PRO>(a, block_at_launch(), PdlWait{});

@@ -57,7 +57,6 @@ int32_t gemv_smem_optin(void) {
     return 0;
 }
 
-// gq/gd/gf: activations in global memory (P.mode == -1); otherwise the prologue builds them.
 // Rows per warp: each lane keeps up to 4 weight blocks in flight (blocks b, b+32, ... of RPW
 // rows), and a matrix keeps at least 8 warps per SM (one row per warp leaves too few bytes in
 // flight per warp on the wide matrices).
@@ -118,7 +117,7 @@ int32_t gemv_plan(MatvecJobs js, int m, Prologue P, const int8_t *gq, const floa
     return 0;
 }
 
-int32_t launch_gemv(MatvecJobs js, int m, Prologue P, const int8_t *gq, const float *gd, const float *gf, int ldx) {
+int32_t gemv_run(MatvecJobs js, int m, Prologue P, const int8_t *gq, const float *gd, const float *gf, int ldx) {
     std::vector<GemvCall> calls;
     CKS(gemv_plan(js, m, P, gq, gd, gf, ldx, &calls));
     for (const GemvCall &c : calls) CK(gemv_launch(c));

@@ -60,13 +60,15 @@ MatvecJob job(const DeviceMatrix &w, float *y, int ldy, int add);
 // Rows r0 .. r0 + n - 1 of w as a job of their own (its output y is row r0's).
 MatvecJob job_rows(const DeviceMatrix &w, int r0, int n, float *y, int ldy);
 Prologue prologue(int mode, const float *a, const float *b, int lda, const float *w, int hs, float eps);
-// Opt the gemv kernels in to the device's dynamic shared memory (kcuda_init).
+// Opt the gemv instances with a prologue in to the device's dynamic shared memory (kcuda_init).
 int32_t gemv_smem_optin(void);
 // The launches of the product of js over m rows (one per 8 rows, or fewer rows when the
-// prologue's shared memory is short), appended to calls; and one of them launched on g_stream.
+// prologue's shared memory is short), appended to calls. gq / gd / gf: activations in global
+// memory (P.mode == -1: int8 quants, f32 block scales, f32 values, row stride ldx); otherwise
+// the prologue builds them.
 int32_t gemv_plan(MatvecJobs js, int m, Prologue P, const int8_t *gq, const float *gd, const float *gf, int ldx,
                   std::vector<GemvCall> *calls);
+// One planned launch on g_stream.
 cudaError_t gemv_launch(const GemvCall &c);
-// Launch the product of js over m rows. gq / gd / gf: activations in global memory (P.mode == -1:
-// int8 quants, f32 block scales, f32 values, row stride ldx); otherwise the prologue builds them.
-int32_t launch_gemv(MatvecJobs js, int m, Prologue P, const int8_t *gq, const float *gd, const float *gf, int ldx);
+// The product planned and every launch of it made (a product outside a planned pass).
+int32_t gemv_run(MatvecJobs js, int m, Prologue P, const int8_t *gq, const float *gd, const float *gf, int ldx);

@@ -159,7 +159,7 @@ KCUDA_API int32_t kcuda_gemm_gw(int32_t wtype, const void *w, int64_t w_bytes, i
     MatvecJobs js = {};
     js.nj = 1;
     js.j[0] = job(it->second.w, dy, n_out, 0);
-    CKS(launch_gemv(js, m, prologue(-1, nullptr, nullptr, 0, nullptr, 1, 0.0f), dq, dd, nullptr, k));
+    CKS(gemv_run(js, m, prologue(-1, nullptr, nullptr, 0, nullptr, 1, 0.0f), dq, dd, nullptr, k));
     CK(cudaMemcpyAsync(y, dy, yb, cudaMemcpyDeviceToHost, g_stream));
     CK(cudaStreamSynchronize(g_stream));
     return 0;

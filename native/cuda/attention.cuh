@@ -30,7 +30,6 @@ struct ScoresArgs {
     int max_pos;
     float *split_max;
     int *splits_done;
-    int par, pf;
 };
 // probs [m][H][max_pos]; out [m][ldo]: the gated outputs. Blocks (H, m, ceil(D / KC_ATT_COLS)).
 struct ValuesArgs {
@@ -40,8 +39,7 @@ struct ValuesArgs {
     int H, Hkv, D, max_pos;
     float *out;
     int ldo;
-    int pf;
 };
-__global__ void k_qkprep(QkprepArgs a KC_TL_PARAMS);
-__global__ void k_attn_scores(ScoresArgs a KC_TL_PARAMS);
-__global__ void k_attn_values(ValuesArgs a KC_TL_PARAMS);
+__global__ void k_qkprep(QkprepArgs a);
+__global__ void k_attn_scores(ScoresArgs a);
+__global__ void k_attn_values(ValuesArgs a);

@@ -96,19 +96,6 @@ __device__ __forceinline__ void rewrite_scores(float *sc, int n, float by) {
 // scores: [m][H][max_pos]; split_max: [m][H][splits]; splits_done: [m][H], zero between passes.
 template <class Wait>
 __device__ __forceinline__ void attn_scores_block(const ScoresArgs &a, const BlockAt &at, const Wait &wait) {
-    if (a.pf) {
-        // keys of positions before this pass (written by earlier passes): into L2 before the wait
-        const int pos = a.in[0];
-        const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-        const int kvh = at.x / (a.H / a.Hkv);
-        const int first_group = at.z * KC_WARPS + warp, group_stride = at.nz * KC_WARPS;
-        const int t_off = lane >> 3, line = lane & 7;
-        for (int t0 = 4 * first_group; t0 < pos; t0 += 4 * group_stride) {
-            const int t = t0 + t_off;
-            if (t < pos && line * 32 < a.D)
-                asm volatile("prefetch.global.L2 [%0];" ::"l"(a.k_cache + (size_t)t * a.Hkv * a.D + kvh * a.D + line * 32));
-        }
-    }
     wait();
     const float *q = a.q, *k_cache = a.k_cache;
     const int H = a.H, Hkv = a.Hkv, D = a.D, max_pos = a.max_pos;
@@ -125,7 +112,7 @@ __device__ __forceinline__ void attn_scores_block(const ScoresArgs &a, const Blo
     const float scale = kite_rsqrtf((float)D);
     const int first_group = split * KC_WARPS + warp, group_stride = splits * KC_WARPS;
     __shared__ float s_red[KC_WARPS];
-    __shared__ float s_sum, s_max;
+    __shared__ float s_sum;
     __shared__ int s_last;
     float mx = -INFINITY;
     if ((D & 31) == 0 && D <= KC_ATT_D) {
@@ -171,7 +158,6 @@ __device__ __forceinline__ void attn_scores_block(const ScoresArgs &a, const Blo
         }
     }
     // the split's largest score (max is exact in any order)
-    wait.mark(3);
     mx = warp_max(mx);
     if (lane == 0) s_red[warp] = mx;
     __syncthreads();
@@ -184,31 +170,16 @@ __device__ __forceinline__ void attn_scores_block(const ScoresArgs &a, const Blo
     __syncthreads();
     if (threadIdx.x == 0) s_last = atomicAdd(&splits_done[head], 1) == splits - 1;
     __syncthreads();
-    wait.mark(4);
     if (!s_last) return;
 
     // The last split: probabilities p[t] = e[t] / sum, e[t] = exp(score[t] - max), sum = sum32(e).
     // Each pass issues its loads in batches (KC_ATT_BATCH per thread) before using them: the
     // scores sit in L2, and one round trip per position would make this block the tail of the pass.
     __threadfence();
-    if (a.par) {
-        // the splits' maxima loaded together by one warp (max is exact in any order)
-        if (warp == 0) {
-            float v = -INFINITY;
-            for (int s = lane; s < splits; s += 32) v = fmaxf(v, __ldcg(&split_max[(size_t)head * splits + s]));
-            v = warp_max(v);
-            if (lane == 0) s_max = v;
-        }
-        __syncthreads();
-        mx = s_max;
-    } else {
     mx = -INFINITY;
     for (int s = 0; s < splits; s++) mx = fmaxf(mx, __ldcg(&split_max[(size_t)head * splits + s]));
-    }
-    wait.mark(5);
     rewrite_scores<false>(sc, n, mx);
     __syncthreads();
-    wait.mark(6);
     if (warp == 0) {
         // lane l adds e[l], e[l + 32], ... in order (sum32's lanes)
         float s = 0.0f;
@@ -223,7 +194,6 @@ __device__ __forceinline__ void attn_scores_block(const ScoresArgs &a, const Blo
         if (lane == 0) s_sum = s;
     }
     __syncthreads();
-    wait.mark(7);
     rewrite_scores<true>(sc, n, s_sum);
     if (threadIdx.x == 0) splits_done[head] = 0;
 }
@@ -235,15 +205,6 @@ __device__ __forceinline__ void attn_scores_block(const ScoresArgs &a, const Blo
 // partials in shared memory. A warp reads four positions of KC_ATT_COLS adjacent columns.
 template <class Wait>
 __device__ __forceinline__ void attn_values_block(const ValuesArgs &a, const BlockAt &at, const Wait &wait) {
-    if (a.pf && threadIdx.x % KC_ATT_COLS == 0) {
-        // values of positions before this pass: into L2 before the wait
-        const int pos = a.in[0];
-        const int kvh = at.x / (a.H / a.Hkv);
-        const int d = at.z * KC_ATT_COLS;
-        const float *vp = a.v_cache + kvh * a.D + d;
-        for (int t = threadIdx.x / KC_ATT_COLS; t < pos; t += 32)
-            asm volatile("prefetch.global.L2 [%0];" ::"l"(vp + (size_t)t * a.Hkv * a.D));
-    }
     wait();
     const float *probs = a.probs, *v_cache = a.v_cache;
     const int H = a.H, Hkv = a.Hkv, D = a.D;

@@ -2,26 +2,18 @@
 
 // warps of a k_deltanet block: its 2 * dk + nw channels on one thread each (with 8 warps and
 // dk = 128, eight threads computed a second channel after the first: one more round trip)
-int dn_warps(int dk, int rpw) {
-    const int nw = (2 * dk + 31 - rpw) / (32 - rpw); // 32 * nw >= 2 * dk + rpw * nw
+int dn_warps(int dk) {
+    const int nw = (2 * dk + 30) / 31; // 32 * nw >= 2 * dk + nw
     return nw > KC_WARPS ? nw : KC_WARPS;
 }
 
 // its shared memory for m rows: per row q, k (dk each), v of its nw rows, beta and the decay
-size_t dn_smem(int m, int dk, int rpw) {
-    return (size_t)m * (2 * dk + dn_warps(dk, rpw) * rpw + 2) * sizeof(float);
+size_t dn_smem(int m, int dk) {
+    return (size_t)m * (2 * dk + dn_warps(dk) + 2) * sizeof(float);
 }
 
 __global__ void __launch_bounds__(1024) // dn_warps(KC_DK_MAX) = 17 warps at most
-k_deltanet(DeltanetArgs a KC_TL_PARAMS) {
-    KC_TL_BEGIN();
+k_deltanet(DeltanetArgs a) {
     KC_PDL_TRIGGER();
-    deltanet_block<1>(a, block_at_launch(), KC_TL_WAIT);
-    KC_TL_END();
-}
-__global__ void __launch_bounds__(1024) k_deltanet2(DeltanetArgs a KC_TL_PARAMS) {
-    KC_TL_BEGIN();
-    KC_PDL_TRIGGER();
-    deltanet_block<2>(a, block_at_launch(), KC_TL_WAIT);
-    KC_TL_END();
+    deltanet_block(a, block_at_launch(), PdlWait{});
 }

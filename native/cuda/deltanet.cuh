@@ -24,11 +24,9 @@ struct DeltanetArgs {
     float eps;
     float *y;
     int ldy, m;
-    int p1split;
 };
 // warps of a k_deltanet block, and its shared memory for m rows
-int dn_warps(int dk, int rpw);
-size_t dn_smem(int m, int dk, int rpw);
+int dn_warps(int dk);
+size_t dn_smem(int m, int dk);
 // grid (Hv, ceil(dv / dn_warps(dk))), dn_warps(dk) warps, dn_smem(m, dk) bytes of shared memory
-__global__ void k_deltanet(DeltanetArgs a KC_TL_PARAMS);
-__global__ void k_deltanet2(DeltanetArgs a KC_TL_PARAMS);
+__global__ void k_deltanet(DeltanetArgs a);

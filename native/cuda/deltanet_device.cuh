@@ -30,7 +30,7 @@ __device__ __forceinline__ void dn_conv_window(const float *qkv, int C, const fl
                                                int R, int h, int kh, int j0, int slice, int Hk, int dk, int dv, int nw,
                                                int pos, int m, int per, float *sm) {
     constexpr int KK = KC_CONV_K, CH = 8, NW = KK - 1 + CH;
-    for (int t = threadIdx.x; t < 2 * dk + nw; t += blockDim.x) { // nw: the block's rows of S
+    for (int t = threadIdx.x; t < 2 * dk + nw; t += blockDim.x) {
         if (t >= 2 * dk && j0 + (t - 2 * dk) >= dv) continue;
         const int c = dn_channel(t, kh, h, j0, Hk, dk, dv);
         const bool writer = t >= 2 * dk || (slice == 0 && h < Hk);
@@ -60,7 +60,7 @@ __device__ __forceinline__ void dn_conv_window(const float *qkv, int C, const fl
     }
 }
 
-template <int RPW, class Wait>
+template <class Wait>
 __device__ __forceinline__ void deltanet_block(const DeltanetArgs &a, const BlockAt &at, const Wait &wait) {
     const float *qkv = a.qkv, *cw = a.conv_w, *betab = a.beta, *alphab = a.alpha;
     const int C = a.C, K = a.K, R = a.ring_rows, ldba = a.ld_beta, Hk = a.Hk, dk = a.dk, dv = a.dv;
@@ -70,26 +70,22 @@ __device__ __forceinline__ void deltanet_block(const DeltanetArgs &a, const Bloc
     extern __shared__ float sm[];
     const int h = at.x, kh = h % Hk;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    const int rows = nw * RPW; // rows of S in this block: warp w carries w, w + nw, ...
-    const int j0 = at.y * rows;
-    // Rows j of the state were last written by the previous pass (which completed before the
-    // first kernel of this one started): load them before waiting for this pass's inputs.
+    const int j0 = at.y * nw;
+    // Row j of the state was last written by the previous pass (which completed before the
+    // first kernel of this one started): load it before waiting for this pass's inputs.
+    const int j = j0 + warp;
     const int nc = (dk + 31) >> 5;
-    float st[RPW][KC_DK_MAX / 32];
+    float *S = S_all + ((size_t)h * dv + (j < dv ? j : 0)) * dk;
+    float st[KC_DK_MAX / 32];
 #pragma unroll
-    for (int rr = 0; rr < RPW; rr++) {
-        const int j = j0 + warp + nw * rr;
-        const float *S = S_all + ((size_t)h * dv + (j < dv ? j : 0)) * dk;
-#pragma unroll
-        for (int c = 0; c < KC_DK_MAX / 32; c++) {
-            int i = lane + 32 * c;
-            st[rr][c] = (j < dv && c < nc && i < dk) ? S[i] : 0.0f;
-        }
+    for (int c = 0; c < KC_DK_MAX / 32; c++) {
+        int i = lane + 32 * c;
+        st[c] = (j < dv && c < nc && i < dk) ? S[i] : 0.0f;
     }
     // the conv history (positions before this pass) and the conv weights are ready too: ask L2
     // for them (the position comes from the host copy that precedes the pass)
     const int pos = a.in[0];
-    for (int t = threadIdx.x; t < 2 * dk + rows; t += blockDim.x) {
+    for (int t = threadIdx.x; t < 2 * dk + nw; t += blockDim.x) {
         if (t >= 2 * dk && j0 + (t - 2 * dk) >= dv) continue;
         const int c = dn_channel(t, kh, h, j0, Hk, dk, dv);
         asm volatile("prefetch.global.L2 [%0];" ::"l"(cw + (size_t)c * K));
@@ -101,23 +97,17 @@ __device__ __forceinline__ void deltanet_block(const DeltanetArgs &a, const Bloc
     wait();
     // the gate inputs of this warp's first row, loaded now so that phase 1 does not wait for them
     float bt_in = 0.0f, al_in = 0.0f;
-    int pre_row = warp < m ? warp : -1;
-    if (a.p1split) {
-        int tg = warp;
-        while (tg < 2 * m) tg += nw;
-        pre_row = tg < 3 * m ? tg - 2 * m : -1;
-    }
-    if (lane == 0 && pre_row >= 0) {
-        bt_in = betab[(size_t)pre_row * ldba + h];
-        al_in = alphab[(size_t)pre_row * ldba + h];
+    if (lane == 0 && warp < m) {
+        bt_in = betab[(size_t)warp * ldba + h];
+        al_in = alphab[(size_t)warp * ldba + h];
     }
     const float a_h = __ldg(&a.ssm_a[h]), dt_h = __ldg(&a.dt_bias[h]);
-    const int per = 2 * dk + rows + 2;
+    const int per = 2 * dk + nw + 2;
     // phase 0: conv + SiLU
     if (K == KC_CONV_K) {
-        dn_conv_window(qkv, C, cw, ring, R, h, kh, j0, at.y, Hk, dk, dv, rows, pos, m, per, sm);
+        dn_conv_window(qkv, C, cw, ring, R, h, kh, j0, at.y, Hk, dk, dv, nw, pos, m, per, sm);
     } else {
-        for (int t = threadIdx.x; t < 2 * dk + rows; t += blockDim.x) {
+        for (int t = threadIdx.x; t < 2 * dk + nw; t += blockDim.x) {
             if (t >= 2 * dk && j0 + (t - 2 * dk) >= dv) continue;
             const int c = dn_channel(t, kh, h, j0, Hk, dk, dv);
             const float *wc = cw + (size_t)c * K;
@@ -155,37 +145,9 @@ __device__ __forceinline__ void deltanet_block(const DeltanetArgs &a, const Bloc
         }
     }
     __syncthreads();
-    wait.mark(3);
     // phase 1: L2 norms, beta, decay
-    if (a.p1split) {
-        for (int task = warp; task < 3 * m; task += nw) {
-            const int mi = task % m, kind = task / m; // 0: q norm, 1: k norm, 2: the gates
-            float *q = sm + (size_t)mi * per, *kk = q + dk, *bd = q + 2 * dk + rows;
-            if (kind == 0) {
-                float sq = warp_dot(q, q, dk, lane);
-                float iq = kite_rsqrtf(sq + eps);
-                float qs = kite_rsqrtf((float)dk);
-                __syncwarp();
-                for (int i = lane; i < dk; i += 32) q[i] = (q[i] * iq) * qs;
-            } else if (kind == 1) {
-                float sk = warp_dot(kk, kk, dk, lane);
-                float ik = kite_rsqrtf(sk + eps);
-                __syncwarp();
-                for (int i = lane; i < dk; i += 32) kk[i] = kk[i] * ik;
-            } else if (lane == 0) {
-                if (mi != pre_row) {
-                    bt_in = betab[(size_t)mi * ldba + h];
-                    al_in = alphab[(size_t)mi * ldba + h];
-                }
-                float bt = kite_sigmoidf(bt_in);
-                float g = a_h * kite_softplusf(al_in + dt_h);
-                bd[0] = bt;
-                bd[1] = kite_expf(g);
-            }
-        }
-    } else
     for (int mi = warp; mi < m; mi += nw) {
-        float *q = sm + (size_t)mi * per, *kk = q + dk, *bd = q + 2 * dk + rows;
+        float *q = sm + (size_t)mi * per, *kk = q + dk, *bd = q + 2 * dk + nw;
         float sq = warp_dot(q, q, dk, lane);
         float sk = warp_dot(kk, kk, dk, lane);
         float iq = kite_rsqrtf(sq + eps), ik = kite_rsqrtf(sk + eps);
@@ -196,7 +158,7 @@ __device__ __forceinline__ void deltanet_block(const DeltanetArgs &a, const Bloc
             kk[i] = kk[i] * ik;
         }
         if (lane == 0) {
-            if (mi != pre_row) {
+            if (mi != warp) {
                 bt_in = betab[(size_t)mi * ldba + h];
                 al_in = alphab[(size_t)mi * ldba + h];
             }
@@ -207,23 +169,19 @@ __device__ __forceinline__ void deltanet_block(const DeltanetArgs &a, const Bloc
         }
     }
     __syncthreads();
-    wait.mark(4);
-    // phase 2: rows j of S
-#pragma unroll
-    for (int rr = 0; rr < RPW; rr++) {
-    const int j = j0 + warp + nw * rr;
-    if (j >= dv) break;
+    // phase 2: row j of S
+    if (j >= dv) return;
     for (int mi = 0; mi < m; mi++) {
-        const float *q = sm + (size_t)mi * per, *kk = q + dk, *bd = q + 2 * dk + rows;
-        const float vj = q[2 * dk + warp + nw * rr];
+        const float *q = sm + (size_t)mi * per, *kk = q + dk, *bd = q + 2 * dk + nw;
+        const float vj = q[2 * dk + warp];
         const float decay = bd[1], beta = bd[0];
         float p = 0.0f;
 #pragma unroll
         for (int c = 0; c < KC_DK_MAX / 32; c++) {
             int i = lane + 32 * c;
             if (c < nc && i < dk) {
-                st[rr][c] = st[rr][c] * decay;
-                p = p + st[rr][c] * kk[i];
+                st[c] = st[c] * decay;
+                p = p + st[c] * kk[i];
             }
         }
         const float kv = warp_sum32(p);
@@ -233,19 +191,17 @@ __device__ __forceinline__ void deltanet_block(const DeltanetArgs &a, const Bloc
         for (int c = 0; c < KC_DK_MAX / 32; c++) {
             int i = lane + 32 * c;
             if (c < nc && i < dk) {
-                st[rr][c] = st[rr][c] + kk[i] * delta;
-                p2 = p2 + st[rr][c] * q[i];
+                st[c] = st[c] + kk[i] * delta;
+                p2 = p2 + st[c] * q[i];
             }
         }
         p2 = warp_sum32(p2);
         if (lane == 0) y[(size_t)mi * ldy + h * dv + j] = p2;
     }
-    if (rr == 0) wait.mark(5);
-    float *S = S_all + ((size_t)h * dv + j) * dk;
 #pragma unroll
     for (int c = 0; c < KC_DK_MAX / 32; c++) {
         int i = lane + 32 * c;
-        if (c < nc && i < dk) S[i] = st[rr][c];
-    }
+        if (c < nc && i < dk) S[i] = st[c];
     }
 }
+

@@ -31,7 +31,6 @@ static int32_t add_gemv(std::vector<PassOp> *ops, const MatvecJobs &js, int m, c
         o.MT = c.MT;
         o.RPW = c.RPW;
         o.gemv = c.args;
-        o.gemv.no_prefetch = getenv("KITE_NO_PF") ? 1 : 0;
         ops->push_back(o);
     }
     return 0;
@@ -95,14 +94,12 @@ int32_t plan_pass(kcuda_model *md, int m, int s, std::vector<PassOp> *ops) {
             js.j[2] = job(l.w[KCUDA_W_SSM_BETA], md->beta, Hv, 0);
             js.j[3] = job(l.w[KCUDA_W_SSM_ALPHA], md->alpha, Hv, 0);
             CKS(gemv_in(md, ops, js, m, attn_norm));
-            const int dn_rpw = getenv("KITE_DN_RPW") ? atoi(getenv("KITE_DN_RPW")) : 1;
-            const int nw = dn_warps(dk, dn_rpw);
-            PassOp o = pass_op(OP_DELTANET, Hv, (dv + nw * dn_rpw - 1) / (nw * dn_rpw), 1, 32 * nw, (int)dn_smem(m, dk, dn_rpw));
-            o.MT = dn_rpw;
+            const int nw = dn_warps(dk);
+            PassOp o = pass_op(OP_DELTANET, Hv, (dv + nw - 1) / nw, 1, 32 * nw, (int)dn_smem(m, dk));
             o.deltanet = DeltanetArgs{md->qkv, C, l.v[KCUDA_W_SSM_CONV1D], K,
                                       md->ring + (size_t)l.idx * md->ring_rows * C, md->ring_rows, md->d_in,
                                       md->beta, md->alpha, Hv, l.v[KCUDA_W_SSM_A], l.v[KCUDA_W_SSM_DT_BIAS],
-                                      md->ssm + (size_t)l.idx * Hv * dv * dk, Hk, Hv, dk, dv, eps, md->ybuf, Hv * dv, m, getenv("KITE_DN_P1") ? 1 : 0};
+                                      md->ssm + (size_t)l.idx * Hv * dv * dk, Hk, Hv, dk, dv, eps, md->ybuf, Hv * dv, m};
             ops->push_back(o);
             js.nj = 1;
             js.j[0] = job(l.w[KCUDA_W_SSM_OUT], md->x, E, 1);
@@ -124,11 +121,11 @@ int32_t plan_pass(kcuda_model *md, int m, int s, std::vector<PassOp> *ops) {
             ops->push_back(o);
             o = pass_op(OP_ATTN_SCORES, H, m, KC_ATT_SPLITS, KC_THREADS, 0);
             o.scores = ScoresArgs{md->q_rope, k_cache, md->d_in, H, Hkv, D, md->scores, max_pos, md->split_max,
-                                  md->splits_done, getenv("KITE_SCORES_PAR") ? 1 : 0, getenv("KITE_ATT_PF") ? 1 : 0};
+                                  md->splits_done};
             ops->push_back(o);
             o = pass_op(OP_ATTN_VALUES, H, m, (D + KC_ATT_COLS - 1) / KC_ATT_COLS, KC_THREADS, 0);
             o.values = ValuesArgs{md->scores, v_cache, md->q_gate, 2 * H * D, md->d_in, H, Hkv, D, max_pos,
-                                  md->attn_out, H * D, getenv("KITE_ATT_PF") ? 1 : 0};
+                                  md->attn_out, H * D};
             ops->push_back(o);
             js.nj = 1;
             js.j[0] = job(l.w[KCUDA_W_ATTN_OUTPUT], md->x, E, 1);
@@ -170,9 +167,6 @@ int32_t plan_pass(kcuda_model *md, int m, int s, std::vector<PassOp> *ops) {
     return 0;
 }
 
-static cudaStream_t g_side = nullptr;
-static cudaEvent_t g_piece_fork[KC_LM_PIECES], g_side_join;
-static bool g_side_used = false;
 // One op as a kernel of its own on g_stream (OP_PIECE_DONE: its event).
 static int32_t run_op(kcuda_model *md, const PassOp &o, cudaStreamCaptureStatus cs) {
     const dim3 g((unsigned)o.gx, (unsigned)o.gy, (unsigned)o.gz), b((unsigned)o.threads);
@@ -181,27 +175,11 @@ static int32_t run_op(kcuda_model *md, const PassOp &o, cudaStreamCaptureStatus 
     case OP_ACT: CK(klaunch(k_act, g, b, o.smem, o.act)); break;
     case OP_ACTQ: CK(klaunch(k_actq, g, b, o.smem, o.act)); break;
     case OP_GEMV: CK(gemv_launch(GemvCall{o.gemv, o.MT, o.RPW, (unsigned)o.gx, (size_t)o.smem})); break;
-    case OP_DELTANET:
-        if (o.MT == 2) CK(klaunch(k_deltanet2, g, b, o.smem, o.deltanet));
-        else CK(klaunch(k_deltanet, g, b, o.smem, o.deltanet));
-        break;
+    case OP_DELTANET: CK(klaunch(k_deltanet, g, b, o.smem, o.deltanet)); break;
     case OP_QKPREP: CK(klaunch(k_qkprep, g, b, o.smem, o.qkprep)); break;
     case OP_ATTN_SCORES: CK(klaunch(k_attn_scores, g, b, o.smem, o.scores)); break;
     case OP_ATTN_VALUES: CK(klaunch(k_attn_values, g, b, o.smem, o.values)); break;
     case OP_PIECE_DONE:
-        if (getenv("KITE_PIECE_SIDE")) {
-            if (!g_side) {
-                CK(cudaStreamCreateWithFlags(&g_side, cudaStreamNonBlocking));
-                for (int p = 0; p < KC_LM_PIECES; p++) CK(cudaEventCreateWithFlags(&g_piece_fork[p], cudaEventDisableTiming));
-                CK(cudaEventCreateWithFlags(&g_side_join, cudaEventDisableTiming));
-            }
-            CK(cudaEventRecord(g_piece_fork[o.piece], g_stream));
-            CK(cudaStreamWaitEvent(g_side, g_piece_fork[o.piece], 0));
-            CK(cudaEventRecordWithFlags(md->lm_piece_done[o.piece], g_side,
-                                        cs == cudaStreamCaptureStatusActive ? cudaEventRecordExternal : cudaEventRecordDefault));
-            g_side_used = true;
-            break;
-        }
         // in a graph: an event record node that work outside the graph can wait for
         CK(cudaEventRecordWithFlags(md->lm_piece_done[o.piece], g_stream,
                                     cs == cudaStreamCaptureStatusActive ? cudaEventRecordExternal : cudaEventRecordDefault));
@@ -211,26 +189,12 @@ static int32_t run_op(kcuda_model *md, const PassOp &o, cudaStreamCaptureStatus 
     return 0;
 }
 
-unsigned long long *g_tl_ptr = nullptr;
-int g_tl_op = 0;
 static int32_t run_ops(kcuda_model *md, const std::vector<PassOp> &ops) {
-    if (getenv("KITE_TIMELINE") && !md->tl) {
-        CK(cudaMalloc(&md->tl, 3 * KC_TL_N * 8));
-        md->tl_host = (unsigned long long *)malloc(3 * KC_TL_N * 8);
-    }
     cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
     CK(cudaStreamIsCapturing(g_stream, &cs));
     for (size_t i = 0; i < ops.size(); i++) {
         g_pdl = i > 0 && KC_PDL && g_cc_major >= 9; // the first kernel follows a copy: plain stream order
-        g_tl_ptr = md->tl;
-        g_tl_op = (int)i;
         CKS(run_op(md, ops[i], cs));
-    }
-    g_tl_ptr = nullptr;
-    if (g_side_used) {
-        CK(cudaEventRecord(g_side_join, g_side));
-        CK(cudaStreamWaitEvent(g_stream, g_side_join, 0));
-        g_side_used = false;
     }
     return 0;
 }

@@ -65,36 +65,9 @@ __device__ __forceinline__ BlockAt block_at_launch() {
 #endif
 // How a body waits for the ops before it (their outputs visible): as its own kernel, for the
 // previous kernel (PDL). Bodies load weights before they wait, activations and state after.
-#ifdef __CUDACC__
-__device__ __forceinline__ unsigned long long tl_now() {
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
-#endif
-#define KC_TL_N 2048
 struct PdlWait {
-    unsigned long long *tl = nullptr;
-    int op = 0;
-    __device__ __forceinline__ void operator()() const {
-        KC_PDL_WAIT();
-        if (tl && threadIdx.x == 0) atomicMin(&tl[KC_TL_N + op], tl_now());
-        mark(2);
-    }
-    __device__ __forceinline__ void mark(int k) const {
-        if (tl && threadIdx.x == 0) {
-            const unsigned long long t = tl_now();
-            atomicMin(&tl[k * 256 + op], t);
-            atomicMax(&tl[2 * KC_TL_N + k * 256 + op], t);
-        }
-    }
+    __device__ __forceinline__ void operator()() const { KC_PDL_WAIT(); }
 };
-#define KC_TL_PARAMS , unsigned long long *tl_, int op_
-#define KC_TL_BEGIN() do { if (tl_ && threadIdx.x == 0) atomicMin(&tl_[op_], tl_now()); PdlWait{tl_, op_}.mark(1); } while (0)
-#define KC_TL_END() do { if (tl_ && (threadIdx.x & 31) == 0) atomicMax(&tl_[2 * KC_TL_N + op_], tl_now()); } while (0)
-#define KC_TL_WAIT PdlWait{tl_, op_}
-extern unsigned long long *g_tl_ptr;
-extern int g_tl_op;
 
 #define CK(x)                                                                                  \
     do {                                                                                       \
@@ -134,6 +107,6 @@ static cudaError_t klaunch(void (*kern)(KArgs...), dim3 grid, dim3 block, size_t
     at[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = at;
     cfg.numAttrs = g_pdl ? 1 : 0;
-    return cudaLaunchKernelEx(&cfg, kern, args..., g_tl_ptr, g_tl_op);
+    return cudaLaunchKernelEx(&cfg, kern, args...);
 }
 

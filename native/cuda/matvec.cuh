@@ -45,7 +45,6 @@ struct GemvArgs {
     const int8_t *xq;
     const float *xd, *xf;
     int ldx;
-    int no_prefetch;
 };
 // One launch of a product: its arguments, its instance (MT rows at most, RPW output rows per
 // warp) and its blocks of KC_THREADS threads, with their dynamic shared memory.

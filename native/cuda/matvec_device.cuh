@@ -318,7 +318,7 @@ template <int MT, int RPW, bool PRO, class Wait>
 __device__ __forceinline__ void gemv_block(const GemvArgs &a, const BlockAt &at, const Wait &wait) {
     extern __shared__ __align__(16) unsigned char smraw[];
     const int k = a.js.j[0].k;
-    if (!a.no_prefetch) gemv_prefetch_l2<RPW>(a, at);
+    gemv_prefetch_l2<RPW>(a, at);
     bool waited = false;
     if constexpr (PRO) {
         wait();

@@ -206,10 +206,9 @@ KCUDA_API int32_t kcuda_model_prepare(kcuda_model *md, int32_t max_m) {
         md->ring_rows = K - 1 + max_m;
         AL(ring, (size_t)md->nrec * md->ring_rows * C * 4);
         AL(ssm, (size_t)md->nrec * Hv * dv * dk * 4);
-        const size_t dsm = dn_smem(max_m, dk, 2);
+        const size_t dsm = dn_smem(max_m, dk);
         if (dsm > 48 * 1024) {
             CK(cudaFuncSetAttribute(k_deltanet, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dsm));
-            CK(cudaFuncSetAttribute(k_deltanet2, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dsm));
         }
     }
     if (md->nfull) {

@@ -90,8 +90,6 @@ struct kcuda_model {
     int copy_pending_rows = 0; // rows of the pass the copy threads are copying out on their own (0: none)
     int64_t counters[KCUDA_C_COUNT] = {};
     std::vector<void *> allocs;
-    unsigned long long *tl = nullptr, *tl_host = nullptr; // timeline experiment
-    long tl_steps = 0;
 };
 
 // The model's sizes by the names of the comment above kcuda_model, read once from its hyperparameters.

@@ -22,10 +22,6 @@ static int32_t pass_queue(kcuda_model *md, const int32_t *tokens, int32_t m, int
     const int E = md->hp[KCUDA_HP_N_EMBD], V = md->hp[KCUDA_HP_N_VOCAB];
     sl.h_in[0] = pos;
     for (int i = 0; i < m; i++) sl.h_in[1 + i] = tokens[i];
-    if (md->tl) {
-        CK(cudaMemsetAsync(md->tl, 0xff, 2 * KC_TL_N * 8, g_stream));
-        CK(cudaMemsetAsync(md->tl + 2 * KC_TL_N, 0, KC_TL_N * 8, g_stream));
-    }
     CK(cudaMemcpyAsync(md->d_in, sl.h_in, (size_t)(m + 1) * 4, cudaMemcpyHostToDevice, g_stream));
     if (m == 1) {
         if (md->opt_graph && sl.graph_m1) {
@@ -140,26 +136,7 @@ static int32_t run_rows(kcuda_model *md, const int32_t *tokens, int32_t m, int32
                         float *logits) {
     CKS(rows_check(md, tokens, m, m, pos));
     CKS(pass_queue(md, tokens, m, pos, 0));
-    int32_t r = pass_collect(md, m, 0, h_out, logits);
-    if (md->tl && m == 1) {
-        CK(cudaStreamSynchronize(g_stream));
-        CK(cudaMemcpy(md->tl_host, md->tl, 3 * KC_TL_N * 8, cudaMemcpyDeviceToHost));
-        const std::vector<PassOp> &ops = md->sl[0].plans[1];
-        FILE *f = fopen(getenv("KITE_TIMELINE"), "a");
-        if (f) {
-            for (size_t i = 0; i < ops.size() && i < KC_TL_N; i++)
-            {
-                fprintf(f, "%ld %zu %d %d %d %d %d %llu %llu %llu", md->tl_steps, i, ops[i].kind, ops[i].gx, ops[i].gy,
-                        ops[i].gz, ops[i].kind == OP_GEMV ? ops[i].MT * 10 + ops[i].RPW : ops[i].threads,
-                        md->tl_host[i], md->tl_host[KC_TL_N + i], md->tl_host[2 * KC_TL_N + i]);
-                for (int k = 1; k < 8; k++) fprintf(f, " %llu %llu", md->tl_host[k * 256 + i], md->tl_host[2 * KC_TL_N + k * 256 + i]);
-                fprintf(f, "\n");
-            }
-            fclose(f);
-        }
-        md->tl_steps++;
-    }
-    return r;
+    return pass_collect(md, m, 0, h_out, logits);
 }
 
 extern "C" {

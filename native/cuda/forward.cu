@@ -167,7 +167,7 @@ int32_t plan_pass(kcuda_model *md, int m, int s, std::vector<PassOp> *ops) {
     return 0;
 }
 
-// One op as a kernel of its own on g_stream (OP_PIECE_DONE: its event).
+// One op as a kernel of its own on g_stream (OP_PIECE_DONE: its event, on the piece branch).
 static int32_t run_op(kcuda_model *md, const PassOp &o, cudaStreamCaptureStatus cs) {
     const dim3 g((unsigned)o.gx, (unsigned)o.gy, (unsigned)o.gz), b((unsigned)o.threads);
     switch (o.kind) {
@@ -180,8 +180,12 @@ static int32_t run_op(kcuda_model *md, const PassOp &o, cudaStreamCaptureStatus 
     case OP_ATTN_SCORES: CK(klaunch(k_attn_scores, g, b, o.smem, o.scores)); break;
     case OP_ATTN_VALUES: CK(klaunch(k_attn_values, g, b, o.smem, o.values)); break;
     case OP_PIECE_DONE:
-        // in a graph: an event record node that work outside the graph can wait for
-        CK(cudaEventRecordWithFlags(md->lm_piece_done[o.piece], g_stream,
+        // in a graph: an event record node that work outside the graph can wait for, on a branch
+        // forked after the piece's kernel, so that the next piece follows that kernel directly
+        // (PDL) instead of an event node
+        CK(cudaEventRecord(md->piece_fork[o.piece], g_stream));
+        CK(cudaStreamWaitEvent(md->piece_stream, md->piece_fork[o.piece], 0));
+        CK(cudaEventRecordWithFlags(md->lm_piece_done[o.piece], md->piece_stream,
                                     cs == cudaStreamCaptureStatusActive ? cudaEventRecordExternal : cudaEventRecordDefault));
         break;
     default: return KCUDA_E_STATE;
@@ -196,6 +200,9 @@ static int32_t run_ops(kcuda_model *md, const std::vector<PassOp> &ops) {
         g_pdl = i > 0 && KC_PDL && g_cc_major >= 9; // the first kernel follows a copy: plain stream order
         CKS(run_op(md, ops[i], cs));
     }
+    // the piece branch joins the pass (a capture ends with every branch joined)
+    CK(cudaEventRecord(md->piece_join, md->piece_stream));
+    CK(cudaStreamWaitEvent(g_stream, md->piece_join, 0));
     return 0;
 }
 

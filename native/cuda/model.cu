@@ -56,8 +56,12 @@ static void model_free(kcuda_model *md) {
             if (s.copied[i]) cudaEventDestroy(s.copied[i]);
     }
     if (md->copy_stream) cudaStreamDestroy(md->copy_stream);
-    for (int i = 0; i < KC_LM_PIECES; i++)
+    if (md->piece_stream) cudaStreamDestroy(md->piece_stream);
+    for (int i = 0; i < KC_LM_PIECES; i++) {
         if (md->lm_piece_done[i]) cudaEventDestroy(md->lm_piece_done[i]);
+        if (md->piece_fork[i]) cudaEventDestroy(md->piece_fork[i]);
+    }
+    if (md->piece_join) cudaEventDestroy(md->piece_join);
     delete md;
 }
 
@@ -230,7 +234,12 @@ KCUDA_API int32_t kcuda_model_prepare(kcuda_model *md, int32_t max_m) {
         CK(cudaMallocHost((void **)&s.pin_logits, M * (size_t)V * 4));
         for (int i = 0; i < KC_LM_PIECES; i++) CK(cudaEventCreateWithFlags(&s.copied[i], cudaEventDisableTiming));
     }
-    for (int i = 0; i < KC_LM_PIECES; i++) CK(cudaEventCreateWithFlags(&md->lm_piece_done[i], cudaEventDisableTiming));
+    for (int i = 0; i < KC_LM_PIECES; i++) {
+        CK(cudaEventCreateWithFlags(&md->lm_piece_done[i], cudaEventDisableTiming));
+        CK(cudaEventCreateWithFlags(&md->piece_fork[i], cudaEventDisableTiming));
+    }
+    CK(cudaEventCreateWithFlags(&md->piece_join, cudaEventDisableTiming));
+    if (!md->piece_stream) CK(cudaStreamCreateWithFlags(&md->piece_stream, cudaStreamNonBlocking));
     if (!md->copy_stream) CK(cudaStreamCreateWithFlags(&md->copy_stream, cudaStreamNonBlocking));
     if (KC_COPY_THREADS > 0 && md->copy_threads.empty()) {
         try {

@@ -72,6 +72,10 @@ struct kcuda_model {
     Slot sl[KC_SLOTS];
     cudaStream_t copy_stream = nullptr;           // the copies back
     cudaEvent_t lm_piece_done[KC_LM_PIECES] = {}; // piece p of the LM head is done (recorded by the pass)
+    // The pass records lm_piece_done on a branch of its own (piece_stream), forked after each
+    // piece and joined at its end, so that no event node sits between two pieces' kernels.
+    cudaStream_t piece_stream = nullptr;
+    cudaEvent_t piece_fork[KC_LM_PIECES] = {}, piece_join = nullptr;
     // copy helpers: thread i (1..n) takes chunks c with c % (n + 1) == i and the caller the rest,
     // or, on their own (copy_alone), c % n == i - 1 (thread 1 also h_out)
     std::vector<std::thread> copy_threads;

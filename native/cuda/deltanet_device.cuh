@@ -95,11 +95,16 @@ __device__ __forceinline__ void deltanet_block(const DeltanetArgs &a, const Bloc
         }
     }
     wait();
-    // the gate inputs of this warp's first row, loaded now so that phase 1 does not wait for them
+    // Phase 1 has three tasks a row: q's norm (task mi), k's norm (m + mi) and the gates
+    // (2m + mi), dealt to the warps in turn. The gate inputs of this warp's first gates task are
+    // loaded now, so that phase 1 does not wait for them.
+    int first_gates = warp;
+    while (first_gates < 2 * m) first_gates += nw;
+    const int pre_row = first_gates < 3 * m ? first_gates - 2 * m : -1;
     float bt_in = 0.0f, al_in = 0.0f;
-    if (lane == 0 && warp < m) {
-        bt_in = betab[(size_t)warp * ldba + h];
-        al_in = alphab[(size_t)warp * ldba + h];
+    if (lane == 0 && pre_row >= 0) {
+        bt_in = betab[(size_t)pre_row * ldba + h];
+        al_in = alphab[(size_t)pre_row * ldba + h];
     }
     const float a_h = __ldg(&a.ssm_a[h]), dt_h = __ldg(&a.dt_bias[h]);
     const int per = 2 * dk + nw + 2;
@@ -145,20 +150,23 @@ __device__ __forceinline__ void deltanet_block(const DeltanetArgs &a, const Bloc
         }
     }
     __syncthreads();
-    // phase 1: L2 norms, beta, decay
-    for (int mi = warp; mi < m; mi += nw) {
+    // phase 1: L2 norms, beta, decay; at m = 1 three warps side by side, where one warp did all
+    // three after one another
+    for (int task = warp; task < 3 * m; task += nw) {
+        const int mi = task % m, kind = task / m;
         float *q = sm + (size_t)mi * per, *kk = q + dk, *bd = q + 2 * dk + nw;
-        float sq = warp_dot(q, q, dk, lane);
-        float sk = warp_dot(kk, kk, dk, lane);
-        float iq = kite_rsqrtf(sq + eps), ik = kite_rsqrtf(sk + eps);
-        float qs = kite_rsqrtf((float)dk);
-        __syncwarp();
-        for (int i = lane; i < dk; i += 32) {
-            q[i] = (q[i] * iq) * qs;
-            kk[i] = kk[i] * ik;
-        }
-        if (lane == 0) {
-            if (mi != warp) {
+        if (kind == 0) {
+            float sq = warp_dot(q, q, dk, lane);
+            float iq = kite_rsqrtf(sq + eps), qs = kite_rsqrtf((float)dk);
+            __syncwarp();
+            for (int i = lane; i < dk; i += 32) q[i] = (q[i] * iq) * qs;
+        } else if (kind == 1) {
+            float sk = warp_dot(kk, kk, dk, lane);
+            float ik = kite_rsqrtf(sk + eps);
+            __syncwarp();
+            for (int i = lane; i < dk; i += 32) kk[i] = kk[i] * ik;
+        } else if (lane == 0) {
+            if (mi != pre_row) {
                 bt_in = betab[(size_t)mi * ldba + h];
                 al_in = alphab[(size_t)mi * ldba + h];
             }

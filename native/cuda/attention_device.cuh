@@ -96,6 +96,15 @@ __device__ __forceinline__ void rewrite_scores(float *sc, int n, float by) {
 // scores: [m][H][max_pos]; split_max: [m][H][splits]; splits_done: [m][H], zero between passes.
 template <class Wait>
 __device__ __forceinline__ void attn_scores_block(const ScoresArgs &a, const BlockAt &at, const Wait &wait) {
+    {
+        // The keys of positions before this pass (written by earlier passes, final now) into L2
+        // before the wait: the rows each warp reads below, lanes 8u .. 8u + 7 on row t0 + u.
+        const int pos = a.in[0], lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+        const int kvh = at.x / (a.H / a.Hkv), line = lane & 7;
+        const int first_group = at.z * KC_WARPS + warp, group_stride = at.nz * KC_WARPS;
+        for (int t = 4 * first_group + (lane >> 3); t < pos && line * 32 < a.D; t += 4 * group_stride)
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(a.k_cache + (size_t)t * a.Hkv * a.D + kvh * a.D + line * 32));
+    }
     wait();
     const float *q = a.q, *k_cache = a.k_cache;
     const int H = a.H, Hkv = a.Hkv, D = a.D, max_pos = a.max_pos;
@@ -205,6 +214,14 @@ __device__ __forceinline__ void attn_scores_block(const ScoresArgs &a, const Blo
 // partials in shared memory. A warp reads four positions of KC_ATT_COLS adjacent columns.
 template <class Wait>
 __device__ __forceinline__ void attn_values_block(const ValuesArgs &a, const BlockAt &at, const Wait &wait) {
+    if (threadIdx.x % KC_ATT_COLS == 0) {
+        // the values of positions before this pass into L2 before the wait: the block's columns
+        // of the rows t = part, part + 32, ... that thread (part, col) adds below
+        const int pos = a.in[0];
+        const float *vp = a.v_cache + at.x / (a.H / a.Hkv) * a.D + at.z * KC_ATT_COLS;
+        for (int t = threadIdx.x / KC_ATT_COLS; t < pos; t += 32)
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(vp + (size_t)t * a.Hkv * a.D));
+    }
     wait();
     const float *probs = a.probs, *v_cache = a.v_cache;
     const int H = a.H, Hkv = a.Hkv, D = a.D;

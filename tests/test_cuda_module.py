@@ -189,6 +189,34 @@ def test_kernels_keep_no_local_memory():
     assert not used, f"kernels with a local-memory stack frame (bytes): {used}"
 
 
+def _kernel_signatures(module: Path) -> set[str]:
+    """The host stubs of the module's kernels, demangled: `k_actq(ActArgs)` and the like."""
+    out = subprocess.run(["nm", "-C", str(module)], capture_output=True, text=True, check=True).stdout
+    return {m.group(1) for m in re.finditer(r" [tT] (?:void )?(k_\w+(?:<[^>]*>)?\([^)]*\))$", out, re.M)}
+
+
+@pytest.mark.skipif(shutil.which("nm") is None or shutil.which("cmake") is None, reason="binutils or cmake missing")
+def test_timeline_build_records_and_the_default_module_does_not(cuda_module_dir):
+    """The per-op timeline (CMake option KITE_CUDA_TIMELINE, timeline.cuh) builds with the same ABI,
+    and every kernel of a pass takes the timeline's buffer and op; no kernel of the default module does."""
+    folder = REPO / "build" / "test-cuda-timeline"
+    generator = ["-G", "Ninja"] if shutil.which("ninja") else []
+    configure = ["cmake", "-S", str(REPO / "native" / "cuda"), "-B", str(folder), *generator,
+                 "-DCMAKE_BUILD_TYPE=Release", "-DKITE_CUDA_TIMELINE=ON", "-DKITE_CUDA_TEST_MODULES=OFF",
+                 "-DKITE_CUDA_PROBE=OFF", f"-DKITE_OUTPUT_DIR={folder / 'bin'}"]
+    for argv in (configure, ["cmake", "--build", str(folder), "--parallel", "2"]):
+        res = subprocess.run(argv, capture_output=True, text=True, timeout=1200)
+        assert res.returncode == 0, f"{' '.join(argv)}\n{res.stdout[-3000:]}{res.stderr[-3000:]}"
+    timeline = folder / "bin" / MODULE
+    assert _dynsyms(timeline) == set(abi_names())
+    # the kernels of a pass (k_repack_* run once, at upload, outside any pass)
+    with_times = {k for k in _kernel_signatures(timeline) if not k.startswith("k_repack")}
+    plain = {k for k in _kernel_signatures(cuda_module_dir / MODULE) if not k.startswith("k_repack")}
+    assert len(with_times) >= 12 and len(with_times) == len(plain), (sorted(with_times), sorted(plain))
+    assert all(k.endswith(", unsigned long long*, int)") for k in with_times), sorted(with_times)
+    assert not [k for k in plain if "unsigned long long*" in k], sorted(plain)
+
+
 @pytest.mark.skipif(shutil.which("nm") is None or shutil.which("readelf") is None, reason="binutils missing")
 def test_module_exports_exactly_the_abi(cuda_module_dir):
     names = set(abi_names())

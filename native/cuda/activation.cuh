@@ -30,8 +30,8 @@ struct EmbedArgs {
     float *x;
 };
 // One block per row; writes xf and, when n % 32 == 0, xq / xd.
-__global__ void k_act(ActArgs a);
+__global__ void k_act(ActArgs a KC_TL_PARAMS);
 // Quantized products: grid (ceil(n / 32 / KC_WARPS), m), one warp per 32-block of one row.
-__global__ void k_actq(ActArgs a);
+__global__ void k_actq(ActArgs a KC_TL_PARAMS);
 // One block per row.
-__global__ void k_embed(EmbedArgs a);
+__global__ void k_embed(EmbedArgs a KC_TL_PARAMS);

@@ -40,6 +40,6 @@ struct ValuesArgs {
     float *out;
     int ldo;
 };
-__global__ void k_qkprep(QkprepArgs a);
-__global__ void k_attn_scores(ScoresArgs a);
-__global__ void k_attn_values(ValuesArgs a);
+__global__ void k_qkprep(QkprepArgs a KC_TL_PARAMS);
+__global__ void k_attn_scores(ScoresArgs a KC_TL_PARAMS);
+__global__ void k_attn_values(ValuesArgs a KC_TL_PARAMS);

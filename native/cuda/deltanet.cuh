@@ -29,4 +29,4 @@ struct DeltanetArgs {
 int dn_warps(int dk);
 size_t dn_smem(int m, int dk);
 // grid (Hv, ceil(dv / dn_warps(dk))), dn_warps(dk) warps, dn_smem(m, dk) bytes of shared memory
-__global__ void k_deltanet(DeltanetArgs a);
+__global__ void k_deltanet(DeltanetArgs a KC_TL_PARAMS);

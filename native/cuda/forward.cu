@@ -198,8 +198,10 @@ static int32_t run_ops(kcuda_model *md, const std::vector<PassOp> &ops) {
     CK(cudaStreamIsCapturing(g_stream, &cs));
     for (size_t i = 0; i < ops.size(); i++) {
         g_pdl = i > 0 && KC_PDL && g_cc_major >= 9; // the first kernel follows a copy: plain stream order
+        timeline_op(md, (int)i);
         CKS(run_op(md, ops[i], cs));
     }
+    timeline_op(nullptr, 0);
     // the piece branch joins the pass (a capture ends with every branch joined)
     CK(cudaEventRecord(md->piece_join, md->piece_stream));
     CK(cudaStreamWaitEvent(g_stream, md->piece_join, 0));

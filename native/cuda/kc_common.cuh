@@ -14,6 +14,7 @@
 
 #include "kite_cuda.h"
 #include "kite_math.h"
+#include "timeline.cuh"
 
 #define KC_WARPS 8
 // rows from which a gemv gets its activations from k_actq instead of its own prologue (1: always)
@@ -66,7 +67,16 @@ __device__ __forceinline__ BlockAt block_at_launch() {
 // How a body waits for the ops before it (their outputs visible): as its own kernel, for the
 // previous kernel (PDL). Bodies load weights before they wait, activations and state after.
 struct PdlWait {
+#if KC_TIMELINE
+    unsigned long long *times = nullptr;
+    int op = 0;
+    __device__ __forceinline__ void operator()() const {
+        KC_PDL_WAIT();
+        if (times && threadIdx.x == 0) atomicMin(&times[KC_TL_OPS + op], tl_now());
+    }
+#else
     __device__ __forceinline__ void operator()() const { KC_PDL_WAIT(); }
+#endif
 };
 
 #define CK(x)                                                                                  \
@@ -107,6 +117,10 @@ static cudaError_t klaunch(void (*kern)(KArgs...), dim3 grid, dim3 block, size_t
     at[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = at;
     cfg.numAttrs = g_pdl ? 1 : 0;
+#if KC_TIMELINE
+    return cudaLaunchKernelEx(&cfg, kern, args..., g_tl_times, g_tl_op);
+#else
     return cudaLaunchKernelEx(&cfg, kern, args...);
+#endif
 }
 

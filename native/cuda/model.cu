@@ -62,6 +62,7 @@ static void model_free(kcuda_model *md) {
         if (md->piece_fork[i]) cudaEventDestroy(md->piece_fork[i]);
     }
     if (md->piece_join) cudaEventDestroy(md->piece_join);
+    timeline_free(md);
     delete md;
 }
 
@@ -262,6 +263,7 @@ KCUDA_API int32_t kcuda_model_prepare(kcuda_model *md, int32_t max_m) {
         if (m > 0) CKS(forward(md, m, 0));
     }
     CK(cudaStreamSynchronize(g_stream));
+    CKS(timeline_prepare(md));
     md->prepared = 1;
     return 0;
 }

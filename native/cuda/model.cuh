@@ -94,6 +94,10 @@ struct kcuda_model {
     int copy_pending_rows = 0; // rows of the pass the copy threads are copying out on their own (0: none)
     int64_t counters[KCUDA_C_COUNT] = {};
     std::vector<void *> allocs;
+#if KC_TIMELINE
+    unsigned long long *tl_times = nullptr, *tl_host = nullptr; // timeline.cuh: [3][KC_TL_OPS]
+    long tl_steps = 0;                                           // M=1 steps appended so far
+#endif
 };
 
 // The model's sizes by the names of the comment above kcuda_model, read once from its hyperparameters.
@@ -118,3 +122,22 @@ int32_t copy_share(kcuda_model *md, int who, int nthr);
 int32_t copy_hout(kcuda_model *md);
 void copy_worker(kcuda_model *md, int who);
 void copy_threads_stop(kcuda_model *md);
+// timeline.cu (KC_TIMELINE only; otherwise these do nothing): the buffer when KITE_CUDA_TIMELINE
+// is set, its reset before a pass, an M=1 step's times appended to the file, the launches of op i
+// recording (timeline_op) or not (md null)
+#if KC_TIMELINE
+int32_t timeline_prepare(kcuda_model *md);
+int32_t timeline_reset(kcuda_model *md);
+int32_t timeline_append(kcuda_model *md);
+void timeline_free(kcuda_model *md);
+inline void timeline_op(const kcuda_model *md, int i) {
+    g_tl_times = md ? md->tl_times : nullptr;
+    g_tl_op = i;
+}
+#else
+inline int32_t timeline_prepare(kcuda_model *) { return 0; }
+inline int32_t timeline_reset(kcuda_model *) { return 0; }
+inline int32_t timeline_append(kcuda_model *) { return 0; }
+inline void timeline_free(kcuda_model *) {}
+inline void timeline_op(const kcuda_model *, int) {}
+#endif

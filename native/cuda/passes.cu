@@ -22,6 +22,7 @@ static int32_t pass_queue(kcuda_model *md, const int32_t *tokens, int32_t m, int
     const int E = md->hp[KCUDA_HP_N_EMBD], V = md->hp[KCUDA_HP_N_VOCAB];
     sl.h_in[0] = pos;
     for (int i = 0; i < m; i++) sl.h_in[1 + i] = tokens[i];
+    CKS(timeline_reset(md));
     CK(cudaMemcpyAsync(md->d_in, sl.h_in, (size_t)(m + 1) * 4, cudaMemcpyHostToDevice, g_stream));
     if (m == 1) {
         if (md->opt_graph && sl.graph_m1) {
@@ -136,7 +137,8 @@ static int32_t run_rows(kcuda_model *md, const int32_t *tokens, int32_t m, int32
                         float *logits) {
     CKS(rows_check(md, tokens, m, m, pos));
     CKS(pass_queue(md, tokens, m, pos, 0));
-    return pass_collect(md, m, 0, h_out, logits);
+    CKS(pass_collect(md, m, 0, h_out, logits));
+    return m == 1 ? timeline_append(md) : 0;
 }
 
 extern "C" {

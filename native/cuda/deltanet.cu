@@ -14,8 +14,5 @@ size_t dn_smem(int m, int dk) {
 
 __global__ void __launch_bounds__(1024) // dn_warps(KC_DK_MAX) = 17 warps at most
 k_deltanet(DeltanetArgs a KC_TL_PARAMS) {
-    KC_TL_BEGIN();
-    KC_PDL_TRIGGER();
-    deltanet_block(a, block_at_launch(), KC_TL_WAIT);
-    KC_TL_END();
+    KC_PASS_KERNEL(a, deltanet_block);
 }

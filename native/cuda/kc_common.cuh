@@ -72,12 +72,22 @@ struct PdlWait {
     int op = 0;
     __device__ __forceinline__ void operator()() const {
         KC_PDL_WAIT();
-        if (times && threadIdx.x == 0) atomicMin(&times[KC_TL_OPS + op], tl_now());
+        tl_first(times, TL_WAIT, op);
     }
 #else
     __device__ __forceinline__ void operator()() const { KC_PDL_WAIT(); }
 #endif
 };
+
+// The body of a pass kernel: the next kernel may be scheduled at once (PDL), then the op's body
+// runs over this block, waiting as a kernel of its own (with KC_TIMELINE, recorded).
+#define KC_PASS_KERNEL(args, ...)                                                              \
+    do {                                                                                       \
+        KC_TL_BEGIN();                                                                         \
+        KC_PDL_TRIGGER();                                                                      \
+        __VA_ARGS__(args, block_at_launch(), KC_TL_WAIT);                                      \
+        KC_TL_END();                                                                           \
+    } while (0)
 
 #define CK(x)                                                                                  \
     do {                                                                                       \

@@ -12,10 +12,7 @@ static size_t prologue_smem(int MT, int k, int heads) {
 template <int MT, int RPW, bool PRO>
 __global__ void __launch_bounds__(KC_THREADS, MT == 2 && RPW == 1 ? 2 : (MT == 8 && RPW >= 2 ? 1 : 0))
 k_gemv(GemvArgs a KC_TL_PARAMS) {
-    KC_TL_BEGIN();
-    KC_PDL_TRIGGER();
-    gemv_block<MT, RPW, PRO>(a, block_at_launch(), KC_TL_WAIT);
-    KC_TL_END();
+    KC_PASS_KERNEL(a, gemv_block<MT, RPW, PRO>);
 }
 
 // Host side: launches on g_stream, no host synchronisation (capturable).

@@ -30,8 +30,8 @@ int32_t timeline_prepare(kcuda_model *md) {
 int32_t timeline_reset(kcuda_model *md) {
     if (!md->tl_times) return 0;
     // earliest start and wait: all ones; latest end: zero
-    CK(cudaMemsetAsync(md->tl_times, 0xff, 2 * KC_TL_OPS * sizeof(unsigned long long), g_stream));
-    CK(cudaMemsetAsync(md->tl_times + 2 * KC_TL_OPS, 0, KC_TL_OPS * sizeof(unsigned long long), g_stream));
+    CK(cudaMemsetAsync(md->tl_times + TL_START * KC_TL_OPS, 0xff, 2 * KC_TL_OPS * sizeof(unsigned long long), g_stream));
+    CK(cudaMemsetAsync(md->tl_times + TL_END * KC_TL_OPS, 0, KC_TL_OPS * sizeof(unsigned long long), g_stream));
     return 0;
 }
 
@@ -48,7 +48,8 @@ int32_t timeline_append(kcuda_model *md) {
         const PassOp &o = ops[i];
         if (o.kind == OP_PIECE_DONE) continue;
         fprintf(f, "%ld %zu %s %d %d %d %d %d %d %llu %llu %llu\n", md->tl_steps, i, op_name(o.kind), o.gx, o.gy, o.gz,
-                o.threads, o.MT, o.RPW, md->tl_host[i], md->tl_host[KC_TL_OPS + i], md->tl_host[2 * KC_TL_OPS + i]);
+                o.threads, o.MT, o.RPW, md->tl_host[TL_START * KC_TL_OPS + i], md->tl_host[TL_WAIT * KC_TL_OPS + i],
+                md->tl_host[TL_END * KC_TL_OPS + i]);
     }
     fclose(f);
     md->tl_steps++;

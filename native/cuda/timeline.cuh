@@ -9,7 +9,8 @@
 #define KC_TIMELINE 0
 #endif
 
-#define KC_TL_OPS 1024 // ops of a pass the buffer holds: times[field][op], fields start, wait, end
+#define KC_TL_OPS 1024 // ops of a pass the buffer holds: times[field * KC_TL_OPS + op]
+enum TimelineField { TL_START, TL_WAIT, TL_END }; // earliest block start, earliest wait release, latest warp end
 
 #if KC_TIMELINE
 // the kernel arguments that the launch helper appends: the buffer (null: not recording) and the op
@@ -22,15 +23,17 @@ __device__ __forceinline__ unsigned long long tl_now() {
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
     return t;
 }
+// field TL_START or TL_WAIT of op: this block's time, if earlier (thread 0)
+__device__ __forceinline__ void tl_first(unsigned long long *times, int field, int op) {
+    if (times && threadIdx.x == 0) atomicMin(&times[field * KC_TL_OPS + op], tl_now());
+}
+// field TL_END of op: this warp's time, if later (lane 0)
+__device__ __forceinline__ void tl_last(unsigned long long *times, int op) {
+    if (times && (threadIdx.x & 31) == 0) atomicMax(&times[TL_END * KC_TL_OPS + op], tl_now());
+}
 #endif
-#define KC_TL_BEGIN()                                                                          \
-    do {                                                                                       \
-        if (tl_times && threadIdx.x == 0) atomicMin(&tl_times[tl_op], tl_now());               \
-    } while (0)
-#define KC_TL_END()                                                                            \
-    do {                                                                                       \
-        if (tl_times && (threadIdx.x & 31) == 0) atomicMax(&tl_times[2 * KC_TL_OPS + tl_op], tl_now()); \
-    } while (0)
+#define KC_TL_BEGIN() tl_first(tl_times, TL_START, tl_op)
+#define KC_TL_END() tl_last(tl_times, tl_op)
 #define KC_TL_WAIT PdlWait{tl_times, tl_op}
 #else
 #define KC_TL_PARAMS

@@ -98,6 +98,50 @@ def _die_with_parent() -> None:
         pass
 
 
+# The guard of a command's process group (POSIX): it waits for a byte from the harness; end of
+# file instead means the harness died, and then it ends the group, grandchildren included.
+_GROUP_GUARD = ("import os, signal, sys\n"
+                "if os.read(0, 1) != b'x':\n"
+                "    try:\n"
+                "        os.killpg(int(sys.argv[1]), signal.SIGKILL)\n"
+                "    except OSError:\n"
+                "        pass\n")
+
+
+def _start_group_guard(pgid: int) -> tuple[subprocess.Popen[bytes], int] | None:
+    """A process, in a session of its own so that a signal to the harness's group spares it, that
+    ends process group pgid if the harness dies first. PR_SET_PDEATHSIG reaches only the direct
+    child: a killed `cmake --build` would leave its ninja and compilers writing into the build
+    folder. Returns the guard and the pipe end that releases it (see _release_group_guard)."""
+    read_end, write_end = os.pipe()
+    try:
+        guard = subprocess.Popen([sys.executable, "-I", "-S", "-c", _GROUP_GUARD, str(pgid)], stdin=read_end,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    except OSError:
+        os.close(write_end)
+        return None
+    finally:
+        os.close(read_end)
+    return guard, write_end
+
+
+def _release_group_guard(held: tuple[subprocess.Popen[bytes], int] | None) -> None:
+    """The command is over and reaped: the guard exits without touching the group."""
+    if held is None:
+        return
+    guard, write_end = held
+    try:
+        os.write(write_end, b"x")
+    except OSError:
+        pass
+    os.close(write_end)
+    try:
+        guard.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        guard.kill()
+        guard.wait()
+
+
 def _last_line(text: str) -> str:
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
     return lines[-1][:200] if lines else ""
@@ -112,10 +156,12 @@ def _signame(num: int) -> str:
 
 def run_process(argv: list[str], env_overlay: dict[str, str] | None = None, *, timeout: float = 120.0,
                 log_prefix: Path | None = None, cwd: Path | None = None,
-                base_env: dict[str, str] | None = None) -> ProcResult:
+                base_env: dict[str, str] | None = None, guard_group: bool = False) -> ProcResult:
     """Run argv (never through a shell). stdout/stderr go to files `<log_prefix>.stdout/.stderr`
     (unnamed temporary files when log_prefix is None) and are also returned as text. POSIX: reaped
-    with wait4 (exact peak RSS and CPU time); elsewhere psutil samples them."""
+    with wait4 (exact peak RSS and CPU time); elsewhere psutil samples them. guard_group (POSIX),
+    for commands that start their own children (builds): should the harness die, a guard process
+    ends the command's whole process group."""
     overlay = dict(env_overlay or {})
     env = dict(os.environ if base_env is None else base_env)
     env.update(overlay)
@@ -147,10 +193,14 @@ def run_process(argv: list[str], env_overlay: dict[str, str] | None = None, *, t
         except OSError as e:
             res.error = f"cannot start {argv[0]}: {e.strerror or e}"
             return res
-        if hasattr(os, "wait4"):
-            _wait_posix(proc, res, timeout)
-        else:
-            _wait_portable(proc, res, timeout)
+        guard = _start_group_guard(proc.pid) if guard_group and os.name != "nt" else None
+        try:
+            if hasattr(os, "wait4"):
+                _wait_posix(proc, res, timeout)
+            else:
+                _wait_portable(proc, res, timeout)
+        finally:
+            _release_group_guard(guard)
         res.wall_s = time.perf_counter() - t0
         for f, attr in ((fo, "stdout"), (fe, "stderr")):
             text, size = kept_text(f)

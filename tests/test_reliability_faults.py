@@ -379,3 +379,92 @@ def test_harness_sigkill_at_staged_moments(fake_repo):
     for cid, old in seen.items():
         assert doc["results"][ids.index(cid)] == old
     assert kills == len(stages)
+
+
+_BUILD_LIKE = """
+import os, subprocess, sys, time
+# a build driver: it starts a worker (as cmake starts ninja) and waits for it
+worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", "fake-worker"])
+with open(sys.argv[1] + ".tmp", "w") as f:
+    f.write(f"{os.getpid()} {worker.pid}")
+os.replace(sys.argv[1] + ".tmp", sys.argv[1])
+worker.wait()
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _guard_of(pgid: int) -> bool:
+    """A group guard for process group pgid is running (its last argument is the group)."""
+    for d in Path("/proc").iterdir():
+        try:
+            argv = (d / "cmdline").read_bytes().split(b"\0")[:-1]
+        except OSError:
+            continue
+        if len(argv) > 2 and b"-c" in argv and argv[-1] == str(pgid).encode() and b"killpg" in b" ".join(argv):
+            return True
+    return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize("guarded", [True, False], ids=["guard_group", "no_guard"])
+def test_harness_death_ends_a_builds_own_children(tmp_path, guarded):
+    """SIGKILL to the harness while a build-like command runs: PR_SET_PDEATHSIG ends the command,
+    and with guard_group (how builds run) its own worker goes too; without it the worker is left
+    running, which is what the guard is for."""
+    script, ready = tmp_path / "driver.py", tmp_path / "pids"
+    script.write_text(_BUILD_LIKE)
+    call = (f"import sys; from harness.process import run_process; "
+            f"run_process([sys.executable, {str(script)!r}, {str(ready)!r}], timeout=120, guard_group={guarded})")
+    harness = subprocess.Popen([sys.executable, "-c", call], cwd=REPO, start_new_session=True)
+    worker = 0
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline and not ready.exists():
+            assert harness.poll() is None, "the harness ended before the command started its worker"
+            time.sleep(0.02)
+        driver, worker = map(int, ready.read_text().split())
+        while guarded and time.time() < deadline and not _guard_of(driver):
+            time.sleep(0.02)
+        assert _guard_of(driver) == guarded
+        os.killpg(harness.pid, signal.SIGKILL)
+        harness.wait(timeout=10)
+        deadline = time.time() + 20
+        while time.time() < deadline and (_alive(driver) or (guarded and _alive(worker))):
+            time.sleep(0.05)
+        assert not _alive(driver), "PR_SET_PDEATHSIG did not end the command"
+        assert _alive(worker) != guarded
+    finally:
+        if harness.poll() is None:
+            os.killpg(harness.pid, signal.SIGKILL)
+        if worker and _alive(worker):
+            os.kill(worker, signal.SIGKILL)
+
+
+def _children() -> list[bytes]:
+    """The command lines of this process's living children."""
+    me, out = str(os.getpid()), []
+    for d in Path("/proc").iterdir():
+        try:
+            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            if fields[1] == me and fields[0] != "Z":
+                out.append((d / "cmdline").read_bytes())
+        except (OSError, IndexError):
+            continue
+    return out
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_group_guard_leaves_a_finished_command_alone(tmp_path):
+    """A command that ends by itself: its result is as without the guard, and no guard is left."""
+    from harness.process import run_process
+
+    r = run_process([sys.executable, "-c", "print('done')"], timeout=60, guard_group=True)
+    assert r.ok and r.stdout.strip() == "done", r.describe()
+    assert not [p for p in _children() if b"killpg" in p], "a group guard outlived its command"

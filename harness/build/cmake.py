@@ -181,12 +181,13 @@ def cmake_project(cfg: Config, proj: ProjectSpec, bdir: Path, extra_defs: dict[s
     conf = [cmake, "-S", str(src), "-B", str(bdir), *gen, *[f"-D{k}={v}" for k, v in defs.items()]]
     say = progress or (lambda s: None)
     with _Ticker(f"  {proj.source}: configure", bdir / "configure.stdout", say, every):
-        r = run_process(conf, env, timeout=cfg.timeout("build", 1200), log_prefix=bdir / "configure")
+        r = run_process(conf, env, timeout=cfg.timeout("build", 1200), log_prefix=bdir / "configure",
+                        guard_group=True)
     logs.append(r)
     if r.ok:
         with _Ticker(f"  {proj.source}: build", bdir / "build.stdout", say, every):
             r = run_process([cmake, "--build", str(bdir), "--parallel", str(cfg.jobs)], env,
-                            timeout=cfg.timeout("build", 1200), log_prefix=bdir / "build")
+                            timeout=cfg.timeout("build", 1200), log_prefix=bdir / "build", guard_group=True)
         logs.append(r)
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "w", encoding="utf-8") as f:

@@ -9,8 +9,8 @@ Targets (native/fuzz/CMakeLists.txt, CMake option KITE_FUZZ, clang only):
 Steps: build into build/fuzz/ (clang, -fsanitize=fuzzer,address,undefined, KITE_CUDA=OFF);
 gather the seeds (the default tiny model, the micro recipe native/fuzz/micro.yaml in four
 tensor types, the conformance fixtures when present, and the kept regression inputs); replay every
-regression input once (each must pass); then fuzz each target for --seconds, one worker, with a
-corpus kept under build/fuzz/corpus/<target>/ between runs. Crash, leak, timeout and
+regression input once (each must pass); then fuzz each target for --seconds (or --runs inputs),
+one worker, with a corpus kept under build/fuzz/corpus/<target>/ between runs (--corpus elsewhere). Crash, leak, timeout and
 out-of-memory inputs are copied into tests/data/fuzz_regressions/ as `<kind>-<target>-<sha1>`.
 
 The summary (stdout, and build/fuzz/summary.json) gives per target: seconds, executions,
@@ -248,8 +248,11 @@ def keep_findings(artifact_dir: Path, dest: Path, target: str, root: Path) -> li
 
 
 def run_target(name: str, exe: Path, seconds: float, work: Path, seeds: list[Path], max_len: int,
-               root: Path, dest: Path, say) -> TargetResult:
-    corpus = work / "corpus" / name
+               root: Path, dest: Path, say, runs: int | None = None, seed: int | None = None,
+               corpus_root: Path | None = None) -> TargetResult:
+    """Fuzz one target for `seconds`, or for `runs` inputs (then `seconds` + 120 only bounds a hang):
+    with runs, the amount of fuzzing does not depend on how fast or loaded the machine is."""
+    corpus = (corpus_root or work / "corpus") / name
     artifacts = work / "artifacts" / name
     seed_dir = work / "seedlinks" / name
     for d in (corpus, artifacts, seed_dir):
@@ -267,10 +270,11 @@ def run_target(name: str, exe: Path, seconds: float, work: Path, seeds: list[Pat
             except OSError:
                 shutil.copyfile(s, link)
     log = work / f"{name}.log"
-    cmd = [str(exe), f"-max_total_time={int(seconds)}", f"-max_len={max_len}", "-timeout=10",
-           "-rss_limit_mb=2048", "-print_final_stats=1", f"-artifact_prefix={artifacts}/",
+    budget = [f"-runs={runs}"] if runs else [f"-max_total_time={int(seconds)}"]
+    cmd = [str(exe), *budget, *([f"-seed={seed}"] if seed is not None else []), f"-max_len={max_len}",
+           "-timeout=10", "-rss_limit_mb=2048", "-print_final_stats=1", f"-artifact_prefix={artifacts}/",
            str(corpus), str(seed_dir)]  # one process, one worker
-    say(f"[fuzz] {name}: {' '.join(cmd)}  ({int(seconds)} s, log {log})")
+    say(f"[fuzz] {name}: {' '.join(cmd)}  ({f'{runs} inputs' if runs else f'{int(seconds)} s'}, log {log})")
     t0 = time.monotonic()
     with open(log, "w") as f:
         try:
@@ -433,6 +437,12 @@ DESCRIPTION = ("Build the libFuzzer targets (clang) and fuzz the GGUF reader and
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--seconds", type=float, default=60, help="fuzzing time per target (default 60)")
+    ap.add_argument("--runs", type=int, metavar="N",
+                    help="fuzz each target for N inputs instead of --seconds (--seconds + 120 then bounds a hang)")
+    ap.add_argument("--seed", type=int, metavar="N",
+                    help="libFuzzer's random seed (default: from the clock)")
+    ap.add_argument("--corpus", type=Path, metavar="DIR",
+                    help="corpus folder, one subfolder per target (default BUILD_DIR/corpus, kept between runs)")
     ap.add_argument("--target", choices=[*TARGETS, "all"], default="all", help="which target (default: all)")
     ap.add_argument("--max-len", type=int, default=131072, help="largest generated input in bytes (default 131072)")
     ap.add_argument("--build-dir", type=Path, help="CMake folder (default build/fuzz)")
@@ -457,6 +467,10 @@ def run(a: argparse.Namespace, root: Path | None = None) -> int:
     say = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
     if a.seconds < 1:
         raise HarnessError("--seconds must be at least 1")
+    if a.runs is not None and a.runs < 1:
+        raise HarnessError("--runs must be at least 1")
+    if a.seed is not None and not 0 <= a.seed < 2**32:
+        raise HarnessError("--seed must be from 0 to 4294967295")
     if a.sanitizers:
         work = (a.build_dir or root / "build" / "sanitize").resolve()
         res = sanitize(root, work, a.cc, not a.no_valgrind, say)
@@ -484,7 +498,8 @@ def run(a: argparse.Namespace, root: Path | None = None) -> int:
     exes = build(root, work, clang, a.jobs, say)
     names = list(TARGETS) if a.target == "all" else [a.target]
 
-    out: dict = {"clang": clang, "seconds_per_target": a.seconds, "max_len": a.max_len, "targets": [],
+    out: dict = {"clang": clang, "seconds_per_target": a.seconds, "runs_per_target": a.runs, "seed": a.seed,
+                 "max_len": a.max_len, "targets": [],
                  "regressions": {}}
     rc = 0
     regs = sorted(set(regression_inputs(root)) | set(regression_inputs(root, dest)))
@@ -498,7 +513,8 @@ def run(a: argparse.Namespace, root: Path | None = None) -> int:
     if not a.replay_only:
         seeds = gather_seeds(root, work / "seeds", say)
         for n in names:
-            res = run_target(n, exes[n], a.seconds, work, seeds, a.max_len, root, dest, say)
+            res = run_target(n, exes[n], a.seconds, work, seeds, a.max_len, root, dest, say, a.runs, a.seed,
+                             a.corpus.resolve() if a.corpus else None)
             out["targets"].append(asdict(res))
             s = res.stats
             say(f"[fuzz] {n}: {res.seconds:.0f} s, {s.executions} executions ({s.exec_per_s}/s), cov {s.cov}, "

@@ -52,7 +52,7 @@ def build(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """pytest: the harness's unit tests and the native integration tests."""
     _install(session, *TESTS)
-    session.run("python", "-m", "pytest", "-q", "-m", "not timing and not llamacpp", *(session.posargs or ["tests"]),
+    session.run("python", "-m", "pytest", "-q", "-m", "not llamacpp", *(session.posargs or ["tests"]),
                 external=True)
 
 

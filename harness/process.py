@@ -246,6 +246,18 @@ class _PeakSampler(threading.Thread):
         self.peak_kb = 0
         self.proc_fs = os.path.exists(f"/proc/{pid}/status")
 
+    def sample(self, ps: Any = None) -> None:
+        """One reading (VmHWM, else psutil's RSS) into peak_kb."""
+        if ps is None:
+            kb = _read_hwm_kb(self.pid)
+        else:
+            try:
+                kb = ps.memory_info().rss // 1024
+            except Exception:  # noqa: BLE001
+                kb = None
+        if kb:
+            self.peak_kb = max(self.peak_kb, kb)
+
     def run(self) -> None:
         ps = None
         if not self.proc_fs:
@@ -256,15 +268,7 @@ class _PeakSampler(threading.Thread):
             except Exception:  # noqa: BLE001 - no psutil or process gone: no figure
                 return
         while True:
-            if ps is None:
-                kb = _read_hwm_kb(self.pid)
-            else:
-                try:
-                    kb = ps.memory_info().rss // 1024
-                except Exception:  # noqa: BLE001
-                    kb = None
-            if kb:
-                self.peak_kb = max(self.peak_kb, kb)
+            self.sample(ps)
             if self.stop.wait(self.interval):
                 return
 
@@ -273,6 +277,8 @@ def _wait_posix(proc: subprocess.Popen[bytes], res: ProcResult, timeout: float) 
     """Reap with wait4: exact CPU time from the kernel, no polling delay; peak RSS sampled."""
     fired = threading.Event()
     sampler = _PeakSampler(proc.pid)
+    if sampler.proc_fs:
+        sampler.sample()  # one reading now: a figure even when the thread is first scheduled too late
     sampler.start()
 
     def on_timeout() -> None:

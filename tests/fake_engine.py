@@ -13,7 +13,8 @@ outputs, and has knobs (environment variables) to misbehave:
   FAKE_NO_META=1           write no meta.json
   FAKE_META_AS=KIND        meta.json as a directory, fifo, binary data or deep (JSON nested 100000 deep)
   FAKE_NO_GPU_STEPS=1      counters claim no GPU step even with a device
-  FAKE_REQUEST_MS=X        base request time (default 10), FAKE_NOISE=0.02 relative noise
+  FAKE_REQUEST_MS=X        base request time (default 10), FAKE_NOISE=0.02 relative noise (drawn
+                           from this copy's run count, so a test sees the same draws every time)
   FAKE_SELFTEST_FAIL=N     N selftest checks fail (FAKE_SELFTEST_PAD=N: N bytes of lines before)
   FAKE_LOG=FILE            append one line per invocation (argv)
   FAKE_HANG_AT=N           with FAKE_LOG: sleep forever when this invocation writes line N of it
@@ -55,6 +56,26 @@ def misbehave():
     if os.environ.get("FAKE_EXIT"):
         print("kite: error: planted failure", file=sys.stderr)
         sys.exit(int(os.environ["FAKE_EXIT"]))
+
+
+def noise_rng():
+    """A generator seeded by how many runs of this engine copy came before (a count kept beside
+    it): the draws differ from run to run, and a test's sequence of runs gets the same draws in
+    every session, so a verdict on noisy times cannot change by chance."""
+    counter = os.path.join(os.path.dirname(os.path.abspath(__file__)), ".noise-runs")
+    with open(counter, "a+") as f:
+        try:
+            import fcntl
+
+            fcntl.flock(f, fcntl.LOCK_EX)
+        except ImportError:
+            pass
+        f.seek(0)
+        n = int(f.read() or 0)
+        f.seek(0)
+        f.truncate()
+        f.write(str(n + 1))
+    return random.Random(n)
 
 
 def module_info():
@@ -164,7 +185,7 @@ def cmd_run(argv):
     delay_ms = float(os.environ.get("KITE_DEBUG_STEP_DELAY_US", "0")) / 1000.0
     if gpu and info["gates"]["graph"]:
         base *= 0.8
-    rng = random.Random()
+    rng = noise_rng() if noise else random.Random(0)
     req = [(base + rows * delay_ms) * (1 + rng.gauss(0, noise)) for _ in range(iters)]
     counters = {"gpu_steps": rows * iters if gpu else 0, "cpu_steps": 0 if gpu else rows * iters,
                 "mrow_calls": 0, "cpu_mrow_calls": 0, "offload_gpu": 0, "offload_cpu": 0,

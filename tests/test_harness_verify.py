@@ -287,7 +287,9 @@ def test_resume_after_kill(fake_repo, tmp_path):
             if len(doc["results"]) == 2:
                 break
         time.sleep(0.05)
-    time.sleep(0.3)
+    # C2's engine writes its log line before it hangs: kill once it has, never after a guessed delay
+    while time.time() < deadline and (not log.exists() or log.read_text().count("selftest") < 3):
+        time.sleep(0.02)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     doc = json.loads(report.read_text())

@@ -103,11 +103,11 @@ def test_real_engine_killed_mid_run(kite, good_model, tmp_path):
     dump = tmp_path / "dump-killed"
     out: dict = {}
     t = threading.Thread(target=lambda: out.update(r=run_process(
-        _slow_run(kite, good_model, dump), {"KITE_DEBUG_STEP_DELAY_US": "20000"}, timeout=120)))
+        _slow_run(kite, good_model, dump), {"KITE_DEBUG_STEP_DELAY_US": "1000000"}, timeout=120)))
     t.start()
     pid = _find_pid(str(dump))
     assert pid, "the engine never started"
-    time.sleep(0.5)
+    time.sleep(0.5)  # each of the 63 steps lasts 1 s: the kill comes mid-run unless this thread stalls a minute
     os.kill(pid, signal.SIGKILL)
     t.join(60)
     r = out["r"]

@@ -89,24 +89,6 @@ criteria:
     compare: {dumps: [h_out, logits], mode: memcmp}
 """
 
-AB = """\
-criteria:
-  - id: SC
-    title: A is slower than B (CI of A/B above 1.02)
-    kind: ab_timing
-    build: stub
-    args: [run, --model, "{model}", --prompt, "3,1,4,1,5,9,2,6", --steps, "24", --iters, "7"]
-    a: {name: a, env: {KITE_THREADS: "1", %s}}
-    b: {name: b, env: {KITE_THREADS: "1"}}
-    metric: {field: timings.request_ms, reduce: min}
-    ratio: a/b
-    pairs: 30
-    warmups: 2
-    order: ABBA
-    pass_if: "ci_lower >= 1.02"
-    bootstrap: {resamples: 2000, seed: 3}
-"""
-
 RUN = """\
 criteria:
   - id: SC
@@ -188,32 +170,13 @@ criteria:
 def test_selfcheck_ab_verdict_through_the_real_engine(built, tmp_path):
     """The A/B verdict path on the real engine's --json output (run, metric, pairs, bootstrap,
     threshold), deterministic: the metric is a row count. A/A is not flagged; A doing 32 rows
-    to B's 20 is (ratio 1.6 in every pair). The wall-clock version is the `timing` test below."""
+    to B's 20 is (ratio 1.6 in every pair). A wall-clock version could fail by chance on a shared
+    machine; test_harness_selfcheck's fake engine checks the statistics on seeded noise instead."""
     rc, aa = verify_one(tmp_path, "aa", AB_COUNT % "12")
     assert rc == 1 and aa["reason"].startswith("threshold not met: median a/b 1.0000"), aa["reason"]
     rc, more = verify_one(tmp_path, "more", AB_COUNT % "24")
     assert rc == 0 and more["verdict"] == "PASS", more["reason"]
     assert more["reason"].startswith("median a/b 1.6000, 95% CI [1.6000, 1.6000] over 6 pairs"), more["reason"]
-
-
-@pytest.mark.timing
-def test_selfcheck_slowdown_knob_flagged_aa_not(built, tmp_path):
-    """A/A through the real engine is not flagged; a planted slowdown of about 10% is.
-
-    Real wall-clock timing on a shared machine: it runs in `nox -s selfcheck` (marker `timing`),
-    not in `nox -s tests`, where the fake engine's version of this check stands in."""
-    kite = REPO / "build" / "stub" / "bin" / "kite"
-    model = sorted((REPO / "models").glob("tiny-*.gguf"))[0]
-    out = subprocess.run([str(kite), "run", "--model", str(model), "--prompt", "3,1,4,1,5,9,2,6", "--steps", "24",
-                          "--iters", "7", "--json"], env={"KITE_THREADS": "1", "PATH": "/usr/bin:/bin"},
-                         check=True, capture_output=True, text=True, timeout=120)
-    meta = json.loads(out.stdout)
-    per_row_us = 1000.0 * float(np.min(meta["timings"]["request_ms"])) / 32
-    delay = max(1, round(0.10 * per_row_us))
-    rc, aa = verify_one(tmp_path, "aa", AB % 'X_UNUSED: "0"')
-    assert rc == 1 and aa["reason"].startswith("threshold not met"), aa["reason"]
-    rc, slow = verify_one(tmp_path, "slow", AB % f'KITE_DEBUG_STEP_DELAY_US: "{delay}"')
-    assert rc == 0 and slow["verdict"] == "PASS", slow["reason"]
 
 
 def test_selfcheck_edit_after_registration(built, tmp_path):
@@ -239,6 +202,6 @@ def test_selfcheck_missing_export(built, tmp_path):
 
 
 for _t in (test_selfcheck_vacuous_without_gpu_steps, test_selfcheck_one_ulp_in_a_real_dump,
-           test_selfcheck_ab_verdict_through_the_real_engine, test_selfcheck_slowdown_knob_flagged_aa_not, test_selfcheck_edit_after_registration,
+           test_selfcheck_ab_verdict_through_the_real_engine, test_selfcheck_edit_after_registration,
            test_selfcheck_missing_export):
     pytest.mark.selfcheck(_t)

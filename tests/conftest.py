@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 import textwrap
@@ -37,6 +38,14 @@ models:
 timeouts: {run: 20, info: 10, probe: 10}
 reports: {dir: reports}
 """
+
+
+@pytest.fixture(autouse=True)
+def _fake_noise_state(request, tmp_path_factory, monkeypatch):
+    """Each test counts its fake-engine runs afresh, so the fake's noisy times are the same draws
+    in every session (tests/fake_engine.py, FAKE_NOISE)."""
+    name = hashlib.sha1(request.node.nodeid.encode()).hexdigest()[:16]
+    monkeypatch.setenv("FAKE_NOISE_STATE", str(tmp_path_factory.getbasetemp() / f"noise-runs-{name}"))
 
 
 def write_engine(folder: Path, forced_env: dict[str, str] | None = None, module: dict | None = None) -> Path:

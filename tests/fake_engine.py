@@ -13,8 +13,8 @@ outputs, and has knobs (environment variables) to misbehave:
   FAKE_NO_META=1           write no meta.json
   FAKE_META_AS=KIND        meta.json as a directory, fifo, binary data or deep (JSON nested 100000 deep)
   FAKE_NO_GPU_STEPS=1      counters claim no GPU step even with a device
-  FAKE_REQUEST_MS=X        base request time (default 10), FAKE_NOISE=0.02 relative noise (drawn
-                           from this copy's run count, so a test sees the same draws every time)
+  FAKE_REQUEST_MS=X        base request time (default 10), FAKE_NOISE=0.02 relative noise (seeded
+                           by a run count kept in the file FAKE_NOISE_STATE)
   FAKE_SELFTEST_FAIL=N     N selftest checks fail (FAKE_SELFTEST_PAD=N: N bytes of lines before)
   FAKE_LOG=FILE            append one line per invocation (argv)
   FAKE_HANG_AT=N           with FAKE_LOG: sleep forever when this invocation writes line N of it
@@ -59,10 +59,13 @@ def misbehave():
 
 
 def noise_rng():
-    """A generator seeded by how many runs of this engine copy came before (a count kept beside
-    it): the draws differ from run to run, and a test's sequence of runs gets the same draws in
-    every session, so a verdict on noisy times cannot change by chance."""
-    counter = os.path.join(os.path.dirname(os.path.abspath(__file__)), ".noise-runs")
+    """A generator seeded by how many runs came before, counted in the file FAKE_NOISE_STATE (the
+    tests' conftest gives each test its own): the draws differ from run to run, and a test's
+    sequence of runs gets the same draws in every session, so a verdict on noisy times cannot
+    change by chance. Without FAKE_NOISE_STATE the draws are unseeded."""
+    counter = os.environ.get("FAKE_NOISE_STATE")
+    if not counter:
+        return random.Random()
     with open(counter, "a+") as f:
         try:
             import fcntl

@@ -7,6 +7,8 @@ from __future__ import annotations
 import hashlib
 import json
 import struct
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -190,3 +192,109 @@ def test_cli_exit_codes(tmp_path, matrix_file, capsys):
     assert capsys.readouterr().out.startswith('<?xml version="1.0"')
     assert main(["merge", str(tmp_path / "missing"), "-o", str(tmp_path / "m2")]) == 2
     assert "no report.json" in capsys.readouterr().err
+
+
+def _edit_report(d: Path, change) -> None:
+    """Rewrite d/report.json after change(doc) has edited it in place (a hand-edited report)."""
+    doc = json.loads((d / "report.json").read_text())
+    change(doc)
+    (d / "report.json").write_text(json.dumps(doc))
+
+
+def _first_dumps(doc: dict) -> dict:
+    return doc["matrix"]["entries"][0]["dumps"]
+
+
+@pytest.mark.parametrize("change, field", [
+    (lambda doc: doc.update(git=["x"]), "`git` is not an object"),
+    (lambda doc: doc.update(system=["x"]), "`system` is not an object"),
+    (lambda doc: doc.update(builds=["x"]), "`builds` is not an object"),
+    (lambda doc: doc.update(criteria_files=["x"]), "`criteria_files` is not an object"),
+    (lambda doc: doc.update(started=5), "`started`"),
+    (lambda doc: doc["git"].update(commit=["x"]), "git.commit"),
+    (lambda doc: doc["results"][0].update(verdict=["PASS"]), "results[0]: verdict"),
+    (lambda doc: doc["results"][0].update(details=["x"]), "results[0]: details"),
+    (lambda doc: doc["results"][0].pop("kind"), "results[0]: kind"),
+    (lambda doc: doc.update(matrix=["x"]), "`matrix` is not an object"),
+    (lambda doc: doc["matrix"].update(selected=[1]), "matrix.selected"),
+    (lambda doc: doc["matrix"].update(entries={"a": 1}), "matrix.entries is not a list"),
+    (lambda doc: doc["matrix"]["entries"][0].pop("entry"), "matrix.entries[0].entry: missing"),
+    (lambda doc: doc["matrix"]["entries"][0].update(dumps=["cpu"]), "matrix.entries[0].dumps is not"),
+    (lambda doc: _first_dumps(doc)["cpu"].update(dir=5), "matrix.entries[0].dumps.cpu.dir is not text"),
+    (lambda doc: _first_dumps(doc)["cpu"].update(files=["x"]), "matrix.entries[0].dumps.cpu.files"),
+    (lambda doc: _first_dumps(doc)["cpu"]["files"]["h_out"].update(sha256=1), "dumps.cpu.files"),
+], ids=["git", "system", "builds", "criteria_files", "started", "git-commit", "verdict", "details", "kind",
+        "matrix", "selected", "entries", "entry", "dumps", "dir", "files", "sha256"])
+def test_damaged_report_is_a_clean_error(tmp_path, matrix_file, capsys, change, field):
+    """A hand-edited or foreign report.json: exit 2 naming the file and the field, nothing written."""
+    same = {"h_out": floats(1.0), "logits": floats(2.0)}
+    a = make_report(tmp_path / "a", "a-gcc", [("dump", "PASS")], same)
+    b = make_report(tmp_path / "b", "b-mingw", [("dump", "PASS")], same)
+    _edit_report(b, change)
+    out = tmp_path / "m"
+    assert main(["merge", str(a), str(b), "-o", str(out), "--matrix", str(matrix_file)]) == 2
+    err = capsys.readouterr().err
+    assert f"{b / 'report.json'} is damaged" in err and field in err, err
+    assert "internal error" not in err
+    assert not out.exists()
+
+
+def _tree(d: Path) -> set[Path]:
+    return set(d.rglob("*"))
+
+
+@pytest.mark.parametrize("entry, variant, dump_dir, field", [
+    ("../../../../victim/dumps/zz", "cpu", "d1", "matrix.entries[1].entry: '../../../../victim/dumps/zz'"),
+    ("b", "../../../../../victim/dumps/zz/cpu", "d1", "matrix.entries[1].dumps: '../../../../../victim"),
+    ("b", "cpu", "{secret}", "matrix.entries[1].dumps.cpu.dir"),
+    ("b", "cpu", "../secret", "matrix.entries[1].dumps.cpu.dir"),
+    ("b", "cpu", "link", "matrix.entries[1].dumps.cpu.dir"),  # a link in the report folder, to outside
+    ("b", "cpu", ".", "matrix.entries[1].dumps.cpu.dir"),  # the report folder itself
+], ids=["entry-dotdot", "variant-dotdot", "dir-absolute", "dir-dotdot", "dir-link", "dir-self"])
+def test_merge_never_leaves_the_output_folder(tmp_path, entry, variant, dump_dir, field):
+    """Names in report.json become folders under OUT/dumps and dump dirs are copied: a name or dir
+    leading elsewhere is refused (exit 2, the file and field named); nothing outside OUT changes."""
+    src = tmp_path / "r"
+    (src / "d1").mkdir(parents=True)
+    (src / "d1" / "h_out.f32").write_bytes(floats(1.0))
+    (tmp_path / "secret").mkdir()
+    (tmp_path / "secret" / "h_out.f32").write_bytes(floats(9.0))
+    (src / "link").symlink_to(tmp_path / "secret", target_is_directory=True)
+    victim = tmp_path / "victim" / "dumps" / "zz" / "cpu" / "keep"
+    victim.parent.mkdir(parents=True)
+    victim.write_text("keep")
+    entries = [{"entry": "a", "dumps": {"cpu": {"dir": "d1"}}},
+               {"entry": entry, "dumps": {variant: {"dir": dump_dir.format(secret=tmp_path / "secret")}}}]
+    (src / "report.json").write_text(json.dumps({"schema": "kite-report/1", "results": [],
+                                                 "matrix": {"entries": entries}}))
+    before = _tree(tmp_path)
+    out = tmp_path / "x" / "mout" / "o"
+    p = subprocess.run([sys.executable, "-m", "harness", "merge", str(src), "-o", str(out)], cwd=ROOT,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2, p.stderr
+    assert f"{src / 'report.json'} is damaged: {field}" in p.stderr, p.stderr
+    assert "internal error" not in p.stderr and "Traceback" not in p.stderr
+    assert victim.read_text() == "keep"
+    assert {q for q in _tree(tmp_path) - before if not q.is_relative_to(out)} <= set(out.parents)
+
+
+def test_merge_deletes_and_writes_only_inside_the_output_folder(tmp_path, matrix_file, capsys):
+    """OUT/dumps already a link to another report's dumps: merge refuses rather than replace them;
+    a link inside a dump folder is not followed into the copy."""
+    a = make_report(tmp_path / "a", "a-gcc", [("dump", "PASS")], {"h_out": floats(1.0), "logits": floats(2.0)})
+    (tmp_path / "secret.f32").write_bytes(floats(9.0))
+    (a / "dumps" / "a-gcc" / "cpu" / "extra.f32").symlink_to(tmp_path / "secret.f32")
+    victim = tmp_path / "victim" / "a-gcc" / "cpu" / "keep"
+    victim.parent.mkdir(parents=True)
+    victim.write_text("keep")
+    out = tmp_path / "m"
+    out.mkdir()
+    (out / "dumps").symlink_to(tmp_path / "victim", target_is_directory=True)
+    assert main(["merge", str(a), "-o", str(out), "--matrix", str(matrix_file)]) == 2
+    err = capsys.readouterr().err
+    assert "leads outside the output folder" in err and "internal error" not in err
+    assert victim.read_text() == "keep" and sorted(victim.parent.iterdir()) == [victim]
+    (out / "dumps").unlink()
+    assert main(["merge", str(a), "-o", str(out), "--matrix", str(matrix_file)]) == 0
+    copied = out / "dumps" / "a-gcc" / "cpu"
+    assert (copied / "h_out.f32").exists() and not (copied / "extra.f32").exists()

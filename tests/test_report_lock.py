@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import pytest
 
@@ -29,4 +30,30 @@ def test_stale_lock_file_is_taken_over_with_a_notice(tmp_path):
     assert lock.notice == (f"took over a stale lock of {tmp_path.name}: its holder (pid 999999, started "
                            "2026-12-01T09:00:00Z, `verify --resume`) is gone")
     assert json.loads((tmp_path / ".lock").read_text())["pid"] == os.getpid()
+    lock.release()
+
+
+UNKNOWN = "unknown: the lock file's content is not understood"
+
+
+@pytest.mark.parametrize("content, holder", [
+    (b'{"argv": 5}', "pid ?, started ?"),
+    (b'{"argv": ["verify", 5], "pid": 7}', "pid 7, started ?"),
+    (b'{"pid": {"a": 1}, "host": ["h"], "started": null}', "pid ?, started ?"),
+    (b"[1, 2]", UNKNOWN),
+    (b'"verify"', UNKNOWN),
+    (b'{"foo": 1}', UNKNOWN),
+    (b"not json at all", UNKNOWN),
+    (b"\xff\xfe{", UNKNOWN),  # not UTF-8
+], ids=["argv-int", "argv-mixed", "fields-wrong-type", "list", "string", "foreign-keys", "not-json",
+        "not-utf8"])
+def test_lock_file_of_any_shape_is_described_not_a_crash(tmp_path, content, holder):
+    """A hand-edited or foreign .lock: a stale one is taken over naming what it says it can, and a
+    live holder whose file says something else still stops a second run with a clear message."""
+    (tmp_path / ".lock").write_bytes(content)
+    lock = ReportLock(tmp_path).acquire("now", ["verify"])
+    assert lock.notice == f"took over a stale lock of {tmp_path.name}: its holder ({holder}) is gone"
+    (tmp_path / ".lock").write_bytes(content)  # the live holder's file rewritten behind its back
+    with pytest.raises(HarnessError, match=rf"being written by another verify run \({re.escape(holder)}\)"):
+        ReportLock(tmp_path).acquire("later", ["verify", "--resume"])
     lock.release()

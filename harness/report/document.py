@@ -91,13 +91,28 @@ def _damage(doc: dict[str, Any]) -> str | None:
             return f"results[{i}]: duration_s is not a number"
         if not isinstance(r.get("details", {}), dict) or not isinstance(r.get("amendments", []), list):
             return f"results[{i}]: details/amendments have the wrong type"
-    for key, typ in (("builds", dict), ("resumed", list), ("git", dict), ("system", dict)):
+    for key, typ in (("builds", dict), ("resumed", list), ("git", dict), ("system", dict),
+                     ("criteria_files", dict)):
         if key in doc and not isinstance(doc[key], typ):
             return f"`{key}` is not a{'n object' if typ is dict else ' list'}"
-    for name, b in doc["builds"].items():
+    for name, b in (doc.get("builds") or {}).items():
         if not (isinstance(b, dict) and all(isinstance(b.get(p), dict) for p in ("engine", "module"))):
             return f"builds.{name} is not a build result"
     return None
+
+
+def damage(doc: dict[str, Any]) -> str | None:
+    """What makes a loaded report.json unusable: a field of the wrong shape, or anything else that
+    the writers cannot render; None for a usable one. `report`, `verify --resume` and `merge` read
+    with it."""
+    problem = _damage(doc)
+    if problem is None:
+        try:  # whatever else is in it must still render
+            render_markdown(doc)
+            render_junit(doc)
+        except (TypeError, KeyError, AttributeError, ValueError, IndexError) as e:
+            problem = f"cannot render it ({type(e).__name__}: {e})"
+    return problem
 
 
 class Report:
@@ -117,13 +132,7 @@ class Report:
             raise ValueError(f"{directory}/report.json: unknown schema "
                              f"{doc.get('schema') if isinstance(doc, dict) else type(doc).__name__!r}")
         doc.setdefault("builds", {})
-        problem = _damage(doc)
-        if problem is None:
-            try:  # whatever else is in it must still render
-                render_markdown(doc)
-                render_junit(doc)
-            except (TypeError, KeyError, AttributeError, ValueError, IndexError) as e:
-                problem = f"cannot render it ({type(e).__name__}: {e})"
+        problem = damage(doc)
         if problem:
             raise ValueError(f"{directory}/report.json is damaged: {problem}")
         return cls(directory, doc)

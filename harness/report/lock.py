@@ -43,12 +43,40 @@ else:
         fcntl.flock(f.fileno(), fcntl.LOCK_UN)
 
 
-def _holder_text(info: dict[str, Any]) -> str:
+HOLDER_KEYS = ("pid", "host", "started", "argv")
+
+
+def _parse_holder(text: str) -> Any:
+    """The lock file's content: its JSON value, None when empty, the text itself when not JSON."""
+    if not text.strip():
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _shown(value: Any, limit: int = 120) -> str:
+    """One field of the lock file as text: a string or number (clipped), '?' for anything else."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        return "?"
+    s = " ".join(str(value).split())
+    return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+def _holder_text(info: Any) -> str:
+    """Who holds (or held) the lock, from whatever the lock file holds: any JSON value, or not JSON
+    (a hand-edited or foreign file); never fails on its shape."""
     if not info:
         return "a process that left no details"
-    where = f" on {info['host']}" if info.get("host") and info.get("host") != socket.gethostname() else ""
-    cmd = f", `{' '.join(info['argv'])}`" if info.get("argv") else ""
-    return f"pid {info.get('pid', '?')}{where}, started {info.get('started', '?')}{cmd}"
+    if not isinstance(info, dict) or not any(k in info for k in HOLDER_KEYS):
+        return "unknown: the lock file's content is not understood"
+    host = info.get("host")
+    where = f" on {_shown(host)}" if isinstance(host, str) and host and host != socket.gethostname() else ""
+    argv = info.get("argv")
+    ok_argv = isinstance(argv, list) and bool(argv) and all(isinstance(a, str) for a in argv)
+    cmd = f", `{_shown(' '.join(argv), 300)}`" if ok_argv else ""
+    return f"pid {_shown(info.get('pid'))}{where}, started {_shown(info.get('started'))}{cmd}"
 
 
 @dataclass
@@ -70,10 +98,9 @@ class ReportLock:
             raise HarnessError(f"cannot open the report lock {self.path}: {e.strerror or e}") from None
         f.seek(0)
         try:
-            previous = json.loads(f.read() or "{}")
-        except ValueError:
-            previous = {}
-        previous = previous if isinstance(previous, dict) else {}
+            previous = _parse_holder(f.read(1 << 16))
+        except (OSError, ValueError):  # unreadable, or not UTF-8: as good as not understood
+            previous = "?"
         if not _try_lock(f):
             f.close()
             raise HarnessError(f"{self.directory} is being written by another verify run "

@@ -13,12 +13,17 @@ report with the harness's own writers (report.json, report.md, junit.xml):
   configs/matrix.yaml: harness/matrix/cross.py);
 - the summary is recounted; `merged_from` lists every source (started, commit, machine, counts).
 
+Every source is checked before anything is written (what `harness report` checks, plus the matrix
+section: entry and variant names are plain names, dump dirs lie inside the source's own folder),
+and what merge deletes or writes stays inside OUT.
+
 Exit status: 0 nothing failed (skips allowed), 1 something failed, 2 unreadable input.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 from collections.abc import Callable
@@ -26,8 +31,95 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
+from harness.matrix.spec import ENTRY_NAME_RE
 from harness.spec import inputs
-from harness.report.document import SCHEMA, Report, utc_now
+from harness.report.document import SCHEMA, Report, damage, utc_now
+
+
+def _is_name(x: Any) -> bool:
+    """An entry or variant name as configs/matrix.yaml allows: one plain path component."""
+    return isinstance(x, str) and ENTRY_NAME_RE.fullmatch(x) is not None
+
+
+def _dumps_damage(where: str, dumps: Any) -> str | None:
+    """What is wrong with one matrix entry's `dumps` ({variant: {dir, files}}), or None."""
+    if dumps is None:
+        return None
+    if not isinstance(dumps, dict):
+        return f"{where}.dumps is not an object"
+    for var, info in dumps.items():
+        if not _is_name(var):
+            return f"{where}.dumps: {var!r:.80} is not a variant name (lowercase letters, digits, _ . -)"
+        if not isinstance(info, dict):
+            return f"{where}.dumps.{var} is not an object"
+        if not isinstance(info.get("dir"), (str, type(None))):
+            return f"{where}.dumps.{var}.dir is not text"
+        files = info.get("files")
+        if files is not None and not (isinstance(files, dict) and all(
+                isinstance(f, dict) and isinstance(f.get("sha256", ""), str) for f in files.values())):
+            return f"{where}.dumps.{var}.files is not an object of {{file, bytes, sha256}} records"
+    return None
+
+
+def _matrix_damage(mx: Any) -> str | None:
+    """What makes a report's `matrix` section unusable to merge (its names become folder names
+    under the output), or None."""
+    if mx is None:
+        return None
+    if not isinstance(mx, dict):
+        return "`matrix` is not an object"
+    if not isinstance(mx.get("file"), (str, type(None))):
+        return "matrix.file is not text"
+    sel = mx.get("selected", [])
+    if not isinstance(sel, list) or not all(isinstance(x, str) for x in sel):
+        return "matrix.selected is not a list of entry names"
+    entries = mx.get("entries", [])
+    if not isinstance(entries, list):
+        return "matrix.entries is not a list"
+    for i, e in enumerate(entries):
+        where = f"matrix.entries[{i}]"
+        if not isinstance(e, dict):
+            return f"{where} is not an object"
+        if not _is_name(e.get("entry")):
+            shown = f"{e['entry']!r:.80}" if "entry" in e else "missing"
+            return f"{where}.entry: {shown} is not an entry name (lowercase letters, digits, _ . -)"
+        problem = _dumps_damage(where, e.get("dumps"))
+        if problem:
+            return problem
+    return None
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    """Does path, its links followed, lie strictly inside folder? (No for a path that cannot be
+    resolved: a NUL byte, a loop of links.)"""
+    try:
+        p, f = path.resolve(), folder.resolve()
+    except (OSError, ValueError, RuntimeError):
+        return False
+    return p != f and p.is_relative_to(f)
+
+
+def _dir_escape(folder: Path, mx: dict[str, Any]) -> str | None:
+    """The first dump `dir` that leads out of the report's own folder (`..`, an absolute path,
+    a link), or None: merge copies those folders, and only the report's own files may come."""
+    for i, e in enumerate(mx.get("entries", [])):
+        for var, info in (e.get("dumps") or {}).items():
+            if info.get("dir") and not _inside(folder / info["dir"], folder):
+                return f"matrix.entries[{i}].dumps.{var}.dir {info['dir']!r} is not a folder inside {folder}"
+    return None
+
+
+def _source_damage(folder: Path, doc: dict[str, Any]) -> str | None:
+    """What makes one source report unusable to merge, or None: the checks `harness report`
+    makes, the fields merge itself reads, and the matrix section's names and dump folders."""
+    problem = damage(doc) or _matrix_damage(doc.get("matrix"))
+    if problem:
+        return problem
+    if not isinstance(doc.get("started"), (str, type(None))):
+        return "`started` is not text"
+    if not isinstance((doc.get("git") or {}).get("commit"), (str, type(None))):
+        return "git.commit is not text"
+    return _dir_escape(folder, doc.get("matrix") or {})
 
 
 def _read(src: Path) -> tuple[Path, dict[str, Any]]:
@@ -41,6 +133,9 @@ def _read(src: Path) -> tuple[Path, dict[str, Any]]:
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA or not isinstance(doc.get("results"), list):
         raise HarnessError(f"{f}: not a kite report (schema {doc.get('schema') if isinstance(doc, dict) else '?'!r}, "
                            f"expected {SCHEMA!r})")
+    problem = _source_damage(f.parent, doc)
+    if problem:
+        raise HarnessError(f"{f} is damaged: {problem}")
     return f.parent, doc
 
 
@@ -58,6 +153,25 @@ def _label(d: Path, doc: dict[str, Any], used: set[str]) -> str:
 def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
     keys = ("verdict", "reason", "digest", "kind")
     return all(a.get(k) == b.get(k) for k in keys)
+
+
+def _no_links(folder: str, names: list[str]) -> list[str]:
+    """copytree's ignore: symbolic links, which could bring in files from outside the source."""
+    return [n for n in names if os.path.islink(os.path.join(folder, n))]
+
+
+def _copy_dumps(src: Path, dst: Path, out: Path) -> None:
+    """One entry variant's dump folder copied to dst; what is deleted or written stays inside out
+    (a link under out that leads elsewhere, or an out inside src, is refused)."""
+    if not _inside(dst, out):
+        raise HarnessError(f"merge: {dst} leads outside the output folder {out} (a symbolic link?)")
+    if out.resolve().is_relative_to(src.resolve()):
+        raise HarnessError(f"merge: the output folder {out} is inside the dump folder {src} it copies")
+    if dst.is_symlink() or dst.is_file():
+        dst.unlink()
+    elif dst.exists():
+        shutil.rmtree(dst)
+    shutil.copytree(src, dst, ignore=_no_links)
 
 
 def merge_docs(sources: list[tuple[Path, dict[str, Any]]], out: Path) -> dict[str, Any]:
@@ -148,9 +262,7 @@ def merge_docs(sources: list[tuple[Path, dict[str, Any]]], out: Path) -> dict[st
                     continue
                 if src_dir is not None and src_dir.is_dir():
                     dst = out / "dumps" / e["entry"] / var
-                    if dst.exists():
-                        shutil.rmtree(dst)
-                    shutil.copytree(src_dir, dst)
+                    _copy_dumps(src_dir, dst, out)
                     info["dir"] = str(dst.relative_to(out))
                 else:
                     info["dir"] = None

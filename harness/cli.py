@@ -33,6 +33,7 @@ from harness.spec.config import Config, load_config
 from harness.spec.criteria import Criterion
 from harness.spec.depends import dependency_digests
 from harness.spec.project import Project, locate
+from harness.spec.validate import MAX_TIMEOUT_S
 from harness.tools import fuzz, oracle
 from harness.verify import TRUST_ENV, Session, VerifyOptions, default_files, load_criteria, verify
 
@@ -58,7 +59,7 @@ def _root(args: argparse.Namespace) -> Path:
 
 def _config(args: argparse.Namespace) -> Config:
     project = _project(args)
-    return load_config(project.root, Path(args.config).resolve() if args.config else project.config)
+    return load_config(project.root, inputs.resolve(Path(args.config), "--config") if args.config else project.config)
 
 
 # ---- subcommands ----------------------------------------------------------------------------
@@ -201,11 +202,18 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise HarnessError(f"--env wants NAME=VALUE, not {kv!r}")
         k, v = kv.split("=", 1)
         env[k] = v
+    if args.timeout is not None and not 0 < args.timeout <= MAX_TIMEOUT_S:
+        raise HarnessError(f"--timeout must be more than 0 and at most {MAX_TIMEOUT_S:g} s, not {args.timeout:g}")
     argv = list(args.engine_args)
     if argv and argv[0] == "--":
         argv = argv[1:]
     if not argv:
         raise HarnessError("give the engine arguments after --, e.g. harness run -- info --json")
+    known = set(C.PLACEHOLDERS) | {C.ENV_PREFIX + role for role in cfg.env_names}
+    unknown = [name for text in [*argv, *env.values()] for name in C.placeholders_in(text) if name not in known]
+    if unknown:
+        raise HarnessError(f"unknown placeholder {{{unknown[0]}}}; known: {', '.join(sorted(known))} "
+                           "(write {{ and }} for literal braces)")
     sess = Session(cfg, VerifyOptions(no_build=args.no_build), _say)
     with tempfile.TemporaryDirectory(prefix="kite-run-") as tmp:
         ctx = Context(cfg=cfg, report_dir=Path(tmp), probes=Probes(gpu_info=lambda: None),
@@ -218,7 +226,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             p = prepare(ctx, crit, var, Path(tmp) / "work", {})
         except CriterionFail as e:
             raise HarnessError(e.reason) from None
-        r = run_process(p.argv, p.env, timeout=args.timeout or cfg.timeout("run", 180), log_prefix=Path(tmp) / "out")
+        timeout = cfg.timeout("run", 180) if args.timeout is None else args.timeout
+        r = run_process(p.argv, p.env, timeout=timeout, log_prefix=Path(tmp) / "out")
         for stream, path in ((sys.stdout, r.stdout_path), (sys.stderr, r.stderr_path)):
             stream.flush()  # the whole output, copied from its file: never all of it in memory
             with open(str(path), "rb") as f:

@@ -268,3 +268,142 @@ def test_json_loads_turns_deep_nesting_into_value_error():
 def test_criteria_cap_is_far_above_the_real_files():
     biggest = max(f.stat().st_size for f in (REPO / "regressions").glob("*"))
     assert biggest * 20 < inputs.MAX_CRITERIA
+
+
+# ---- values no file should hold: found by a hostile-input audit (each was an internal error, a
+# hang, or a silent pass) ------------------------------------------------------------------------
+
+_TOL = """\
+criteria:
+  - id: T1
+    title: t
+    kind: equivalence
+    args: [run, --model, "{model}", --prompt, "1,2", --steps, "1"]
+    variants: [{name: a}, {name: b}]
+    compare: {dumps: [logits], mode: tolerance, %s}
+"""
+_AB = """\
+criteria:
+  - id: A1
+    title: t
+    kind: ab_timing
+    args: [run, --model, "{model}", --prompt, "1,2", --steps, "1"]
+    a: {name: a}
+    b: {name: b}
+    pass_if: "ci_lower >= 1.05"
+    %s
+"""
+_RUN = """\
+criteria:
+  - id: R1
+    title: %s
+    kind: run
+    %s
+    runs: [{name: r, args: [%s]}]
+"""
+
+
+@pytest.mark.parametrize("text, message", [
+    (_TOL % "max_abs: .nan", "max_abs: must be a finite number, not nan"),
+    (_TOL % "nmse: .inf", "nmse: must be a finite number, not inf"),
+    (_AB % "confidence: .nan", "confidence: must be a finite number, not nan"),
+    (_AB % "bootstrap: {resamples: 99999999999999999999999999999}", "resamples: must be <= 1000000"),
+    (_AB % "pairs: 10000\n    bootstrap: {resamples: 1000000}", "resamples x pairs is 10000000000"),
+    (_RUN % ("t", "timeout_s: .inf", "info"), "timeout_s: must be a finite number, not inf"),
+    (_RUN % ("t", "timeout_s: 99999999999999999999999", "info"), "timeout_s: must be <= 604800"),
+    (_RUN % ("t", "", '"a\\0b"'), "holds a NUL character"),
+    (_RUN % ('"a\\ud800b"', "", "info"), "holds a lone surrogate"),
+], ids=["nan-tolerance", "inf-nmse", "nan-confidence", "huge-resamples", "bootstrap-cells", "inf-timeout",
+        "huge-timeout", "nul-arg", "surrogate-title"])
+def test_values_no_criterion_can_use_are_refused(text, message, fake_repo, capsys):
+    p = fake_repo.criteria(text)
+    assert main(["--root", str(fake_repo.root), "verify", str(p)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "regressions/suite.yaml:" in err, err
+    assert "internal error" not in err
+
+
+@pytest.mark.parametrize("value", [".inf", ".nan", "99999999999999999999999", "-1"])
+def test_engine_yaml_timeout_must_be_finite_and_positive(value, fake_repo, capsys):
+    cfg = fake_repo.root / "configs" / "engine.yaml"
+    cfg.write_text(cfg.read_text() + f"timeouts: {{run: {value}}}\n")
+    assert main(["--root", str(fake_repo.root), "verify"]) == 2
+    err = capsys.readouterr().err
+    assert "engine.yaml:" in err and "timeouts.run" in err and "internal error" not in err, err
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "0", "-1"])
+def test_run_timeout_must_be_finite_and_positive(value, fake_repo, capsys):
+    assert main(["--root", str(fake_repo.root), "run", "--no-build", "--timeout", value, "--", "info"]) == 2
+    assert "--timeout must be more than 0" in capsys.readouterr().err
+
+
+def test_run_names_an_unknown_placeholder(fake_repo, capsys):
+    assert main(["--root", str(fake_repo.root), "run", "--no-build", "--", "{nope}"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown placeholder {nope}; known: " in err and "internal error" not in err, err
+
+
+def test_symbolic_link_loops_are_named(fake_repo, capsys):
+    a, b = fake_repo.root / "regressions" / "a.yaml", fake_repo.root / "regressions" / "b"
+    a.symlink_to(b)
+    b.symlink_to(a)
+    assert main(["--root", str(fake_repo.root), "verify"]) == 2
+    err = capsys.readouterr().err
+    assert "a.yaml" in err and "internal error" not in err, err
+    loop = fake_repo.root.parent / "loop"
+    loop.symlink_to(loop)
+    for argv in (["--root", str(loop), "verify"], ["--root", str(fake_repo.root), "--config", str(loop), "verify"]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert "a loop of symbolic links" in err and "internal error" not in err, err
+
+
+def test_root_that_is_a_file_is_named(tmp_path, capsys):
+    f = tmp_path / "file"
+    f.write_text("x")
+    for cmd in (["verify"], ["fuzz", "--replay-only"]):
+        assert main(["--root", str(f), *cmd]) == 2
+        err = capsys.readouterr().err
+        assert f"--root {f}: not a folder" in err and "internal error" not in err, err
+
+
+def test_pyproject_fifo_and_deep_toml_never_hang(tmp_path):
+    """The project is found by reading pyproject.toml files above the working directory: a FIFO
+    there is refused unopened, TOML nested too deeply is named."""
+    fifo = tmp_path / "fifo"
+    (fifo / "sub").mkdir(parents=True)
+    os.mkfifo(fifo / "pyproject.toml")
+    deep = tmp_path / "deep"
+    (deep / "sub").mkdir(parents=True)
+    (deep / "pyproject.toml").write_text("# kite\na = " + "[" * 100_000 + "]" * 100_000 + "\n")
+    for folder, message in ((fifo, "is a FIFO (named pipe), not a regular file"), (deep, "nested too deeply")):
+        r = subprocess.run([sys.executable, "-m", "harness", "verify"], capture_output=True, text=True,
+                           env=ENV, cwd=folder / "sub", timeout=60)
+        assert r.returncode == 2 and message in r.stderr and "internal error" not in r.stderr, r.stderr
+
+
+def test_register_onto_a_registry_without_a_final_newline(fake_repo):
+    p = fake_repo.criteria(_RUN % ("t", "", "info"))
+    assert main(["--root", str(fake_repo.root), "register", str(p)]) == 0
+    lock = fake_repo.root / "regressions" / "registry.lock"
+    lock.write_bytes(lock.read_bytes().rstrip(b"\n"))
+    p2 = fake_repo.criteria(_RUN.replace("R1", "R2") % ("t", "", "info"), "second.yaml")
+    assert main(["--root", str(fake_repo.root), "register", str(p2)]) == 0
+    rows = [ln for ln in lock.read_text().splitlines() if ln and not ln.startswith("#")]
+    assert all(len(ln.split("\t")) == 6 for ln in rows), rows
+    assert main(["--root", str(fake_repo.root), "verify", "--only", "R1", "R2"]) == 0
+
+
+def test_junit_stays_well_formed_with_control_characters():
+    import xml.etree.ElementTree as ET
+
+    from harness.report.document import render_junit
+
+    doc = {"summary": {"total": 1, "failed": 1}, "results": [
+        {"file": "regressions/x.yaml", "id": "C1", "title": "a\x0cb\x1b[31m", "verdict": "FAIL", "kind": "run",
+         "reason": "engine said \x00\x07", "digest": "sha256:0"}]}
+    text = render_junit(doc)
+    root = ET.fromstring(text.split("\n", 1)[1])
+    case = root.find("testcase")
+    assert case is not None and case.get("name") == "C1: a\\x0cb\\x1b[31m"

@@ -116,7 +116,10 @@ def run_matrix(root: Path, names: list[str] | None, *, report_dir: Path | None =
         point_latest(reports, report_dir)
     elif (report_dir / "report.json").exists():
         shutil.rmtree(report_dir)  # a fixed folder (reports/matrix/<entry>/): the previous run goes
-    report_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        report_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise HarnessError(f"--report-dir {report_dir}: cannot make the folder: {e.strerror or e}") from None
     rep = Report(report_dir)
     rep.doc.update(argv=sys.argv, kind="matrix", git=git)
     try:

@@ -211,7 +211,7 @@ def _entry(v: Validator, name: Any, m: Any) -> Entry | None:
     requires = v.enumlist(path + ("requires",), m["requires"], REQUIRES, "list of requirements") \
         if "requires" in m else None
     env = v.scalar_map(path + ("env",), m["env"], "NAME: value") if "env" in m else {}
-    timeout = v.num(path + ("timeout",), m["timeout"], 0, open_lo=True) if "timeout" in m else None
+    timeout = v.timeout(path + ("timeout",), m["timeout"]) if "timeout" in m else None
     desc = v.str_(path + ("description",), m["description"]) if "description" in m else ""
     if v.count() > n0 or None in (tc, runner, opts, engine, module, testmod, checks, criteria, requires, env, desc):
         return None
@@ -298,9 +298,12 @@ def _cross(v: Validator, cid: str, m: Any, raw_entries: dict[str, Any], dump: Du
         ename, _, var = item.partition(":")
         var = var or dump.variants[0].name
         ent = raw_entries.get(ename)
-        if ent is None:
+        checks = ent.get("checks") if isinstance(ent, dict) else None
+        if ename not in raw_entries:
             v.err(path + ("entries", i), f"no entry {ename!r}; allowed: {', '.join(map(str, raw_entries))}")
-        elif isinstance(ent, dict) and "dump" not in (ent.get("checks") or []):
+        elif not isinstance(ent, dict):
+            continue  # the entry itself is reported where it is defined
+        elif not isinstance(checks, list) or "dump" not in checks:
             v.err(path + ("entries", i), f"entry {ename!r} has no 'dump' check, so it writes no dumps")
         elif dump.variant(var) is None:
             v.err(path + ("entries", i), f"no dump variant {var!r}; allowed: "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import xml.etree.ElementTree as ET
 from datetime import datetime, timezone
 from pathlib import Path
@@ -375,6 +376,15 @@ def _failure_body(r: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+# Characters XML 1.0 cannot hold at all, even escaped (control characters from a title or an
+# engine's stderr): written as \xNN so that junit.xml stays well-formed.
+_XML_INVALID = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _xml_safe(text: str) -> str:
+    return _XML_INVALID.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
 def render_junit(doc: dict[str, Any]) -> str:
     s = doc.get("summary") or {}
     total_t = sum(float(r.get("duration_s", 0)) for r in doc.get("results", []))
@@ -395,5 +405,8 @@ def render_junit(doc: dict[str, Any]) -> str:
         out = ET.SubElement(tc, "system-out")
         out.text = (f"{r['title']}{label}\ndigest {r['digest']}\nlogs {r.get('log_dir') or '-'}"
                     + (f"\n{stability_text(r)}" if stability_text(r) else ""))
+    for el in suite.iter():
+        el.text = _xml_safe(el.text) if el.text else el.text
+        el.attrib.update({k: _xml_safe(v) for k, v in el.attrib.items()})
     ET.indent(suite)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suite, encoding="unicode") + "\n"

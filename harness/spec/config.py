@@ -292,7 +292,7 @@ def parse_config(text: str, root: Path, path: Path, rel: str) -> Config:
     v.keys(("models",), models, MODELS_KEYS, "models")
     timeouts = {}
     for k, x in (v.mapping(("timeouts",), raw.get("timeouts"), "name -> seconds") or {}).items():
-        if v.enum(("timeouts", k), k, TIMEOUTS) and (s := v.num(("timeouts", k), x, 0, open_lo=True)) is not None:
+        if v.enum(("timeouts", k), k, TIMEOUTS) and (s := v.timeout(("timeouts", k), x)) is not None:
             timeouts[k] = s
     reports = v.mapping(("reports",), raw.get("reports"), "report settings") or {}
     v.keys(("reports",), reports, {"dir": False}, "reports")

@@ -43,6 +43,17 @@ def _cap(n: int) -> str:
     return f"{n // MIB} MiB" if n % MIB == 0 else f"{n} bytes"
 
 
+def resolve(path: Path, shown: str | None = None) -> Path:
+    """path.resolve(), with a loop of symbolic links or a NUL byte in the name as a FileRefused
+    naming the path (resolve() raises RuntimeError for a loop on Python 3.11 and 3.12)."""
+    try:
+        return path.resolve()
+    except RuntimeError:
+        raise FileRefused(f"{shown or path}: cannot resolve it: a loop of symbolic links") from None
+    except (OSError, ValueError) as e:
+        raise FileRefused(f"{shown or path}: cannot resolve it: {getattr(e, 'strerror', None) or e}") from None
+
+
 def read_bytes(path: Path, max_bytes: int, shown: str | None = None) -> bytes:
     """The bytes of a regular file of at most max_bytes. FileNotFoundError passes through (callers
     decide whether a missing file is an error); every other problem is a FileRefused."""
@@ -53,6 +64,8 @@ def read_bytes(path: Path, max_bytes: int, shown: str | None = None) -> bytes:
         raise
     except OSError as e:
         raise FileRefused(f"{name}: cannot read: {e.strerror or e}") from None
+    except ValueError:  # a NUL byte in the name
+        raise FileRefused(f"{name!r}: cannot read: the name holds a NUL byte") from None
     if not stat.S_ISREG(st.st_mode):
         raise FileRefused(f"{name}: is {_kind(st.st_mode)}, not a regular file")
     if st.st_size > max_bytes:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import ConfigError
+from harness.spec import inputs
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -38,7 +39,12 @@ class Project:
 
 def project_at(folder: Path) -> Project:
     """The project rooted at folder (`--root`): its [tool.kite] config, else configs/engine.yaml."""
-    folder = folder.resolve()
+    try:
+        folder = inputs.resolve(folder)
+    except inputs.FileRefused as e:
+        raise NoProject(f"--root {e}") from None
+    if not folder.is_dir():
+        raise NoProject(f"--root {folder}: not a folder" if folder.exists() else f"--root {folder}: no such folder")
     return Project(folder, folder / (_tool_config(folder / "pyproject.toml") or DEFAULT_CONFIG))
 
 
@@ -49,7 +55,10 @@ def locate(root: Path | None) -> Project:
 
 def find_project(start: Path) -> Project:
     """The nearest project at or above start."""
-    start = start.resolve()
+    try:
+        start = inputs.resolve(start)
+    except inputs.FileRefused as e:
+        raise NoProject(str(e)) from None
     for folder in (start, *start.parents):
         named = _tool_config(folder / "pyproject.toml")
         if named is not None:
@@ -63,17 +72,19 @@ def find_project(start: Path) -> Project:
 def _tool_config(pyproject: Path) -> Path | None:
     """[tool.kite]'s config path (default configs/engine.yaml); None without a [tool.kite] table."""
     try:
-        text = pyproject.read_text(encoding="utf-8")
-    except (FileNotFoundError, NotADirectoryError):
+        text = inputs.read_text(pyproject, inputs.MAX_CONFIG)  # refuses a FIFO without blocking on it
+    except FileNotFoundError:
         return None
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{pyproject}: cannot read it: {e}") from None
+    except inputs.FileRefused as e:
+        raise ConfigError(str(e)) from None
     if "kite" not in text:
         return None  # most pyproject.toml files never mention kite: no need to parse them
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{pyproject}: not valid TOML: {e}") from None
+    except RecursionError:
+        raise ConfigError(f"{pyproject}: not valid TOML: nested too deeply") from None
     table = doc.get("tool", {}).get("kite") if isinstance(doc.get("tool"), dict) else None
     if table is None:
         return None

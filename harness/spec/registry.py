@@ -248,6 +248,14 @@ def plan(entries: list[Entry], crits: list[Criterion], amend: list[str], reason:
     return Plan(new, same, amended, refused, depends)
 
 
+def _lacks_final_newline(path: Path) -> bool:
+    with open(path, "rb") as f:
+        if f.seek(0, os.SEEK_END) == 0:
+            return False
+        f.seek(-1, os.SEEK_END)
+        return f.read(1) != b"\n"
+
+
 def append(path: Path, crits_events: list[tuple[Criterion, str, str]], now: datetime | None = None,
            deps: list[tuple[Criterion, dict[str, str]]] | None = None) -> None:
     """Append (criterion, event, reason) lines, then a depends line for each (criterion, its
@@ -271,6 +279,8 @@ def append(path: Path, crits_events: list[tuple[Criterion, str, str]], now: date
     with open(path, "a", encoding="utf-8", newline="\n") as f:
         if new_file:
             f.write(HEADER)
+        elif _lacks_final_newline(path):
+            f.write("\n")  # an edited file may end without one: never glue a new line onto the last
         f.writelines(lines)
         f.flush()
         os.fsync(f.fileno())

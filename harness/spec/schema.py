@@ -20,6 +20,11 @@ from harness.spec.yamlsrc import Located
 
 ID_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+# Bounds far above any real A/B run (30 pairs, 2000 resamples), below what would run for days or
+# exhaust memory: the bootstrap holds resamples x pairs indices and values at once.
+MAX_PAIRS = 10_000
+MAX_RESAMPLES = 1_000_000
+MAX_BOOTSTRAP_CELLS = 20_000_000
 
 TOP_KEYS = {"version": False, "description": False, "definitions": False, "criteria": True}
 COMMON = {"id": True, "title": True, "kind": True, "requires": False, "description": False,
@@ -206,7 +211,7 @@ def _criterion(v: _V, path: tuple, c: Any, rel: str) -> C.Criterion | None:
     model = None
     if "model" in c:
         model = _model(v, path + ("model",), c["model"])
-    timeout = v.num(path + ("timeout_s",), c["timeout_s"], 0, open_lo=True) if "timeout_s" in c else None
+    timeout = v.timeout(path + ("timeout_s",), c["timeout_s"]) if "timeout_s" in c else None
     cases: list[dict[str, str]] = []
     case_keys: set[str] = set()
     if "cases" in c:
@@ -407,8 +412,8 @@ def _ab(v: _V, path: tuple, c: dict[str, Any], names: set[str]) -> C.ABSpec | No
     for side, var in (("a", a), ("b", b)):
         if var is not None and not var.args:
             v.err(path + (side,), "no `args`: give the engine argv at the criterion or variant level")
-    pairs = v.int_(path + ("pairs",), c["pairs"], 2) if "pairs" in c else None
-    warmups = v.int_(path + ("warmups",), c["warmups"], 0) if "warmups" in c else 1
+    pairs = v.int_(path + ("pairs",), c["pairs"], 2, MAX_PAIRS) if "pairs" in c else None
+    warmups = v.int_(path + ("warmups",), c["warmups"], 0, MAX_PAIRS) if "warmups" in c else 1
     order = v.enum(path + ("order",), c["order"], C.ORDERS) if "order" in c else "ABBA"
     metric = _metric(v, path + ("metric",), c["metric"]) if "metric" in c else C.Metric("timings.request_ms")
     ma = _metric(v, path + ("metric_a",), c["metric_a"]) if "metric_a" in c else metric
@@ -427,9 +432,13 @@ def _ab(v: _V, path: tuple, c: dict[str, Any], names: set[str]) -> C.ABSpec | No
         bs = c["bootstrap"]
         if v.keys(path + ("bootstrap",), bs, {"resamples": False, "seed": False}, "bootstrap"):
             if "resamples" in bs:
-                resamples = v.int_(path + ("bootstrap", "resamples"), bs["resamples"], 100) or resamples
+                resamples = v.int_(path + ("bootstrap", "resamples"), bs["resamples"], 100, MAX_RESAMPLES) \
+                    or resamples
             if "seed" in bs:
-                seed = v.int_(path + ("bootstrap", "seed"), bs["seed"], 0) or 0
+                seed = v.int_(path + ("bootstrap", "seed"), bs["seed"], 0, 2**63 - 1) or 0
+    if pairs is not None and resamples * pairs > MAX_BOOTSTRAP_CELLS:
+        v.err(path + ("bootstrap", "resamples"), f"resamples x pairs is {resamples * pairs}, more than "
+              f"{MAX_BOOTSTRAP_CELLS} (the bootstrap holds them all in memory)")
     noise = v.bool_(path + ("noise_floor",), c["noise_floor"]) if "noise_floor" in c else False
     interval = v.enum(path + ("interval",), c["interval"], C.INTERVALS) if "interval" in c else "percentile"
     if len(v.errors) > n0 or interval is None or a is None or pairs is None or pm is None or None in (warmups, order, ma, mb, ratio,

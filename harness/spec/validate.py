@@ -4,6 +4,7 @@ problems of a file are reported at once (SchemaErrors, exit status 2)."""
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -15,6 +16,9 @@ from harness.spec.criteria import regex_error
 from harness.spec.yamlsrc import Located, YamlLimitError, YamlSyntaxError, load
 
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# The longest timeout a file may ask for (a week): longer ones, or .inf, would overflow the
+# timer's clock and leave a run with no timeout at all.
+MAX_TIMEOUT_S = 7 * 24 * 3600.0
 
 
 def type_name(v: Any) -> str:
@@ -25,7 +29,7 @@ def type_name(v: Any) -> str:
 def rel_path(path: Path, root: Path) -> str:
     try:
         return path.resolve().relative_to(root.resolve()).as_posix()
-    except ValueError:
+    except (ValueError, RuntimeError, OSError):  # outside root, or not resolvable (a loop of links)
         return str(path)
 
 
@@ -118,19 +122,28 @@ class Validator:
             return None
         return v
 
-    def int_(self, path: tuple, v: Any, lo: int | None = None) -> int | None:
+    def int_(self, path: tuple, v: Any, lo: int | None = None, hi: int | None = None) -> int | None:
         if isinstance(v, bool) or not isinstance(v, int):
             self.err(path, f"must be an integer, not {type_name(v)}")
             return None
         if lo is not None and v < lo:
             self.err(path, f"must be >= {lo}, not {v}")
             return None
+        if hi is not None and v > hi:
+            self.err(path, f"must be <= {hi}, not {v}")
+            return None
         return v
 
     def num(self, path: tuple, v: Any, lo: float | None = None, hi: float | None = None,
             open_lo: bool = False) -> float | None:
+        """A finite number in [lo, hi] (lo excluded with open_lo): never NaN or infinite, whose
+        comparisons would let any value through a tolerance or a timeout."""
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             self.err(path, f"must be a number, not {type_name(v)}")
+            return None
+        finite = math.isfinite(v) if isinstance(v, float) else abs(v) <= 1e300  # a huge int overflows a float
+        if not finite:
+            self.err(path, f"must be a finite number, not {v}")
             return None
         if lo is not None and (v < lo or (open_lo and v == lo)):
             self.err(path, f"must be {'>' if open_lo else '>='} {lo:g}, not {v}")
@@ -139,6 +152,10 @@ class Validator:
             self.err(path, f"must be <= {hi:g}, not {v}")
             return None
         return float(v)
+
+    def timeout(self, path: tuple, v: Any) -> float | None:
+        """Seconds, > 0 and at most MAX_TIMEOUT_S."""
+        return self.num(path, v, 0, MAX_TIMEOUT_S, open_lo=True)
 
     def bool_(self, path: tuple, v: Any) -> bool | None:
         if not isinstance(v, bool):

@@ -154,7 +154,7 @@ def _scalar(node: yaml.ScalarNode, c: yaml.SafeLoader) -> Any:
     """A scalar's value. PyYAML's own constructors raise bare Python errors on some values
     (`!!float` with no text: IndexError; `2026-13-45`, read as a date: ValueError)."""
     try:
-        return c.construct_object(node, deep=True)
+        value = c.construct_object(node, deep=True)
     except yaml.YAMLError:
         raise
     except (ValueError, IndexError, KeyError, AttributeError, TypeError, OverflowError) as e:
@@ -162,6 +162,17 @@ def _scalar(node: yaml.ScalarNode, c: yaml.SafeLoader) -> Any:
         why = f" ({e})" if isinstance(e, ValueError) else ""
         raise yaml.constructor.ConstructorError(None, None, f"cannot read {node.value[:40]!r} as a {tag}{why}",
                                                 node.start_mark) from None
+    if isinstance(value, str):
+        # escapes can write what no file name, argv or report can hold: NUL, a lone UTF-16 surrogate
+        if "\0" in value:
+            raise yaml.constructor.ConstructorError(None, None, f"{value[:40]!r} holds a NUL character",
+                                                    node.start_mark)
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise yaml.constructor.ConstructorError(None, None, f"{value[:40]!r} holds a lone surrogate, "
+                                                    "which is not a character", node.start_mark) from None
+    return value
 
 
 def _convert(node: yaml.Node, path: Path_, out: Located, c: yaml.SafeLoader, budget: _Budget,

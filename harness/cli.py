@@ -144,6 +144,9 @@ def cmd_register(args: argparse.Namespace) -> int:
     reg_path = Path(args.registry) if args.registry else cfg.root / "regressions" / "registry.lock"
     crits = load_registrable(cfg, [Path(f) for f in args.files])
     if args.only:
+        missing = [i for i in args.only if i not in {c.id for c in crits}]
+        if missing:
+            raise HarnessError(f"--only: {', '.join(missing)} not in the given file(s)")
         crits = [c for c in crits if c.id in args.only]
     amend = list(args.amend or [])
     unknown = [a for a in amend if a not in {c.id for c in crits}]

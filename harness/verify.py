@@ -168,6 +168,9 @@ def verify(cfg: Config, opts: VerifyOptions, say: Callable[[str], None] | None =
     files = opts.files or default_files(cfg)
     every = load_criteria(cfg, files)
     crits = select(every, opts.only, opts.kinds)
+    if opts.registry_path is not None and not opts.registry_path.exists():
+        # the default registry may be absent (nothing registered yet); a named one is a typo
+        raise HarnessError(f"--registry {opts.registry_path}: no such file")
     untrusted = [c for c in crits if not c.in_repository and c.runs_foreign_code()]
     if untrusted and not opts.trust_outside:
         raise SchemaErrors([f"{c.file}:{c.line}: {c.id}: `wrapper` runs a command and `place` copies files, and "

@@ -407,3 +407,56 @@ def test_junit_stays_well_formed_with_control_characters():
     root = ET.fromstring(text.split("\n", 1)[1])
     case = root.find("testcase")
     assert case is not None and case.get("name") == "C1: a\\x0cb\\x1b[31m"
+
+
+def test_register_only_an_unknown_id_is_an_error(fake_repo, capsys):
+    p = fake_repo.criteria(_RUN % ("t", "", "info"))
+    assert main(["--root", str(fake_repo.root), "register", str(p), "--only", "NOPE"]) == 2
+    assert "--only: NOPE not in the given file(s)" in capsys.readouterr().err
+    assert not (fake_repo.root / "regressions" / "registry.lock").exists()
+
+
+def test_a_named_registry_must_exist(fake_repo, capsys):
+    assert main(["--root", str(fake_repo.root), "verify", "--registry", str(fake_repo.root / "typo.lock")]) == 2
+    assert "typo.lock: no such file" in capsys.readouterr().err
+
+
+def test_register_names_a_registry_time_that_is_not_a_time(fake_repo, capsys):
+    p = fake_repo.criteria(_RUN % ("t", "", "info"))
+    assert main(["--root", str(fake_repo.root), "register", str(p)]) == 0
+    lock = fake_repo.root / "regressions" / "registry.lock"
+    lines = lock.read_text().splitlines(keepends=True)
+    fields = lines[-1].split("\t")
+    fields[3] = "zzzz"
+    lock.write_text("".join(lines[:-1]) + "\t".join(fields))
+    capsys.readouterr()
+    p2 = fake_repo.criteria(_RUN.replace("R1", "R2") % ("t", "", "info"), "second.yaml")
+    assert main(["--root", str(fake_repo.root), "register", str(p2)]) == 2
+    err = capsys.readouterr().err
+    assert "time 'zzzz' is not in the format" in err and "later than now" not in err, err
+
+
+@pytest.mark.parametrize("kind", ["dangling-link", "two-lines", "names-nothing"])
+def test_latest_that_points_nowhere_is_named(kind, tmp_path, capsys):
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    if kind == "dangling-link":
+        (reports / "latest").symlink_to(reports / "gone")
+        want = "points at"
+    else:
+        (reports / "LATEST").write_text("a\nb\n" if kind == "two-lines" else "gone\n")
+        want = "must hold one report folder's name" if kind == "two-lines" else "names gone, which does not exist"
+    assert main(["--root", str(REPO), "report", "--reports", str(reports)]) == 2
+    err = capsys.readouterr().err
+    assert want in err and "missing" not in err, err
+
+
+def test_matrix_check_resolves_criteria_references(tmp_path, capsys):
+    text = (REPO / "configs" / "matrix.yaml").read_text()
+    assert "regressions/suite.yaml#E3]" in text
+    bad = tmp_path / "matrix.yaml"
+    bad.write_text(text.replace("regressions/suite.yaml#E3]", "regressions/suite.yaml#NOPE]", 1))
+    assert main(["--root", str(REPO), "matrix", "--check", "--matrix", str(bad)]) == 2
+    assert "regressions/suite.yaml has no criterion NOPE" in capsys.readouterr().err
+    assert main(["--root", str(REPO), "matrix", "--check", "nope"]) == 2
+    assert "no entry 'nope'" in capsys.readouterr().err

@@ -10,8 +10,9 @@ from pathlib import Path
 
 from harness.errors import HarnessError
 from harness.matrix.cross import merge_reports
-from harness.matrix.run import run_matrix
-from harness.matrix.spec import availability, entry_summary, load_matrix
+from harness.matrix.run import criteria_refs, run_matrix
+from harness.matrix.spec import MatrixError, availability, entry_summary, load_matrix
+from harness.spec.config import load_config
 
 DESCRIPTION = "Build and check the entries of configs/matrix.yaml, then its cross-entry criteria."
 EXIT = ("exit status: 0 nothing failed (entries whose tools are missing SKIP), 1 an entry, check or "
@@ -38,7 +39,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(a: argparse.Namespace, root: Path) -> int:
     matrix = load_matrix(a.matrix or root / "configs" / "matrix.yaml", root)
     if a.check:
-        print(f"{matrix.path}: {len(matrix.entries)} entries, {len(matrix.cross)} cross criteria: valid")
+        entries = matrix.select(a.entries or None)
+        cfg = load_config(root)
+        problems = [f"{matrix.path}: entry {ent.name}: criteria: {ref}: {why}"
+                    for ent in entries for ref, _, _, why in criteria_refs(cfg, ent) if why is not None]
+        if problems:
+            raise MatrixError(problems)
+        print(f"{matrix.path}: {len(matrix.entries)} entries, {len(matrix.cross)} cross criteria: valid"
+              + (f" (checked: {', '.join(e.name for e in entries)})" if a.entries else ""))
         return 0
     if a.list:
         rows = []

@@ -26,6 +26,7 @@ from harness.run.runner import Context, CriterionFail
 from harness.run.suite import Judged, Models, judge
 from harness.spec import registry, schema
 from harness.spec.config import Config, load_config
+from harness.spec.criteria import Criterion
 from harness.spec.validate import rel_path
 
 
@@ -47,6 +48,23 @@ def copy_dumps(report_dir: Path, run: EntryRun, dirs: dict[str, Path]) -> None:
         run.dumps[var]["dir"] = str(dst.relative_to(report_dir))
 
 
+def criteria_refs(cfg: Config, ent: Entry) -> list[tuple[str, str, list[Criterion], str | None]]:
+    """Each of the entry's `criteria:` references (`file.yaml`, `file.yaml#ID`) with its file, the
+    criteria it names, and what is wrong with it (None when it names at least one)."""
+    out = []
+    for ref in ent.criteria:
+        file, _, cid = ref.partition("#")
+        path = Path(cfg.root) / file
+        problem = None if path.exists() else f"{file} does not exist"
+        crits: list[Criterion] = []
+        if problem is None:
+            crits = schema.load_file(path, Path(cfg.root), list(cfg.builds), list(cfg.dumps), list(cfg.env_names))
+            crits = [c for c in crits if c.id == cid] if cid else crits
+            problem = None if crits else f"{file} has no criterion {cid}"
+        out.append((ref, file, crits, problem))
+    return out
+
+
 def entry_criteria(cfg: Config, runner: EntryRunner, run: EntryRun, report_dir: Path,
                    reg: list[registry.Entry], exploratory: bool, models: Models) -> list[Result]:
     """The entry's registered criteria (`criteria: [file.yaml, file.yaml#ID]`) on its builds."""
@@ -63,15 +81,7 @@ def entry_criteria(cfg: Config, runner: EntryRunner, run: EntryRun, report_dir: 
                  reproduce=lambda c, exploratory: f"python -m harness matrix {ent.name}"
                  + (" --exploratory" if exploratory else ""))
     out = []
-    for ref in ent.criteria:
-        file, _, cid = ref.partition("#")
-        path = Path(cfg.root) / file
-        problem = None if path.exists() else f"{file} does not exist"
-        crits = []
-        if problem is None:
-            crits = schema.load_file(path, Path(cfg.root), list(cfg.builds), list(cfg.dumps), list(cfg.env_names))
-            crits = [c for c in crits if c.id == cid] if cid else crits
-            problem = None if crits else f"{file} has no criterion {cid}"
+    for ref, file, crits, problem in criteria_refs(cfg, ent):
         if problem is not None:
             out.append(matrix_result(f"{ent.name}/{ref}", ref, "criteria", ent.digest(), "FAIL", problem, 0.0, {},
                                      file=file))

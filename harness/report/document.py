@@ -64,13 +64,22 @@ def point_latest(reports: Path, target: Path) -> None:
 
 
 def resolve_latest(reports: Path) -> Path | None:
+    """The folder that reports/latest (a link) or reports/LATEST (a file naming it, where links
+    are not made) points at; None when neither exists. One that points nowhere is an error."""
     link = reports / "latest"
+    if link.is_symlink() and not link.exists():
+        raise HarnessError(f"{link} points at {os.readlink(link)}, which does not exist")
     if link.exists():
         return link.resolve()
     f = reports / "LATEST"
     if f.exists():
-        d = reports / inputs.read_text(f, 4096).strip()
-        return d if d.exists() else None
+        name = inputs.read_text(f, 4096).strip()
+        if not name or "\n" in name:
+            raise HarnessError(f"{f}: must hold one report folder's name, not {name[:80]!r}")
+        d = reports / name
+        if not d.exists():
+            raise HarnessError(f"{f} names {name}, which does not exist in {reports}")
+        return d
     return None
 
 

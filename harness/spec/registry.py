@@ -248,6 +248,14 @@ def plan(entries: list[Entry], crits: list[Criterion], amend: list[str], reason:
     return Plan(new, same, amended, refused, depends)
 
 
+def _is_time(text: str) -> bool:
+    try:
+        datetime.strptime(text, TIME_FORMAT)
+    except ValueError:
+        return False
+    return True
+
+
 def _lacks_final_newline(path: Path) -> bool:
     with open(path, "rb") as f:
         if f.seek(0, os.SEEK_END) == 0:
@@ -263,6 +271,9 @@ def append(path: Path, crits_events: list[tuple[Criterion, str, str]], now: date
     the file's last line."""
     t = (now or datetime.now(timezone.utc)).strftime(TIME_FORMAT)
     have = load(path)
+    if have and not _is_time(have[-1].time):
+        raise HarnessError(f"registry.lock: line {have[-1].line}: time {have[-1].time!r} is not in the format "
+                           "YYYY-MM-DDTHH:MM:SSZ; nothing appended")
     if have and have[-1].time > t:
         raise HarnessError(f"registry.lock: its last line (line {have[-1].line}) is dated {have[-1].time}, later "
                            f"than now ({t}); times never go backwards: check the clock")

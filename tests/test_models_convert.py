@@ -5,7 +5,11 @@ reference forward pass against transformers' logits."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import struct
+import subprocess
+import sys
 from pathlib import Path
 
 import gguf
@@ -210,3 +214,219 @@ def test_bf16_checkpoint(tmp_path):
     assert out["blk.0.attn_norm.weight"].tobytes() == want.tobytes()
     ssm_norm = bf["model.layers.0.linear_attn.norm.weight"]
     assert out["blk.0.ssm_norm.weight"].tobytes() == ssm_norm.tobytes()  # no +1
+
+
+# ---- hostile checkpoints: a clean error naming the file and the field, never a crash or a hang -----
+
+REPO = Path(__file__).resolve().parent.parent
+TINY_HF_CONFIG = {
+    "architectures": ["Qwen3_5ForCausalLM"], "vocab_size": 512, "hidden_size": 64, "num_hidden_layers": 4,
+    "layer_types": ["linear_attention"] * 3 + ["full_attention"], "intermediate_size": 128,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "linear_num_key_heads": 2,
+    "linear_num_value_heads": 4, "linear_key_head_dim": 16, "linear_value_head_dim": 16,
+    "max_position_embeddings": 4096, "rope_parameters": {"rope_theta": 1e7, "mrope_section": [1, 1, 0]},
+}
+_DROP = object()  # as a value: remove the key
+
+
+def _edit(base: dict, **changes) -> dict:
+    d = json.loads(json.dumps(base))
+    for k, v in changes.items():
+        if v is _DROP:
+            d.pop(k, None)
+        else:
+            d[k] = v
+    return d
+
+
+def _no_layer_types(**changes) -> dict:
+    return _edit(TINY_HF_CONFIG, layer_types=_DROP, **changes)
+
+
+def _rope(**changes) -> dict:
+    return _edit(TINY_HF_CONFIG, rope_parameters=_edit(TINY_HF_CONFIG["rope_parameters"], **changes))
+
+
+@pytest.mark.parametrize("config, field, message", [
+    pytest.param(_edit(TINY_HF_CONFIG, layer_types=5), "layer_types", "expected a list of strings, got 5",
+                 id="layer_types-int"),
+    pytest.param(_edit(TINY_HF_CONFIG, layer_types=[["x"]]), "layer_types", "expected a list of strings",
+                 id="layer_types-nested"),
+    pytest.param(_edit(TINY_HF_CONFIG, rope_parameters=_DROP, rope_scaling=[1]), "rope_scaling",
+                 "expected a JSON object", id="rope_scaling-list"),
+    pytest.param(_edit(TINY_HF_CONFIG, rope_parameters=5), "rope_parameters", "expected a JSON object",
+                 id="rope_parameters-int"),
+    pytest.param(_edit(TINY_HF_CONFIG, text_config=5), "text_config", "expected a JSON object, got 5",
+                 id="text_config-int"),
+    pytest.param(_edit(TINY_HF_CONFIG, text_config=None), "text_config", "expected a JSON object, got None",
+                 id="text_config-null"),
+    pytest.param({"text_config": _edit(TINY_HF_CONFIG, num_hidden_layers="4")}, "text_config.num_hidden_layers",
+                 "expected an integer in [1, 100000]", id="text_config-layers-string"),
+    pytest.param([TINY_HF_CONFIG], "config.json", "expected a JSON object", id="top-level-list"),
+    pytest.param(_no_layer_types(full_attention_interval=0), "full_attention_interval",
+                 "expected an integer in [1, 100000], got 0", id="full_attention_interval-0"),
+    pytest.param(_no_layer_types(num_hidden_layers=10**12), "num_hidden_layers",
+                 "expected an integer in [1, 100000]", id="num_hidden_layers-1e12"),
+    pytest.param(_no_layer_types(num_hidden_layers=2.5), "num_hidden_layers", "expected an integer",
+                 id="num_hidden_layers-float"),
+    pytest.param(_edit(TINY_HF_CONFIG, head_dim=_DROP, num_attention_heads=0), "num_attention_heads",
+                 "expected an integer", id="num_attention_heads-0"),
+    pytest.param(_edit(TINY_HF_CONFIG, head_dim=_DROP, hidden_size="64"), "hidden_size", "expected an integer",
+                 id="hidden_size-string"),
+    pytest.param(_edit(TINY_HF_CONFIG, vocab_size=10**12), "vocab_size", "expected an integer in [1, 10000000]",
+                 id="vocab_size-1e12"),
+    pytest.param(_edit(TINY_HF_CONFIG, max_position_embeddings=2**40), "max_position_embeddings",
+                 "expected an integer in", id="max_position_embeddings-2^40"),
+    pytest.param(_rope(rope_theta="x"), "rope_parameters.rope_theta", "expected a finite number, got 'x'",
+                 id="rope_theta-string"),
+    pytest.param(_rope(mrope_section=5), "rope_parameters.mrope_section", "expected a list of at most 4 integers",
+                 id="mrope_section-int"),
+    pytest.param(_rope(mrope_section=["a"]), "rope_parameters.mrope_section",
+                 "expected a list of at most 4 integers", id="mrope_section-strings"),
+    pytest.param(_edit(TINY_HF_CONFIG, rms_norm_eps=[1]), "rms_norm_eps", "expected a finite number",
+                 id="rms_norm_eps-list"),
+    pytest.param(_edit(TINY_HF_CONFIG, tie_word_embeddings="yes"), "tie_word_embeddings", "expected true or false",
+                 id="tie_word_embeddings-string"),
+    pytest.param(_edit(TINY_HF_CONFIG, eos_token_id=2**40), "eos_token_id", "expected a token id",
+                 id="eos_token_id-2^40"),
+    pytest.param("{", "config.json", "not valid JSON", id="invalid-json"),
+    pytest.param("[" * 100_000, "config.json", "not valid JSON: nested too deeply", id="nested-json"),
+])
+def test_cli_convert_rejects_bad_config_json(tmp_path, config, field, message):
+    """Each was a TypeError / AttributeError / ZeroDivisionError ("internal error"), an error not
+    naming the file, a hang (10^12 layers) or a value accepted until the GGUF writer failed."""
+    assert conv.config_from_hf(TINY_HF_CONFIG).num_hidden_layers == 4  # the base is valid
+    hf = tmp_path / "hf"
+    hf.mkdir()
+    (hf / "config.json").write_text(config if isinstance(config, str) else json.dumps(config))
+    r = subprocess.run([sys.executable, "-m", "harness", "models", "convert", str(hf), "--out", str(tmp_path / "o.gguf")],
+                       capture_output=True, text=True, cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=60)
+    assert r.returncode == 2, r.stderr
+    assert "internal error" not in r.stderr and "Traceback" not in r.stderr, r.stderr
+    err = r.stderr.strip()
+    assert err.startswith(f"models convert: error: {hf / 'config.json'}: "), err
+    assert field in err and message in err, err
+    assert len(err.splitlines()) == 1 and len(err) < 400, err
+    assert not (tmp_path / "o.gguf").exists()
+
+
+def _st_file(path: Path, header: object, data: bytes = b"") -> None:
+    h = (header if isinstance(header, str) else json.dumps(header)).encode()
+    path.write_bytes(struct.pack("<Q", len(h)) + h + data)
+
+
+_GOOD_ENTRY = {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}
+
+
+_ST, _INDEX = "model.safetensors", "model.safetensors.index.json"
+
+
+@pytest.mark.parametrize("files, message", [
+    pytest.param({_ST: []}, r"model\.safetensors: header: expected a JSON object", id="header-list"),
+    pytest.param({_ST: {"x": 5}}, r"model\.safetensors: header entry 'x': expected an object with", id="entry-int"),
+    pytest.param({_ST: {"x": {"dtype": "F32", "shape": [1]}}},
+                 r"model\.safetensors: header entry 'x': data_offsets must be two integers, got None",
+                 id="no-data_offsets"),
+    pytest.param({_ST: {"x": _edit(_GOOD_ENTRY, data_offsets=4)}}, "entry 'x': data_offsets must be two integers",
+                 id="data_offsets-int"),
+    pytest.param({_ST: {"x": _edit(_GOOD_ENTRY, data_offsets=["0", "4"])}}, "data_offsets must be two integers",
+                 id="data_offsets-strings"),
+    pytest.param({_ST: {"x": _edit(_GOOD_ENTRY, shape=None)}}, "entry 'x': shape must be a list of at most 64",
+                 id="shape-null"),
+    pytest.param({_ST: {"x": _edit(_GOOD_ENTRY, shape=[2.0])}}, "entry 'x': shape must be a list",
+                 id="shape-float"),
+    pytest.param({_ST: {"x": _edit(_GOOD_ENTRY, dtype=["F32"])}}, r"entry 'x': unsupported dtype \['F32'\]",
+                 id="dtype-list"),
+    pytest.param({_ST: {"x": _edit(_GOOD_ENTRY, shape=[2**32, 2**32], data_offsets=[0, 0])}},
+                 "entry 'x': bad data_offsets 0..0", id="element-count-overflow"),  # int64 product wrapped to 0
+    pytest.param({_ST: "[" * 100_000}, r"model\.safetensors: header: not valid JSON: nested too deeply",
+                 id="header-nested"),
+    pytest.param({_INDEX: []}, r"index\.json: expected a JSON object, got \[\]", id="index-list"),
+    pytest.param({_INDEX: {}}, r"index\.json: missing weight_map", id="index-no-weight_map"),
+    pytest.param({_INDEX: {"weight_map": [1]}}, r"index\.json: weight_map: expected an object",
+                 id="weight_map-list"),
+    pytest.param({_INDEX: {"weight_map": {"x": 1}}},
+                 r"index\.json: weight_map\['x'\]: expected a file name in the checkpoint folder, got 1",
+                 id="weight_map-int-value"),
+    pytest.param({_INDEX: {"weight_map": {"x": "../model-1.safetensors"}}},
+                 r"weight_map\['x'\]: expected a file name in the checkpoint folder", id="weight_map-outside"),
+    pytest.param({_INDEX: {"weight_map": {"x": "model-2.safetensors"}}},
+                 r"index\.json: weight_map names 'model-2\.safetensors', which is not a file",
+                 id="weight_map-missing-shard"),
+    pytest.param({_INDEX: "{"}, r"index\.json: not valid JSON", id="index-invalid-json"),
+])
+def test_checkpoint_reader_rejects_bad_headers_and_index(tmp_path, files, message):
+    """Each was a KeyError / TypeError / AttributeError / RecursionError, an OSError or JSON error
+    not naming the file, or (the int64 overflow) a header accepted as describing 0 bytes."""
+    hf = tmp_path / "hf"
+    hf.mkdir()
+    _st_file(tmp_path / "model-1.safetensors", {"x": _GOOD_ENTRY}, b"\0" * 4)  # outside hf/
+    for name, content in files.items():
+        if name.endswith(".safetensors"):
+            _st_file(hf / name, content)
+        else:
+            (hf / name).write_text(content if isinstance(content, str) else json.dumps(content))
+    with pytest.raises(conv.ConvertError, match=message) as e:
+        conv.open_checkpoint(hf)
+    assert str(hf) in str(e.value) and len(str(e.value)) < 400
+
+
+@pytest.fixture(scope="module")
+def tiny_hf(tmp_path_factory) -> Path:
+    """A valid tiny checkpoint with a minimal BPE tokenizer.json."""
+    d = tmp_path_factory.mktemp("tiny_hf")
+    r = load_recipe("tiny")
+    _unconvert(generate(r, d / "gen.gguf", "f32"), d, r.config)
+    (d / "gen.gguf").unlink()
+    (d / "tokenizer.json").write_text(json.dumps(
+        {"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["a b"]},
+         "added_tokens": [{"id": 3, "content": "<|endoftext|>", "special": True}]}))
+    (d / "tokenizer_config.json").write_text(json.dumps({"eos_token": "<|endoftext|>"}))
+    return d
+
+
+_BPE = {"type": "BPE", "vocab": {"a": 0}}
+
+
+@pytest.mark.parametrize("name, content, message", [
+    pytest.param("tokenizer.json", [], r"tokenizer\.json: expected a JSON object", id="tokenizer-list"),
+    pytest.param("tokenizer.json", {"model": _edit(_BPE, vocab={"a": "x"})},
+                 r"tokenizer\.json: model\.vocab\['a'\]: token id must be an integer", id="vocab-id-string"),
+    pytest.param("tokenizer.json", {"model": _BPE, "added_tokens": [5]},
+                 r"tokenizer\.json: added_tokens\[0\]: expected an object", id="added-token-int"),
+    pytest.param("tokenizer.json", {"model": _edit(_BPE, merges=["a b", 5])},
+                 r"tokenizer files .*: merges must be strings", id="merges-mixed"),
+    pytest.param("tokenizer.json", {"model": _edit(_BPE, merges=[[1, 2]])},
+                 r"tokenizer files .*: cannot be read: ValueError", id="merges-int-pairs"),
+    pytest.param("tokenizer_config.json", "{", r"tokenizer files .*: cannot be read: JSONDecodeError",
+                 id="tokenizer_config-invalid-json"),
+    pytest.param("tokenizer_config.json", {"eos_token": "<|endoftext|>", "chat_template": [5]},
+                 r"tokenizer files .*: chat_template must be a string or a list", id="chat_template-list-of-int"),
+    pytest.param("README.md", "---\nfoo: [\n---\n", r"README\.md front matter.*: cannot be read: ParserError",
+                 id="readme-bad-yaml"),
+    pytest.param("README.md", "---\nlicense: 5\n---\n", "metadata license: expected a string, got 5",
+                 id="readme-license-int"),
+    pytest.param("generation_config.json", [1], "generation_config.json.*: cannot be read: AttributeError",
+                 id="generation_config-list"),
+    pytest.param("generation_config.json", {"top_k": "x"}, "metadata sampling_top_k: expected a 32-bit integer",
+                 id="generation_config-top_k-string"),
+    pytest.param("generation_config.json", {"temperature": 1e39}, "metadata sampling_temp: expected a number",
+                 id="generation_config-temperature-too-large"),
+])
+def test_convert_rejects_bad_tokenizer_and_metadata_files(tmp_path, tiny_hf, name, content, message):
+    """Files read through gguf-py (SpecialVocab, Metadata): each was an AttributeError / TypeError /
+    YAML error / struct.error, or a JSON error not naming the file."""
+    hf = tmp_path / "hf"
+    shutil.copytree(tiny_hf, hf)
+    (hf / name).write_text(content if isinstance(content, str) else json.dumps(content))
+    with pytest.raises(conv.ConvertError, match=message) as e:
+        conv.convert(hf, tmp_path / "o.gguf")
+    assert str(hf) in str(e.value)
+    assert not (tmp_path / "o.gguf").exists()
+
+
+def test_tiny_checkpoint_with_tokenizer_converts(tmp_path, tiny_hf):
+    out = conv.convert(tiny_hf, tmp_path / "o.gguf")
+    fields = gguf.GGUFReader(out).fields
+    assert fields["tokenizer.ggml.eos_token_id"].contents() == 3
+    assert fields["tokenizer.ggml.tokens"].contents()[:4] == ["a", "b", "ab", "<|endoftext|>"]

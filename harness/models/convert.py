@@ -22,7 +22,8 @@ order (HF names sorted, file by file).
 
 from __future__ import annotations
 
-import json
+import dataclasses
+import math
 import mmap
 import re
 import struct
@@ -32,14 +33,13 @@ from pathlib import Path
 
 import gguf
 import numpy as np
+import yaml
 
 from .gguf_out import write_gguf
+from .hfjson import (ConvertError, expect_bool, expect_int, expect_int_list, expect_number, expect_object,
+                     expect_str_list, fail, is_int, load_json, read_json, show)
 from .recipes import Qwen35Config, RecipeError, TensorSpec, validate_config
 from .vocab import byte_level_vocab, hf_vocab
-
-
-class ConvertError(ValueError):
-    pass
 
 
 # ---- safetensors ---------------------------------------------------------------------------------
@@ -72,25 +72,38 @@ class SafetensorsFile:
             size = self.path.stat().st_size
             if n > min(size - 8, 100 << 20):
                 raise ConvertError(f"{self.path}: header length {n} is not plausible")
-            try:
-                hdr = json.loads(f.read(n))
-            except ValueError as e:
-                raise ConvertError(f"{self.path}: header is not valid JSON: {e}") from None
+            hdr = load_json(f.read(n), f"{self.path}: header")
+        if not isinstance(hdr, dict):
+            raise fail(f"{self.path}: header", "a JSON object (tensor name -> entry)", hdr)
         base = 8 + n
         self.tensors: dict[str, StTensor] = {}
         for name, info in hdr.items():
             if name == "__metadata__":
                 continue
-            dt = info.get("dtype")
-            if dt not in _ST_DTYPES:
-                raise ConvertError(f"{self.path}: tensor {name}: unsupported dtype {dt!r}")
-            b, e = info["data_offsets"]
-            shape = tuple(int(x) for x in info["shape"])
-            want = int(np.prod(shape, dtype=np.int64)) * np.dtype(_ST_DTYPES[dt]).itemsize
-            if not (0 <= b <= e and e - b == want and base + e <= size):
-                raise ConvertError(f"{self.path}: tensor {name}: bad data_offsets {b}..{e}")
-            self.tensors[name] = StTensor(name, dt, shape, self.path, base + b, base + e)
+            self.tensors[name] = self._entry(name, info, base, size)
         self._mm: mmap.mmap | None = None
+
+    def _entry(self, name: str, info: object, base: int, size: int) -> StTensor:
+        """One header entry, checked: ``{"dtype": str, "shape": [int, ...], "data_offsets": [begin, end]}``."""
+        where = f"{self.path}: header entry {show(name, 200)}"
+        if not isinstance(info, dict):
+            raise fail(where, 'an object with "dtype", "shape" and "data_offsets"', info)
+        dt = info.get("dtype")
+        if not isinstance(dt, str) or dt not in _ST_DTYPES:
+            raise ConvertError(f"{where}: unsupported dtype {show(dt)} (supported: {', '.join(_ST_DTYPES)})")
+        shape = info.get("shape")
+        if not isinstance(shape, list) or len(shape) > 64 or not all(is_int(x) and x >= 0 for x in shape):
+            raise ConvertError(f"{where}: shape must be a list of at most 64 non-negative integers, "
+                               f"got {show(shape)}")
+        offs = info.get("data_offsets")
+        if not isinstance(offs, list) or len(offs) != 2 or not all(is_int(x) for x in offs):
+            raise ConvertError(f"{where}: data_offsets must be two integers, got {show(offs)}")
+        b, e = offs
+        want = math.prod(shape) * np.dtype(_ST_DTYPES[dt]).itemsize
+        if not (0 <= b <= e and e - b == want and base + e <= size):
+            raise ConvertError(f"{where}: bad data_offsets {b}..{e} (shape {shape} of {dt} takes {want} bytes; "
+                               f"the data section has {size - base})")
+        return StTensor(name, dt, tuple(shape), self.path, base + b, base + e)
 
     def _map(self) -> mmap.mmap:
         if self._mm is None:
@@ -150,10 +163,9 @@ def open_checkpoint(hf_dir: Path) -> tuple[list[str], dict[str, SafetensorsFile]
     else:
         index = hf_dir / "model.safetensors.index.json"
         if index.is_file():
-            wm = json.loads(index.read_text())["weight_map"]
-            parts = [hf_dir / p for p in sorted(set(wm.values()))]
+            parts = [hf_dir / p for p in _index_shards(index)]
         else:
-            parts = sorted(hf_dir.glob("model*.safetensors"))
+            parts = sorted(p for p in hf_dir.glob("model*.safetensors") if p.is_file())
         if not parts:
             raise ConvertError(f"{hf_dir}: no model.safetensors (or shards) found")
     order: list[str] = []
@@ -168,63 +180,126 @@ def open_checkpoint(hf_dir: Path) -> tuple[list[str], dict[str, SafetensorsFile]
     return order, where
 
 
+def _index_shards(index: Path) -> list[str]:
+    """The shard file names of ``model.safetensors.index.json``'s weight_map (tensor -> file name)."""
+    doc = expect_object(read_json(index), str(index))
+    if "weight_map" not in doc:
+        raise ConvertError(f"{index}: missing weight_map")
+    wm = doc["weight_map"]
+    if not isinstance(wm, dict):
+        raise fail(f"{index}: weight_map", "an object (tensor name -> shard file name)", wm)
+    names = set()
+    for tensor, shard in wm.items():
+        if not isinstance(shard, str) or shard in ("", ".", "..") or "/" in shard or "\\" in shard:
+            raise fail(f"{index}: weight_map[{show(tensor, 200)}]", "a file name in the checkpoint folder", shard)
+        names.add(shard)
+    for shard in names:
+        if not (index.parent / shard).is_file():
+            raise ConvertError(f"{index}: weight_map names {shard!r}, which is not a file in {index.parent}")
+    return sorted(names)
+
+
 # ---- config --------------------------------------------------------------------------------------
 
-def config_from_hf(cfg: dict) -> Qwen35Config:
+# Upper bounds of the size fields, far above any real model: they keep a hostile config.json from
+# building huge layer lists (or tensor specs) before the checkpoint's tensors are looked at.
+MAX_LAYERS = 100_000
+MAX_DIM = 10_000_000
+MAX_CONTEXT = 2**31 - 1  # GGUF stores it as uint32 (struct.error above); int32 range to be safe
+
+_SIZE_FIELDS = {  # config.json key -> upper bound (the lower bound is 1)
+    "vocab_size": MAX_DIM, "hidden_size": MAX_DIM, "num_hidden_layers": MAX_LAYERS, "intermediate_size": MAX_DIM,
+    "num_attention_heads": MAX_DIM, "num_key_value_heads": MAX_DIM, "head_dim": MAX_DIM,
+    "linear_num_key_heads": MAX_DIM, "linear_num_value_heads": MAX_DIM, "linear_key_head_dim": MAX_DIM,
+    "linear_value_head_dim": MAX_DIM, "linear_conv_kernel_dim": MAX_DIM, "max_position_embeddings": MAX_CONTEXT,
+    "full_attention_interval": MAX_LAYERS,
+}
+_OPTIONAL_SIZES = {"num_key_value_heads", "head_dim", "linear_conv_kernel_dim", "full_attention_interval"}
+_SPECIAL_TOKENS = ("bos", "eos", "unk", "sep", "pad", "cls", "mask")
+_HF_LAYER_TYPES = {"linear_attention": "linear", "full_attention": "full"}
+
+
+def config_from_hf(cfg: object, where: str = "config.json") -> Qwen35Config:
     """Qwen35Config from a HF config.json (``Qwen3_5ForCausalLM`` or the text half of
-    ``Qwen3_5ForConditionalGeneration``)."""
-    t = cfg.get("text_config", cfg)
-    if "rope_parameters" in t and isinstance(t["rope_parameters"], dict):
-        rope = t["rope_parameters"]
-    else:
-        rope = t.get("rope_scaling") or {}
-    def get(k, default=None, required=False):
-        if k in t and t[k] is not None:
-            return t[k]
-        if required:
-            raise ConvertError(f"config.json: missing {k}")
+    ``Qwen3_5ForConditionalGeneration``). Every field used is type- and range-checked first:
+    `ConvertError` names `where` and the field."""
+    top = expect_object(cfg, where)
+    t, tp = top, ""  # the text model's fields and their path prefix in messages
+    if "text_config" in top:  # gguf's SpecialVocab reads it too, as an object
+        t, tp = expect_object(top["text_config"], f"{where}: text_config"), "text_config."
+    rope, rp = {}, ""
+    for key in ("rope_parameters", "rope_scaling"):
+        if t.get(key) is not None:
+            rope, rp = expect_object(t[key], f"{where}: {tp}{key}"), f"{tp}{key}."
+            break
+
+    def present(d: dict, k: str) -> bool:
+        return k in d and d[k] is not None
+
+    def size(k: str) -> int:
+        """A size or count, checked to be in [1, _SIZE_FIELDS[k]]; 0 for an absent optional one."""
+        if present(t, k):
+            return expect_int(t[k], f"{where}: {tp}{k}", 1, _SIZE_FIELDS[k])
+        if k not in _OPTIONAL_SIZES:
+            raise ConvertError(f"{where}: missing {tp}{k}")
+        return 0
+
+    def number(k: str, default: float) -> float:
+        """A rope field: in rope_parameters / rope_scaling, else at the text model's top level."""
+        for d, pre in ((rope, rp), (t, tp)):
+            if present(d, k):
+                return expect_number(d[k], f"{where}: {pre}{k}")
         return default
-    n_layer = get("num_hidden_layers", required=True)
-    interval = get("full_attention_interval", 4)
-    lts = get("layer_types")
-    if lts is None:
-        layer_types = tuple("linear" if (i + 1) % interval else "full" for i in range(n_layer))
+
+    sz = {k: size(k) for k in _SIZE_FIELDS}
+    n_layer, interval, H = sz["num_hidden_layers"], sz["full_attention_interval"] or 4, sz["num_attention_heads"]
+    if present(t, "layer_types"):
+        lts = expect_str_list(t["layer_types"], f"{where}: {tp}layer_types")
+        bad = [x for x in lts if x not in _HF_LAYER_TYPES]
+        if bad:
+            raise ConvertError(f"{where}: {tp}layer_types: unknown layer type {show(bad[0])} "
+                               f"(expected {' or '.join(_HF_LAYER_TYPES)})")
+        layer_types = tuple(_HF_LAYER_TYPES[x] for x in lts)
     else:
-        m = {"linear_attention": "linear", "full_attention": "full"}
-        try:
-            layer_types = tuple(m[x] for x in lts)
-        except KeyError as e:
-            raise ConvertError(f"config.json: unknown layer type {e.args[0]!r}") from None
-    H = get("num_attention_heads", required=True)
-    sections = list(rope.get("mrope_section") or t.get("mrope_section") or [11, 11, 10])
-    sections = tuple(int(s) for s in (sections + [0, 0, 0, 0])[:4])
-    theta = rope.get("rope_theta", t.get("rope_theta", 10000.0))
-    prf = rope.get("partial_rotary_factor", t.get("partial_rotary_factor", 0.25))
+        layer_types = tuple("linear" if (i + 1) % interval else "full" for i in range(n_layer))
+    sections: list[int] = [11, 11, 10]
+    for d, pre in ((rope, rp), (t, tp)):
+        if d.get("mrope_section"):  # as before: a missing, null or empty list falls through
+            sections = expect_int_list(d["mrope_section"], f"{where}: {pre}mrope_section", 0, MAX_DIM, 4)
+            break
+    for d, pre in [(top, "")] + ([(t, tp)] if t is not top else []):
+        for typ in _SPECIAL_TOKENS:  # read by gguf's SpecialVocab, written as uint32 (it reports negative ones)
+            v = d.get(f"{typ}_token_id")
+            if v is not None and not all(is_int(x) and x < 2**32 for x in (v if isinstance(v, list) else [v])):
+                raise fail(f"{where}: {pre}{typ}_token_id", "a token id (or a list of them) below 2^32", v)
+    eps = expect_number(t["rms_norm_eps"], f"{where}: {tp}rms_norm_eps") if present(t, "rms_norm_eps") else 1e-6
+    tie = top.get("tie_word_embeddings", t.get("tie_word_embeddings"))
+    tie_where = f"{where}: {'' if 'tie_word_embeddings' in top else tp}tie_word_embeddings"
     c = Qwen35Config(
-        vocab_size=get("vocab_size", required=True),
-        hidden_size=get("hidden_size", required=True),
+        vocab_size=sz["vocab_size"],
+        hidden_size=sz["hidden_size"],
         num_hidden_layers=n_layer,
         layer_types=layer_types,
-        intermediate_size=get("intermediate_size", required=True),
+        intermediate_size=sz["intermediate_size"],
         num_attention_heads=H,
-        num_key_value_heads=get("num_key_value_heads", H),
-        head_dim=get("head_dim", get("hidden_size", required=True) // H),
-        linear_num_key_heads=get("linear_num_key_heads", required=True),
-        linear_num_value_heads=get("linear_num_value_heads", required=True),
-        linear_key_head_dim=get("linear_key_head_dim", required=True),
-        linear_value_head_dim=get("linear_value_head_dim", required=True),
-        linear_conv_kernel_dim=get("linear_conv_kernel_dim", 4),
-        partial_rotary_factor=float(prf),
-        rope_theta=float(theta),
-        rope_sections=sections,
-        rms_norm_eps=float(get("rms_norm_eps", 1e-6)),
-        tie_word_embeddings=bool(cfg.get("tie_word_embeddings", t.get("tie_word_embeddings", False))),
-        context_length=get("max_position_embeddings", required=True),
+        num_key_value_heads=sz["num_key_value_heads"] or H,
+        head_dim=sz["head_dim"] or sz["hidden_size"] // H,
+        linear_num_key_heads=sz["linear_num_key_heads"],
+        linear_num_value_heads=sz["linear_num_value_heads"],
+        linear_key_head_dim=sz["linear_key_head_dim"],
+        linear_value_head_dim=sz["linear_value_head_dim"],
+        linear_conv_kernel_dim=sz["linear_conv_kernel_dim"] or 4,
+        partial_rotary_factor=number("partial_rotary_factor", 0.25),
+        rope_theta=number("rope_theta", 10000.0),
+        rope_sections=tuple((sections + [0, 0, 0, 0])[:4]),
+        rms_norm_eps=eps,
+        tie_word_embeddings=False if tie is None else expect_bool(tie, tie_where),
+        context_length=sz["max_position_embeddings"],
         full_attention_interval=interval,
         eos_token_id=None,
     )
     try:
-        validate_config(c, "config.json")
+        validate_config(c, where)
     except RecipeError as e:
         raise ConvertError(str(e)) from None
     return c
@@ -259,7 +334,7 @@ _LAYER = {
     "linear_attn.norm.weight": "ssm_norm.weight",
     "linear_attn.out_proj.weight": "ssm_out.weight",
 }
-_LAYER_RE = re.compile(r"^model\.layers\.(\d+)\.(.+)$")
+_LAYER_RE = re.compile(r"^model\.layers\.([0-9]{1,9})\.(.+)$")  # longer indices: "unexpected tensor"
 _SKIP_PREFIXES = ("model.visual.", "visual.", "mtp.", "model.mtp.")
 
 
@@ -358,16 +433,60 @@ def plan_tensors(c: Qwen35Config, order: list[str], files: dict[str, Safetensors
     return out
 
 
+_META_SOURCES = "README.md front matter, generation_config.json or config.json"
+
+
+def _metadata(hf_dir: Path, total: int) -> gguf.Metadata:
+    """gguf-py's general.* / sampling metadata (name, license, base models, sampling defaults...), as
+    the converter loads it, with its values checked against the dataclass's annotated types: gguf-py
+    takes them from README.md, generation_config.json and config.json as they are, and a wrong type
+    would only fail while the GGUF is written."""
+    where = f"{hf_dir}: {_META_SOURCES}"
+    try:
+        meta = gguf.Metadata.load(None, hf_dir.resolve(), None, total)
+    except RecursionError:
+        raise ConvertError(f"{where}: nested too deeply") from None
+    except (yaml.YAMLError, ValueError, TypeError, AttributeError, KeyError, IndexError) as e:
+        # the third-party reader's failures on malformed content (README front matter YAML,
+        # generation_config.json that is not an object, ...)
+        raise ConvertError(f"{where}: cannot be read: {type(e).__name__}: {' '.join(str(e).split())[:200]}") from None
+    for f in dataclasses.fields(meta):
+        v, kind = getattr(meta, f.name), _META_TYPES.get(str(f.type))
+        if v is not None and kind is not None and not _meta_value_ok(kind, f.name, v):
+            raise ConvertError(f"{where}: metadata {f.name}: expected {kind}, got {show(v)}")
+    return meta
+
+
+# gguf-py 0.19's annotations of gguf.Metadata's fields (strings: the module defers annotations)
+_META_TYPES = {"Optional[str]": "a string", "Optional[int]": "a 32-bit integer", "Optional[float]": "a number",
+               "Optional[list[str]]": "a list of strings", "Optional[list[dict]]": "a list of objects of strings"}
+_META_ENTRY_KEYS = ("name", "author", "version", "organization", "description", "url", "doi", "uuid", "repo_url")
+
+
+def _meta_value_ok(kind: str, name: str, v: object) -> bool:
+    if kind == "a string":
+        return isinstance(v, str) or (name == "license" and isinstance(v, list)  # gguf-py joins a list
+                                      and all(isinstance(x, str) for x in v))
+    if kind == "a 32-bit integer":
+        return is_int(v) and -2**31 <= v < 2**31
+    if kind == "a number":  # written as float32
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and abs(v) <= 3.4e38
+    if kind == "a list of strings":
+        return isinstance(v, list) and all(isinstance(x, str) for x in v)
+    return isinstance(v, list) and all(  # base_models, datasets: the keys gguf-py writes must be strings
+        isinstance(x, dict) and all(isinstance(x[k], str) for k in _META_ENTRY_KEYS if k in x) for x in v)
+
+
 def convert(hf_dir: Path, out: Path, outtype: str = "f32", tokenizer_pre: str = "qwen35") -> Path:
     hf_dir = Path(hf_dir)
     cfg_path = hf_dir / "config.json"
     if not cfg_path.is_file():
         raise ConvertError(f"{hf_dir}: no config.json")
-    c = config_from_hf(json.loads(cfg_path.read_text()))
+    c = config_from_hf(read_json(cfg_path), str(cfg_path))
     order, files = open_checkpoint(hf_dir)
     tensors = plan_tensors(c, order, files)
     total = sum(s.n_elements for s, _ in tensors)
-    meta = gguf.Metadata.load(None, hf_dir.resolve(), None, total)
+    meta = _metadata(hf_dir, total)
     if meta.size_label is None:
         meta.size_label = gguf.size_label(total, total, 0, 0)
     vocab = hf_vocab(hf_dir, c.vocab_size, pre=tokenizer_pre)

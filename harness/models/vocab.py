@@ -11,13 +11,13 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 
 import gguf
 
 from .gguf_out import Vocab
+from .hfjson import ConvertError, expect_object, fail, is_int, read_json, show
 
 log = logging.getLogger(__name__)
 
@@ -87,16 +87,26 @@ def hf_vocab(hf_dir: Path, vocab_size: int, pre: str = "qwen35") -> Vocab | None
     tj_path = Path(hf_dir) / "tokenizer.json"
     if not tj_path.is_file():
         return None
-    tj = json.loads(tj_path.read_text(encoding="utf-8"))
-    model = tj.get("model") or {}
+    tj = expect_object(read_json(tj_path), str(tj_path))
+    model = expect_object(tj.get("model") or {}, f"{tj_path}: model")
     if model.get("type") != "BPE":
-        raise ValueError(f"{tj_path}: only BPE tokenizers are supported, got {model.get('type')!r}")
-    vocab: dict[str, int] = dict(model.get("vocab") or {})
-    added = {t["content"]: t for t in tj.get("added_tokens", [])}
+        raise ConvertError(f"{tj_path}: only BPE tokenizers are supported, got {show(model.get('type'))}")
+    vocab: dict[str, int] = dict(expect_object(model.get("vocab") or {}, f"{tj_path}: model.vocab"))
+    added_list = tj.get("added_tokens", [])
+    if not isinstance(added_list, list):
+        raise fail(f"{tj_path}: added_tokens", "a list", added_list)
+    added = {}
+    for k, t in enumerate(added_list):
+        if not (isinstance(t, dict) and isinstance(t.get("content"), str)):
+            raise fail(f"{tj_path}: added_tokens[{k}]", 'an object with a string "content" and an integer "id"', t)
+        added[t["content"]] = t
     for content, t in added.items():
-        vocab[content] = t["id"]
-    if vocab and max(vocab.values()) >= vocab_size:
-        raise ValueError(f"{tj_path}: token id {max(vocab.values())} >= vocab_size {vocab_size}")
+        vocab[content] = t.get("id")
+    for tok, i in vocab.items():
+        if not is_int(i) or not 0 <= i < vocab_size:
+            where = f"added_tokens {show(tok, 200)}" if tok in added else f"model.vocab[{show(tok, 200)}]"
+            raise ConvertError(f"{tj_path}: {where}: token id must be an integer in [0, vocab_size = {vocab_size}), "
+                               f"got {show(i)}")
     reverse = {i: t for t, i in vocab.items()}
     tokens: list[str] = []
     toktypes: list[int] = []
@@ -117,5 +127,30 @@ def hf_vocab(hf_dir: Path, vocab_size: int, pre: str = "qwen35") -> Vocab | None
         else:
             toktypes.append(int(gguf.TokenType.NORMAL))
         tokens.append(tok)
-    special = gguf.SpecialVocab(Path(hf_dir), load_merges=True)  # as the converter: no n_vocab
-    return Vocab(tokens=tokens, toktypes=toktypes, pre=pre, special_vocab=special)
+    return Vocab(tokens=tokens, toktypes=toktypes, pre=pre, special_vocab=_special_vocab(Path(hf_dir)))
+
+
+def _special_vocab(hf_dir: Path) -> gguf.SpecialVocab:
+    """gguf-py's SpecialVocab (merges, special token ids, chat template from tokenizer.json,
+    tokenizer_config.json, config.json, chat_template.*), as the converter builds it (no n_vocab),
+    with what it read checked: it indexes those files without looking at their types, and the GGUF
+    writer packs the ids as uint32."""
+    where = f"{hf_dir}: tokenizer files (tokenizer.json, tokenizer_config.json, config.json, chat_template.*)"
+    try:
+        sv = gguf.SpecialVocab(hf_dir, load_merges=True)
+    except RecursionError:
+        raise ConvertError(f"{where}: JSON nested too deeply") from None
+    except (ValueError, TypeError, AttributeError, KeyError, IndexError) as e:
+        # the third-party reader's failures on malformed (but valid JSON) content, and bad JSON / UTF-8
+        raise ConvertError(f"{where}: cannot be read: {type(e).__name__}: {' '.join(str(e).split())[:200]}") from None
+    if not all(isinstance(m, str) for m in sv.merges):
+        raise ConvertError(f"{where}: merges must be strings or pairs of strings")
+    for typ, tid in sv.special_token_ids.items():
+        if not is_int(tid) or not 0 <= tid < 2**32:
+            raise ConvertError(f"{where}: {typ} token id must be an integer in [0, 2^32), got {show(tid)}")
+    ct = sv.chat_template
+    if ct is not None and not isinstance(ct, str) and not all(
+            isinstance(x, dict) and isinstance(x.get("name", ""), str) and isinstance(x.get("template"), (str, type(None)))
+            for x in ct):
+        raise ConvertError(f"{where}: chat_template must be a string or a list of {{name, template}} strings")
+    return sv

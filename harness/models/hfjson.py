@@ -1,0 +1,88 @@
+"""Checked reads of a Hugging Face checkpoint's JSON (config.json, safetensors headers, the shard
+index, tokenizer.json).
+
+A checkpoint folder is untrusted input: every value is checked for its type (and sizes for a range)
+before use, and a bad one raises `ConvertError` naming the file and the field, e.g.
+``config.json: layer_types: expected a list of strings, got 5``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+
+class ConvertError(ValueError):
+    """A checkpoint that cannot be converted; the message names the file (and the field)."""
+
+
+def show(v: Any, limit: int = 60) -> str:
+    """``repr(v)``, shortened: hostile values can be megabytes long."""
+    s = repr(v)
+    return s if len(s) <= limit else s[:limit - 3] + "..."
+
+
+def fail(where: str, expected: str, v: Any) -> ConvertError:
+    return ConvertError(f"{where}: expected {expected}, got {show(v)}")
+
+
+def load_json(data: bytes | str, where: str) -> Any:
+    """Parse JSON text (bytes may be any UTF encoding); `where` names the file in the error."""
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise ConvertError(f"{where}: not valid JSON: nested too deeply") from None
+    except ValueError as e:  # JSONDecodeError and UnicodeDecodeError
+        raise ConvertError(f"{where}: not valid JSON: {e}") from None
+
+
+def read_json(path: Path) -> Any:
+    return load_json(Path(path).read_bytes(), str(path))
+
+
+def is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def expect_object(v: Any, where: str) -> dict:
+    if not isinstance(v, dict):
+        raise fail(where, "a JSON object", v)
+    return v
+
+
+def expect_int(v: Any, where: str, lo: int, hi: int) -> int:
+    if not is_int(v) or not lo <= v <= hi:
+        raise fail(where, f"an integer in [{lo}, {hi}]", v)
+    return v
+
+
+def expect_number(v: Any, where: str) -> float:
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        try:
+            f = float(v)
+        except OverflowError:  # an integer beyond float range
+            pass
+        else:
+            if math.isfinite(f):
+                return f
+    raise fail(where, "a finite number", v)
+
+
+def expect_bool(v: Any, where: str) -> bool:
+    if not isinstance(v, bool):
+        raise fail(where, "true or false", v)
+    return v
+
+
+def expect_str_list(v: Any, where: str) -> list[str]:
+    if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+        raise fail(where, "a list of strings", v)
+    return v
+
+
+def expect_int_list(v: Any, where: str, lo: int, hi: int, max_len: int) -> list[int]:
+    if not isinstance(v, list) or len(v) > max_len or not all(is_int(x) and lo <= x <= hi for x in v):
+        raise fail(where, f"a list of at most {max_len} integers in [{lo}, {hi}]", v)
+    return v

@@ -460,3 +460,19 @@ def test_matrix_check_resolves_criteria_references(tmp_path, capsys):
     assert "regressions/suite.yaml has no criterion NOPE" in capsys.readouterr().err
     assert main(["--root", str(REPO), "matrix", "--check", "nope"]) == 2
     assert "no entry 'nope'" in capsys.readouterr().err
+
+
+def test_models_commands_name_the_file_they_cannot_read(tmp_path, capsys):
+    from harness.models.gen import generate
+    from harness.models.recipes import load_recipe
+
+    good = generate(load_recipe("tiny"), tmp_path / "tiny.gguf")
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(good.read_bytes()[:3000])
+    binary = tmp_path / "recipe.yaml"
+    binary.write_bytes(b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)))
+    for argv, want in ((["models", "info", str(cut)], f"{cut}: not a readable GGUF file"),
+                       (["models", "gen", str(binary)], f"{binary}: binary data")):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert want in err and "internal error" not in err, err

@@ -59,6 +59,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         return _COMMANDS[args.models_command](args)
+    except BrokenPipeError:
+        raise  # the reader went away (| head): the top level ends quietly
     except (ValueError, OSError) as e:  # RecipeError and ConvertError are ValueErrors: bad input, status 2
         print(f"models {args.models_command}: error: {e}", file=sys.stderr)
         return 2
@@ -114,8 +116,11 @@ def gguf_summary(path: Path) -> dict:
     matrix and vector, the final norm and the LM head, plus one embedding row."""
     import gguf
 
-    r = gguf.GGUFReader(path)
-    arch = r.fields["general.architecture"].contents()
+    try:
+        r = gguf.GGUFReader(path)
+        arch = r.fields["general.architecture"].contents()
+    except (ValueError, KeyError, IndexError) as e:  # gguf-py's errors on a truncated or foreign file
+        raise ValueError(f"{path}: not a readable GGUF file ({type(e).__name__}: {e})") from None
     small = ("tokenizer.ggml.model", "tokenizer.ggml.pre")
     kv = {k: f.contents() for k, f in r.fields.items()
           if not k.startswith("tokenizer.ggml.") or k.endswith("_id") or k in small}

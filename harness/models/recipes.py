@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from harness.spec import inputs
 from harness.spec.project import find_recipe, recipe_folders
 
 ARCH = "qwen35"
@@ -269,7 +270,10 @@ def list_recipes(search: Sequence[Path] = ()) -> list[str]:
 
 def load_recipe(recipe: str | Path, search: Sequence[Path] = ()) -> Recipe:
     path = resolve_recipe_path(recipe, search)
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = inputs.read_text(path, inputs.MAX_CONFIG)  # a FIFO refused unopened, binary data named
+    except inputs.FileRefused as e:
+        raise RecipeError(str(e)) from None
     return parse_recipe(text, path)
 
 

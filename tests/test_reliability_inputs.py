@@ -476,3 +476,10 @@ def test_models_commands_name_the_file_they_cannot_read(tmp_path, capsys):
         assert main(argv) == 2
         err = capsys.readouterr().err
         assert want in err and "internal error" not in err, err
+
+
+def test_a_title_with_control_characters_is_refused(fake_repo, capsys):
+    p = fake_repo.criteria(_RUN % ('"red \\e[31m title"', "", "info"))
+    assert main(["--root", str(fake_repo.root), "verify", str(p)]) == 2
+    err = capsys.readouterr().err
+    assert "regressions/suite.yaml:" in err and "holds the control character '\\x1b'" in err, err

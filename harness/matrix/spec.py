@@ -315,7 +315,7 @@ def _cross(v: Validator, cid: str, m: Any, raw_entries: dict[str, Any], dump: Du
     req = v.enumlist(path + ("requires",), m["requires"], REQUIRES, "list of requirements") \
         if "requires" in m else []
     mn = v.int_(path + ("min_entries",), m["min_entries"], 2) if "min_entries" in m else 2
-    title = v.str_(path + ("title",), m["title"]) if "title" in m else None
+    title = v.title(path + ("title",), m["title"]) if "title" in m else None
     if v.count() > n0 or None in (dumps, cmp_, req, mn, title):
         return None
     return Cross(cid, title or "", tuple(pairs), tuple(dumps or ()), cmp_ or "memcmp", tuple(req or ()), mn or 2,

@@ -199,7 +199,7 @@ def _criterion(v: _V, path: tuple, c: Any, rel: str) -> C.Criterion | None:
            if kind in C.KINDS else "a criterion")
     cid = v.str_(path + ("id",), c["id"], ID_RE, "use a letter then letters, digits, '_', '.', '-'") \
         if "id" in c else None
-    title = v.str_(path + ("title",), c["title"]) if "title" in c else None
+    title = v.title(path + ("title",), c["title"]) if "title" in c else None
     if "description" in c and not isinstance(c["description"], str):
         v.err(path + ("description",), f"must be a string, not {type_name(c['description'])}")
     requires: list[str] = []

@@ -16,6 +16,7 @@ from harness.spec.criteria import regex_error
 from harness.spec.yamlsrc import Located, YamlLimitError, YamlSyntaxError, load
 
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_CONTROL_RE = re.compile("[\x00-\x1f\x7f-\x9f]")
 # The longest timeout a file may ask for (a week): longer ones, or .inf, would overflow the
 # timer's clock and leave a run with no timeout at all.
 MAX_TIMEOUT_S = 7 * 24 * 3600.0
@@ -114,6 +115,15 @@ class Validator:
             self.err(path, f"{v!r} is not valid: {hint}")
             return None
         return v
+
+    def title(self, path: tuple, v: Any) -> str | None:
+        """A one-line text for people: no control characters, which would reach the terminal and
+        the reports as they are (an escape sequence, a form feed)."""
+        t = self.str_(path, v)
+        if t is not None and (bad := _CONTROL_RE.search(t)):
+            self.err(path, f"holds the control character {bad.group()!r}; a title is one line of text")
+            return None
+        return t
 
     def enum(self, path: tuple, v: Any, allowed: Iterable[str]) -> str | None:
         allowed = tuple(allowed)

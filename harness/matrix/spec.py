@@ -14,7 +14,7 @@ from typing import Any
 
 from harness.build import toolchains
 from harness.errors import SchemaErrors
-from harness.spec.validate import Validator, parse, read_text, rel_path
+from harness.spec.validate import ENTRY_NAME_RE, Validator, parse, read_text, rel_path
 
 TOOLCHAINS = ("gcc", "clang", "mingw")
 RUNNERS = ("native", "wine")
@@ -36,7 +36,6 @@ DUMP_KEYS = {"model": False, "prompt": False, "steps": False, "threads": False, 
 VARIANT_KEYS = {"env": False, "requires": False}
 CROSS_KEYS = {"title": True, "entries": True, "dumps": False, "compare": False, "requires": False,
               "min_entries": False}
-ENTRY_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 CROSS_ID_RE = re.compile(r"^[A-Z][A-Za-z0-9_.-]*$")
 ARCH_RE = re.compile(r"^(\d{2,3}[a-z]?)(-real|-virtual)?$|^(all|all-major|native)$")
 SM_RE = re.compile(r"^sm_\d{2,3}[a-z]?$")

@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.matrix.spec import ENTRY_NAME_RE
 from harness.spec import inputs
+from harness.spec.validate import ENTRY_NAME_RE
 from harness.report.document import SCHEMA, Report, damage, utc_now
 
 

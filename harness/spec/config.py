@@ -11,12 +11,11 @@ from typing import Any
 
 from harness.errors import ConfigError
 from harness.spec import inputs
-from harness.spec.validate import Validator, parse, read_text
+from harness.spec.validate import NAME_RE, Validator, parse, read_text
 
 # dump element types: name -> bytes per element
 DTYPES = {"f32": 4, "f16": 2, "bf16": 2, "i32": 4}
 DOTTED_RE = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 TIMEOUTS = ("build", "run", "info", "probe")
 
 TOP_KEYS = {"engine": False, "builds": True, "build": False, "models": False, "timeouts": False, "reports": False,

@@ -15,11 +15,10 @@ from harness.errors import SchemaErrors
 from harness.spec import criteria as C
 from harness.spec.digest import criterion_digest
 from harness.spec import inputs
-from harness.spec.validate import ENV_NAME_RE, Validator, parse, read_text, rel_path, type_name
+from harness.spec.validate import ENV_NAME_RE, NAME_RE, Validator, parse, read_text, rel_path, type_name
 from harness.spec.yamlsrc import Located
 
 ID_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 # Bounds far above any real A/B run (30 pairs, 2000 resamples), below what would run for days or
 # exhaust memory: the bootstrap holds resamples x pairs indices and values at once.
 MAX_PAIRS = 10_000

@@ -16,6 +16,8 @@ from harness.spec.criteria import regex_error
 from harness.spec.yamlsrc import Located, YamlLimitError, YamlSyntaxError, load
 
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")  # builds, dumps, variants: one path component
+ENTRY_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")  # build-matrix entries, also folder names of reports
 _CONTROL_RE = re.compile("[\x00-\x1f\x7f-\x9f]")
 # The longest timeout a file may ask for (a week): longer ones, or .inf, would overflow the
 # timer's clock and leave a run with no timeout at all.

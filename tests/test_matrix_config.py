@@ -227,3 +227,14 @@ def test_entry_digest_changes_with_content():
     a = M.parse_matrix(GOOD).entries["win"]
     b = M.parse_matrix(edit("checks: [dump]\n", "checks: [dump]\n    env: {A: b}\n")).entries["win"]
     assert a.digest() != b.digest() and a.digest().startswith("sha256:")
+
+
+@pytest.mark.parametrize("name", ["../x", "CPU", "a/b", "-x"])
+def test_dump_variant_names_are_folder_names(name, tmp_path):
+    """A dump variant's name becomes a folder of the report (dumps/<entry>/<variant>)."""
+    text = (ROOT / "configs" / "matrix.yaml").read_text()
+    assert "\n      cpu:" in text
+    (tmp_path / "matrix.yaml").write_text(text.replace("\n      cpu:", f"\n      {name!r}:", 1))
+    with pytest.raises(M.MatrixError) as e:
+        M.load_matrix(tmp_path / "matrix.yaml", ROOT)
+    assert any("is not a variant name" in m for m in e.value.messages), e.value.messages

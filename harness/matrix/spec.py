@@ -273,6 +273,10 @@ def _dump_defaults(v: Validator, m: Any) -> DumpDefaults:
         v.err(path + ("variants",), "names no variant")
     for name, spec in (raw or {}).items():
         vp = path + ("variants", name)
+        if not isinstance(name, str) or not ENTRY_NAME_RE.fullmatch(name):
+            # a variant's name is a folder of the report (dumps/<entry>/<variant>), as merge expects
+            v.err(vp, f"{name!r} is not a variant name: lowercase letters, digits, '_', '.', '-'")
+            continue
         spec = {} if spec is None else spec
         if not v.keys(vp, spec, VARIANT_KEYS, "a dump variant"):
             continue

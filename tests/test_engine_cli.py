@@ -5,9 +5,13 @@ from __future__ import annotations
 import pytest
 
 import json
+import os
 import re
+import shutil
+import subprocess
+import sys
 
-from engine_build import abi_version, kite_bin, qwen35_fixtures, run_kite, tokens_of  # noqa: F401
+from engine_build import abi_version, kite_asan_bin, kite_bin, qwen35_fixtures, run_kite, tokens_of  # noqa: F401
 
 pytestmark = pytest.mark.native  # builds and runs the real engine
 
@@ -172,3 +176,169 @@ def test_runtime_errors_exit_1(kite_bin, qwen35_fixtures):
     assert res.returncode == 1 and "context length" in res.stderr
     res = run_kite(kite_bin, "run", "--model", model, "--prompt", "1,2,3", "--steps", "2", "--ctx", "5")
     assert res.returncode == 0, res.stderr
+
+
+# ---- hostile command lines (docs/ENGINE.md: exit 2 = usage error, 1 = runtime failure) -------
+
+SANITIZER_MARKS = ("AddressSanitizer", "LeakSanitizer", "runtime error:", "UndefinedBehaviorSanitizer")
+
+
+@pytest.fixture(params=["stub", "asan"])
+def any_kite(request):
+    """The stub build, then the same engine under ASan + UBSan (leaks checked)."""
+    return request.getfixturevalue("kite_bin" if request.param == "stub" else "kite_asan_bin")
+
+
+def _tiny_model(fixtures):
+    return fixtures / "tiny-b" / "tiny-b-q8_0.gguf"
+
+
+def _assert_usage_error(res, args):
+    assert res.returncode == 2, (args, res.returncode, res.stderr)
+    assert res.stdout == "", args
+    first = res.stderr.splitlines()[0]
+    assert first.startswith("kite: error: "), (args, res.stderr)
+    assert "usage:" in res.stderr, args
+    assert not any(mark in res.stderr for mark in SANITIZER_MARKS), res.stderr
+
+
+# run arguments after `--model TINY --prompt 1`: each is malformed, repeated or unknown, so the
+# run must not start (strtol alone took " 5" and "+5"; a repeated option silently took the last)
+HOSTILE_RUN_ARGS = [
+    ["--steps", " 5"],
+    ["--steps", "+5"],
+    ["--steps", "5 "],
+    ["--steps", "-0"],
+    ["--steps", "1e3"],
+    ["--steps", ""],
+    ["--steps", "99999999999999999999"],
+    ["--threads", " 2"],
+    ["--threads", "0"],
+    ["--threads", "100000"],
+    ["--mt", "+1"],
+    ["--mt", "-5"],
+    ["--iters", "\t1"],
+    ["--ctx", " 8"],
+    ["--steps", "1", "--steps", "2"],
+    ["--threads", "1", "--threads", "1"],
+    ["--json", "--json"],
+    ["--prompt", "2"],
+    ["--dump", "{tmp}/a", "--dump", "{tmp}/b"],
+    ["--bogus"],
+    ["--bogus", "1"],
+    ["--steps"],
+    [""],
+]
+
+
+@pytest.mark.parametrize("extra", HOSTILE_RUN_ARGS, ids=repr)
+def test_hostile_run_options_are_usage_errors(any_kite, qwen35_fixtures, tmp_path, extra):
+    extra = [a.replace("{tmp}", str(tmp_path)) for a in extra]
+    args = ["run", "--model", _tiny_model(qwen35_fixtures), "--prompt", "1", *extra]
+    res = run_kite(any_kite, *args, env={"ASAN_OPTIONS": "detect_leaks=1"}, timeout=60)
+    _assert_usage_error(res, args)
+    assert not list(tmp_path.iterdir()), "a refused run wrote its dumps"
+
+
+@pytest.mark.parametrize("prompt", [" 1", "1, 2", "+1", "1,+2", "1 ", "-1", "1,,2", "1,", ",1", "", ",", "0x1",
+                                    "2147483648", "1;2", "1\n2", "a"], ids=repr)
+def test_hostile_prompts_are_usage_errors(any_kite, qwen35_fixtures, prompt):
+    args = ["run", "--model", _tiny_model(qwen35_fixtures), "--prompt", prompt]
+    res = run_kite(any_kite, *args, env={"ASAN_OPTIONS": "detect_leaks=1"}, timeout=60)
+    _assert_usage_error(res, args)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["info", "--json", "--json"],
+        ["--help", "extra"],
+        ["-h", "--json"],
+        ["selftest", "--model", "a.gguf", "--model", "b.gguf"],
+        ["selftest", "--model"],
+    ],
+    ids=repr,
+)
+def test_hostile_commands_are_usage_errors(kite_bin, args):
+    _assert_usage_error(run_kite(kite_bin, *args, timeout=60), args)
+
+
+def test_option_messages_say_what_is_wrong(kite_bin, qwen35_fixtures):
+    base = ["run", "--model", _tiny_model(qwen35_fixtures), "--prompt", "1"]
+    res = run_kite(kite_bin, *base, "--bogus")
+    assert res.stderr.startswith("kite: error: run: unknown option '--bogus'\n"), res.stderr
+    res = run_kite(kite_bin, *base, "--steps")
+    assert res.stderr.startswith("kite: error: run: '--steps' needs a value\n"), res.stderr
+    res = run_kite(kite_bin, *base, "--mt", "2", "--mt", "2")
+    assert res.stderr.startswith("kite: error: run: '--mt' given twice\n"), res.stderr
+    res = run_kite(kite_bin, "selftest", "--model")
+    assert res.stderr.startswith("kite: error: selftest: '--model' needs a value\n"), res.stderr
+
+
+@pytest.mark.parametrize("path", ["a\nb.gguf", "a\rb\x1b[2J.gguf"], ids=repr)
+def test_control_characters_in_a_path_keep_the_error_on_one_line(any_kite, path):
+    res = run_kite(any_kite, "run", "--model", path, "--prompt", "1", env={"ASAN_OPTIONS": "detect_leaks=1"})
+    assert res.returncode == 1, res.stderr
+    escaped = "".join(f"\\x{ord(c):02x}" if ord(c) < 0x20 else c for c in path)
+    assert res.stderr == f"kite: error: cannot open '{escaped}': No such file or directory\n", res.stderr
+
+
+def _raw_run(exe, *args, stdout=subprocess.PIPE):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KITE_")}
+    return subprocess.run([os.fsencode(str(exe)), *map(os.fsencode, map(str, args))], stdout=stdout,
+                          stderr=subprocess.PIPE, timeout=60, env=env)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="file names of any bytes: Linux")
+def test_a_non_utf8_model_path_keeps_the_json_utf8(kite_bin, qwen35_fixtures, tmp_path):
+    """JSON is UTF-8: a byte that is not becomes U+DC80 + byte (surrogateescape), so json.loads
+    reads the document and os.fsencode gives the path back."""
+    name = os.fsdecode(b"caf\xc3\xa9 \xff\xfe \xed\xa0\x80 \xc0\xaf.gguf")  # valid, invalid, surrogate, overlong
+    model = tmp_path / name
+    shutil.copyfile(_tiny_model(qwen35_fixtures), model)
+    dump = tmp_path / "dump"
+    res = _raw_run(kite_bin, "run", "--model", model, "--prompt", "1", "--json", "--dump", dump)
+    assert res.returncode == 0, res.stderr
+    for text in (res.stdout, (dump / "meta.json").read_bytes()):
+        meta = json.loads(text.decode("utf-8"))  # strict: raw 0xff bytes made this fail
+        assert os.fsencode(meta["model"]["path"]) == os.fsencode(str(model))
+        assert "café" in meta["model"]["path"]
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="PATH_MAX 4096 and /dev/full: Linux")
+def test_a_dump_path_too_long_for_its_file_names_is_refused(kite_bin, qwen35_fixtures, tmp_path):
+    """dump + '/logits.f32' longer than 4095 bytes: the names were cut ('logits.f') and the run
+    exited 0; now nothing is written and the run fails."""
+    dump = str(tmp_path)
+    while len(dump) + 201 < 4087:
+        dump += "/" + "a" * 200
+    dump += "/" + "b" * (4087 - len(dump) - 1)
+    assert len(dump) == 4087
+    os.makedirs(dump)
+    res = run_kite(kite_bin, "run", "--model", _tiny_model(qwen35_fixtures), "--prompt", "1", "--dump", dump)
+    assert res.returncode == 1, res.stderr
+    assert res.stderr.startswith("kite: error: cannot write the dumps into '")
+    assert res.stderr.endswith("': File name too long\n"), res.stderr[-200:]
+    assert os.listdir(dump) == []
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX paths")
+@pytest.mark.parametrize("target,why", [("file", "Not a directory"), ("", "No such file or directory"),
+                                         ("file/sub", "Not a directory")])
+def test_a_dump_folder_that_cannot_be_made_says_why(kite_bin, qwen35_fixtures, tmp_path, target, why):
+    (tmp_path / "file").write_text("x")
+    dump = str(tmp_path / target) if target else ""
+    res = run_kite(kite_bin, "run", "--model", _tiny_model(qwen35_fixtures), "--prompt", "1", "--dump", dump)
+    assert res.returncode == 1, res.stderr
+    assert res.stderr == f"kite: error: cannot create the dump folder '{dump}': {why}\n", res.stderr
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize("args", [["info"], ["info", "--json"], ["run", "--prompt", "1", "--json"]], ids=repr)
+def test_output_lost_on_a_full_disk_is_a_failure(kite_bin, qwen35_fixtures, args):
+    if args[0] == "run":
+        args = [*args, "--model", _tiny_model(qwen35_fixtures)]
+    with open("/dev/full", "wb") as full:
+        res = _raw_run(kite_bin, *args, stdout=full)
+    assert res.returncode == 1, res.stderr
+    assert res.stderr.decode() == "kite: error: cannot write the standard output: No space left on device\n"

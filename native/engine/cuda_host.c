@@ -25,6 +25,7 @@
 typedef HMODULE kc_lib_t;
 #else
 #include <dlfcn.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #define KC_MODULE_NAME "libkite_cuda.so"
 typedef void *kc_lib_t;
@@ -91,6 +92,28 @@ static int file_exists(const char *path) {
 #else
     return access(path, F_OK) == 0;
 #endif
+}
+
+/* Whether path is a regular file: dlopen on a FIFO would wait for a writer forever. */
+static int is_regular_file(const char *path) {
+#if defined(_WIN32)
+    return file_exists(path);
+#else
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+#endif
+}
+
+/* path as the loader must get it: a bare name gets "./", or dlopen / LoadLibrary would search
+ * the system path for another library of that name instead of the file checked here. */
+static int loader_path(const char *path, char *out, size_t cap) {
+    const int bare = strchr(path, '/') == NULL
+#if defined(_WIN32)
+                     && strchr(path, '\\') == NULL && strchr(path, ':') == NULL
+#endif
+        ;
+    int n = snprintf(out, cap, "%s%s", bare ? "./" : "", path);
+    return n >= 0 && (size_t)n < cap;
 }
 
 /* The folder of the running executable, with a trailing separator; 0 on failure. */
@@ -167,13 +190,23 @@ static int bind_all(const char *path) {
 
 /* Try one candidate; returns 1 if a library was loaded (whatever came next), 0 if not. */
 static int try_load(kc_search_step *st, const char *path, int must_exist) {
-    char err[256] = "";
+    char err[256] = "", open_path[KC_PATH_MAX + 2];
     kc_copy(st->path, sizeof st->path, path);
+    if (strlen(path) >= sizeof st->path || !loader_path(path, open_path, sizeof open_path)) {
+        /* the path reported must be the path loaded */
+        snprintf(st->result, sizeof st->result, "load failed: path longer than %d bytes",
+                 KC_PATH_MAX - 1);
+        return 0;
+    }
     if (must_exist && !file_exists(path)) {
         kc_copy(st->result, sizeof st->result, "not found");
         return 0;
     }
-    kc_lib_t h = lib_open(path, err, sizeof err);
+    if (must_exist && !is_regular_file(path)) {
+        kc_copy(st->result, sizeof st->result, "load failed: not a regular file");
+        return 0;
+    }
+    kc_lib_t h = lib_open(must_exist ? open_path : path, err, sizeof err);
     if (!h) {
         snprintf(st->result, sizeof st->result, "%s: %.100s", must_exist ? "load failed" : "not found", err);
         return 0;

@@ -16,8 +16,11 @@ static const char *value_of(const char *name) {
     return s && *s ? s : NULL;
 }
 
-/* A whole decimal number in [lo, hi]: 0 and *out set, else -1. */
+/* A whole decimal number in [lo, hi]: 0 and *out set, else -1. Digits only: strtoll alone would
+ * also take leading blanks and a sign (" 4", "+4"). */
 static int parse_whole(const char *s, long long lo, long long hi, long long *out) {
+    if (*s < '0' || *s > '9')
+        return -1;
     char *end;
     errno = 0;
     long long v = strtoll(s, &end, 10);
@@ -33,7 +36,9 @@ static int read_flag(const char *name, int dflt) {
         return dflt;
     if ((s[0] == '0' || s[0] == '1') && s[1] == '\0')
         return s[0] == '1';
-    fprintf(stderr, "kite: warning: %s='%s' is not 0 or 1; using the default %d\n", name, s, dflt);
+    fprintf(stderr, "kite: warning: %s='", name);
+    kt_fputs_one_line(s, stderr);
+    fprintf(stderr, "' is not 0 or 1; using the default %d\n", dflt);
     return dflt;
 }
 
@@ -44,8 +49,10 @@ static long long read_number(const char *name, long long lo, long long hi, long 
         return dflt;
     if (parse_whole(s, lo, hi, &v) == 0)
         return v;
-    fprintf(stderr, "kite: warning: %s='%s' is not a whole number from %lld to %lld; using the "
-                    "default %lld\n", name, s, lo, hi, dflt);
+    fprintf(stderr, "kite: warning: %s='", name);
+    kt_fputs_one_line(s, stderr);
+    fprintf(stderr, "' is not a whole number from %lld to %lld; using the default %lld\n", lo, hi,
+            dflt);
     return dflt;
 }
 

@@ -39,10 +39,44 @@ static void puts_(kt_json *j, const char *s) {
     put(j, s, strlen(s));
 }
 
+/* The length of the well-formed UTF-8 sequence of 2 to 4 bytes at p (no overlong form, no
+ * surrogate, at most U+10FFFF), else 0. */
+static int utf8_sequence_length(const unsigned char *p) {
+    int n;
+    unsigned lo = 0x80, hi = 0xbf; /* the allowed range of the second byte */
+    if (p[0] >= 0xc2 && p[0] <= 0xdf) n = 2;
+    else if (p[0] >= 0xe0 && p[0] <= 0xef) n = 3;
+    else if (p[0] >= 0xf0 && p[0] <= 0xf4) n = 4;
+    else return 0;
+    if (p[0] == 0xe0) lo = 0xa0;
+    if (p[0] == 0xed) hi = 0x9f;
+    if (p[0] == 0xf0) lo = 0x90;
+    if (p[0] == 0xf4) hi = 0x8f;
+    if (p[1] < lo || p[1] > hi)
+        return 0;
+    for (int i = 2; i < n; i++)
+        if (p[i] < 0x80 || p[i] > 0xbf)
+            return 0;
+    return n;
+}
+
 static void put_escaped(kt_json *j, const char *s) {
     put(j, "\"", 1);
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         char tmp[8];
+        if (*p >= 0x80) {
+            int n = utf8_sequence_length(p);
+            if (n) {
+                put(j, (const char *)p, (size_t)n);
+                p += n - 1;
+            } else { /* a byte that is not UTF-8 (a path's): U+DC80..U+DCFF, Python's
+                      * surrogateescape, so the document stays UTF-8 and os.fsencode gives the
+                      * byte back */
+                snprintf(tmp, sizeof tmp, "\\u%04x", 0xdc00u + *p);
+                puts_(j, tmp);
+            }
+            continue;
+        }
         switch (*p) {
         case '"': puts_(j, "\\\""); break;
         case '\\': puts_(j, "\\\\"); break;

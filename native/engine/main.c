@@ -39,22 +39,36 @@ static void usage(void) {
             "  kite selftest [--model M.gguf]\n");
 }
 
+/* The message (fmt with arg for its one %s, cut at 1 KiB) on one line, then the usage. */
 static int usage_error(const char *fmt, const char *arg) {
-    fprintf(stderr, "kite: ");
-    fprintf(stderr, fmt, arg ? arg : "");
+    char msg[1024];
+    snprintf(msg, sizeof msg, fmt, arg ? arg : "");
+    fprintf(stderr, "kite: error: ");
+    kt_fputs_one_line(msg, stderr);
     fprintf(stderr, "\n");
     usage();
     return 2;
 }
 
 static int runtime_error(const char *msg) {
-    fprintf(stderr, "kite: error: %s\n", msg);
+    fprintf(stderr, "kite: error: ");
+    kt_fputs_one_line(msg, stderr);
+    fprintf(stderr, "\n");
     return 1;
 }
 
-/* A whole decimal integer in [lo, hi]. */
+/* "kite: error: WHAT 'PATH': why" with the whole path, however long (no message buffer). */
+static int path_error(const char *what, const char *path, int cause) {
+    fprintf(stderr, "kite: error: %s '", what);
+    kt_fputs_one_line(path, stderr);
+    fprintf(stderr, "': %s\n", strerror(cause));
+    return 1;
+}
+
+/* A whole decimal integer in [lo, hi]. Digits only: strtol alone would also take leading blanks
+ * and a sign (" 5", "+5"). */
 static int parse_int(const char *s, long lo, long hi, long *out) {
-    if (!s || !*s)
+    if (!s || *s < '0' || *s > '9')
         return -1;
     char *end;
     errno = 0;
@@ -130,10 +144,11 @@ static void write_build(kt_json *j) {
 static int cmd_info(int argc, char **argv) {
     int as_json = 0;
     for (int i = 0; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0)
-            as_json = 1;
-        else
+        if (strcmp(argv[i], "--json") != 0)
             return usage_error("info: unknown argument '%s'", argv[i]);
+        if (as_json)
+            return usage_error("info: '%s' given twice", argv[i]);
+        as_json = 1;
     }
     if (as_json) {
         kt_json j;
@@ -183,21 +198,40 @@ typedef struct run_opts {
     int n_prompt, steps, mt, threads, iters, json, ctx;
 } run_opts;
 
+/* The options of `run`; the first is the only one without a value. */
+static const char *const run_options[] = {"--json", "--model", "--prompt", "--dump", "--steps",
+                                          "--mt", "--threads", "--iters", "--ctx"};
+#define RUN_OPTION_COUNT (int)(sizeof run_options / sizeof run_options[0])
+
+/* The index of a in run_options, or -1. */
+static int run_option_index(const char *a) {
+    for (int k = 0; k < RUN_OPTION_COUNT; k++)
+        if (strcmp(a, run_options[k]) == 0)
+            return k;
+    return -1;
+}
+
 /* The options of `run` into o (o->prompt allocated); 0, or the usage error's exit status. */
 static int parse_run_args(int argc, char **argv, run_opts *o) {
     const char *prompt_s = NULL;
+    int seen[RUN_OPTION_COUNT] = {0};
     memset(o, 0, sizeof *o);
     o->mt = 1;
     o->iters = 1;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         long v;
-        if (strcmp(a, "--json") == 0) {
+        const int k = run_option_index(a);
+        if (k < 0)
+            return usage_error("run: unknown option '%s'", a);
+        if (seen[k]++) /* which one was meant is not ours to guess */
+            return usage_error("run: '%s' given twice", a);
+        if (k == 0) {
             o->json = 1;
             continue;
         }
         if (i + 1 >= argc)
-            return usage_error("run: '%s' needs a value (or is unknown)", a);
+            return usage_error("run: '%s' needs a value", a);
         const char *val = argv[++i];
         if (strcmp(a, "--model") == 0) o->model = val;
         else if (strcmp(a, "--prompt") == 0) prompt_s = val;
@@ -308,7 +342,7 @@ static int run_request(kt_model *md, kt_state *st, const run_opts *o, run_output
         runtime_error(err);
         return -1;
     }
-    kt_busy_wait_us(delay_us * P);
+    kt_busy_wait_us((int64_t)delay_us * P); /* long is 32 bits on Windows */
     double w1 = kt_now_ms();
     for (int i = 0; i < P; i++)
         out->step_ms[i] = (w1 - w0) / P;
@@ -452,12 +486,10 @@ static void write_meta(kt_json *j, const kt_model *md, const run_opts *o, const 
 static int write_dumps(const char *dir, const kt_model *md, const run_outputs *out, int rows,
                        const kt_json *meta) {
     const size_t E = md->hp.n_embd, V = md->hp.n_vocab;
-    char err[1024];
     if (kt_write_file_atomic(dir, "h_out.f32", out->h_all, (size_t)rows * E * sizeof(float)) ||
         kt_write_file_atomic(dir, "logits.f32", out->l_all, (size_t)rows * V * sizeof(float)) ||
         kt_write_file_atomic(dir, "meta.json", meta->buf, meta->len)) {
-        snprintf(err, sizeof err, "cannot write the dumps into '%s'", dir);
-        runtime_error(err);
+        path_error("cannot write the dumps into", dir, errno);
         return -1;
     }
     return 0;
@@ -498,8 +530,7 @@ static int cmd_run(int argc, char **argv) {
         if (run_request(&md, &st, &o, &out, it, delay_us))
             goto done;
     if (o.dump && kt_mkdir_p(o.dump) != 0) {
-        snprintf(err, sizeof err, "cannot create the dump folder '%s'", o.dump);
-        runtime_error(err);
+        path_error("cannot create the dump folder", o.dump, errno);
         goto done;
     }
     kt_json j;
@@ -526,12 +557,33 @@ done:
 static int cmd_selftest(int argc, char **argv) {
     const char *model = NULL;
     for (int i = 0; i < argc; i++) {
-        if (strcmp(argv[i], "--model") == 0 && i + 1 < argc)
-            model = argv[++i];
-        else
+        if (strcmp(argv[i], "--model") != 0)
             return usage_error("selftest: unknown argument '%s'", argv[i]);
+        if (model)
+            return usage_error("selftest: '%s' given twice", argv[i]);
+        if (i + 1 >= argc)
+            return usage_error("selftest: '%s' needs a value", argv[i]);
+        model = argv[++i];
     }
     return kt_selftest(model) == 0 ? 0 : 1;
+}
+
+/* rc, or 1 when what was printed on stdout did not all get out (a full disk, a closed pipe):
+ * output lost must not exit 0. */
+static int finish_stdout(int rc) {
+    const int flush_failed = fflush(stdout) != 0;
+    const int cause = errno; /* meaningful only when the flush itself failed */
+    if (!flush_failed && !ferror(stdout))
+        return rc;
+    char err[256];
+    snprintf(err, sizeof err, "cannot write the standard output%s%s", flush_failed ? ": " : "",
+             flush_failed ? strerror(cause) : "");
+    runtime_error(err);
+    return rc ? rc : 1;
+}
+
+static int is_help(const char *a) {
+    return strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0;
 }
 
 int main(int argc, char **argv) {
@@ -548,11 +600,13 @@ int main(int argc, char **argv) {
         rc = cmd_run(argc - 2, argv + 2);
     else if (strcmp(argv[1], "selftest") == 0)
         rc = cmd_selftest(argc - 2, argv + 2);
-    else if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+    else if (is_help(argv[1]) && argc == 2) {
         usage();
         rc = 0;
-    } else
+    } else if (is_help(argv[1]))
+        rc = usage_error("unknown argument '%s'", argv[2]);
+    else
         rc = usage_error("unknown command '%s'", argv[1]);
     kc_shutdown();
-    return rc;
+    return finish_stdout(rc);
 }

@@ -106,8 +106,10 @@ int kt_cpu_count(void) {
 int kt_mkdir_p(const char *path) {
     char buf[4096];
     size_t n = strlen(path);
-    if (n == 0 || n >= sizeof buf)
+    if (n == 0 || n >= sizeof buf) {
+        errno = n ? ENAMETOOLONG : ENOENT;
         return -1;
+    }
     memcpy(buf, path, n + 1);
     for (size_t i = 1; i <= n; i++) {
         if (buf[i] == '/' || buf[i] == '\\' || buf[i] == '\0') {
@@ -119,6 +121,11 @@ int kt_mkdir_p(const char *path) {
             }
             buf[i] = c;
         }
+    }
+    DWORD attributes = GetFileAttributesA(path); /* EEXIST is also a file of that name */
+    if (attributes == INVALID_FILE_ATTRIBUTES || !(attributes & FILE_ATTRIBUTE_DIRECTORY)) {
+        errno = ENOTDIR;
+        return -1;
     }
     return 0;
 }
@@ -197,8 +204,10 @@ int kt_cpu_count(void) {
 int kt_mkdir_p(const char *path) {
     char buf[4096];
     size_t n = strlen(path);
-    if (n == 0 || n >= sizeof buf)
+    if (n == 0 || n >= sizeof buf) {
+        errno = n ? ENAMETOOLONG : ENOENT;
         return -1;
+    }
     memcpy(buf, path, n + 1);
     for (size_t i = 1; i <= n; i++) {
         if (buf[i] == '/' || buf[i] == '\0') {
@@ -208,6 +217,13 @@ int kt_mkdir_p(const char *path) {
                 return -1;
             buf[i] = c;
         }
+    }
+    struct stat st; /* EEXIST is also a file of that name */
+    if (stat(path, &st) != 0)
+        return -1;
+    if (!S_ISDIR(st.st_mode)) {
+        errno = ENOTDIR;
+        return -1;
     }
     return 0;
 }
@@ -227,6 +243,15 @@ const char *kt_os_name(void) {
 }
 
 #endif
+
+void kt_fputs_one_line(const char *s, FILE *f) {
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p < 0x20 || *p == 0x7f)
+            fprintf(f, "\\x%02x", *p);
+        else
+            fputc(*p, f);
+    }
+}
 
 void kt_busy_wait_us(int64_t us) {
     if (us <= 0)

@@ -7,6 +7,11 @@
 
 #include "platform.h"
 
+/* strtol alone would also take leading blanks and a sign: " 1", "+1" and "1, 2" are refused. */
+static int starts_with_digit(const char *p) {
+    return *p >= '0' && *p <= '9';
+}
+
 int32_t *kt_parse_token_list(const char *text, int *n) {
     size_t capacity = 1;
     for (const char *p = text; *p; p++)
@@ -20,7 +25,8 @@ int32_t *kt_parse_token_list(const char *text, int *n) {
         char *end;
         errno = 0;
         long v = strtol(p, &end, 10);
-        int bad = end == p || errno || v < 0 || v > INT32_MAX || (*end != ',' && *end != '\0');
+        int bad = !starts_with_digit(p) || end == p || errno || v < 0 || v > INT32_MAX ||
+                  (*end != ',' && *end != '\0');
         if (!bad)
             ids[(*n)++] = (int32_t)v;
         p = *end == ',' ? end + 1 : end;
@@ -38,15 +44,22 @@ int32_t *kt_parse_token_list(const char *text, int *n) {
 
 int kt_write_file_atomic(const char *dir, const char *name, const void *data, size_t n) {
     char path[4096], tmp[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    snprintf(tmp, sizeof tmp, "%s/.%s.tmp", dir, name);
+    int path_len = snprintf(path, sizeof path, "%s/%s", dir, name);
+    int tmp_len = snprintf(tmp, sizeof tmp, "%s/.%s.tmp", dir, name);
+    if (path_len < 0 || tmp_len < 0 || (size_t)path_len >= sizeof path ||
+        (size_t)tmp_len >= sizeof tmp) { /* a cut name would write another file */
+        errno = ENAMETOOLONG;
+        return -1;
+    }
     FILE *f = fopen(tmp, "wb");
     if (!f)
         return -1;
     size_t written = n ? fwrite(data, 1, n, f) : 0;
     int bad = (written != n) | (fclose(f) != 0);
     if (bad || kt_rename_replace(tmp, path) != 0) {
+        int cause = errno; /* for the caller's message, past remove() */
         remove(tmp);
+        errno = cause;
         return -1;
     }
     return 0;

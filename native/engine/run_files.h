@@ -6,11 +6,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* "1,2,3" -> a malloc'd array of token ids ([*n]); NULL when empty, malformed or negative. */
+/* "1,2,3" -> a malloc'd array of token ids ([*n]); NULL when empty, malformed (blanks, signs,
+ * empty items) or negative. */
 int32_t *kt_parse_token_list(const char *text, int *n);
 
 /* Write data to dir/name through a temporary name and a rename, so a reader never sees half a
- * file. 0 on success. */
+ * file. 0 on success; -1 with errno set (ENAMETOOLONG when a name would not fit). */
 int kt_write_file_atomic(const char *dir, const char *name, const void *data, size_t n);
 
 #endif

@@ -18,6 +18,7 @@
 #include "kernels.h"
 #include "kite_math.h"
 #include "model.h"
+#include "platform.h"
 #include "session.h"
 #include "threads.h"
 #include "vec_math.h"
@@ -35,7 +36,9 @@ static void check(int ok, const char *name, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(why, sizeof why, fmt, ap);
     va_end(ap);
-    printf("FAIL %s: %s\n", name, why);
+    printf("FAIL %s: ", name);
+    kt_fputs_one_line(why, stdout); /* a --model path may hold a newline */
+    printf("\n");
     n_fail++;
 }
 

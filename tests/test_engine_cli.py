@@ -333,6 +333,16 @@ def test_a_dump_folder_that_cannot_be_made_says_why(kite_bin, qwen35_fixtures, t
     assert res.stderr == f"kite: error: cannot create the dump folder '{dump}': {why}\n", res.stderr
 
 
+def test_the_dump_folder_is_made_before_the_model_is_read(kite_bin, tmp_path):
+    """A folder that cannot be made is reported before any work (the model, then the requests),
+    so a long run does not fail at its end: here the model does not exist either, and the folder
+    is what is named."""
+    (tmp_path / "file").write_text("x")
+    res = run_kite(kite_bin, "run", "--model", str(tmp_path / "absent.gguf"), "--prompt", "1",
+                   "--dump", str(tmp_path / "file" / "sub"))
+    assert res.returncode == 1 and "cannot create the dump folder" in res.stderr, res.stderr
+
+
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
 @pytest.mark.parametrize("args", [["info"], ["info", "--json"], ["run", "--prompt", "1", "--json"]], ids=repr)
 def test_output_lost_on_a_full_disk_is_a_failure(kite_bin, qwen35_fixtures, args):

@@ -510,6 +510,11 @@ static int cmd_run(int argc, char **argv) {
     run_outputs out;
     memset(&st, 0, sizeof st);
     memset(&out, 0, sizeof out);
+    if (o.dump && kt_mkdir_p(o.dump) != 0) { /* before the requests: a long run must not fail at its end */
+        path_error("cannot create the dump folder", o.dump, errno);
+        free(o.prompt);
+        return 1;
+    }
     if (load_for_request(&md, &o, &out)) {
         free(o.prompt);
         return 1;
@@ -529,10 +534,6 @@ static int cmd_run(int argc, char **argv) {
     for (int it = 0; it < o.iters; it++)
         if (run_request(&md, &st, &o, &out, it, delay_us))
             goto done;
-    if (o.dump && kt_mkdir_p(o.dump) != 0) {
-        path_error("cannot create the dump folder", o.dump, errno);
-        goto done;
-    }
     kt_json j;
     json_init(&j);
     write_meta(&j, &md, &o, &out, delay_us);

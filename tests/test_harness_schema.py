@@ -448,6 +448,9 @@ BAD = {
                               "seed"]),
     "ab_bootstrap_seed_negative": (AB_X + "    bootstrap: {seed: -1}\n",
                                    ["10: criteria[0] (T).bootstrap.seed: must be >= 0, not -1"]),
+    "ab_bootstrap_seed_too_large": (AB_X + "    bootstrap: {seed: 9223372036854775808}\n",
+                                    ["10: criteria[0] (T).bootstrap.seed: must be <= 9223372036854775807, "
+                                     "not 9223372036854775808"]),
     "ab_noise_floor_not_bool": (AB_X + "    noise_floor: yes please\n",
                                 ["10: criteria[0] (T).noise_floor: must be true or false, not a string"]),
     "ab_interval_bad": (AB_X + "    interval: student\n",
@@ -610,6 +613,8 @@ def test_ab_every_key_given():
                               interval="order")
     (c,) = load(AB_X + "    bootstrap: {resamples: 300, seed: 9}\n    interval: bca\n")
     assert (c.spec.resamples, c.spec.seed, c.spec.interval) == (300, 9, "bca")
+    (c,) = load(AB_X + "    bootstrap: {seed: 9223372036854775807}\n")  # the largest seed allowed
+    assert c.spec.seed == 2**63 - 1
 
 
 def test_same_run_loads_without_b():
@@ -717,3 +722,34 @@ def test_a_criterion_with_an_error_does_not_claim_its_id():
     assert messages(text) == [f"{F}:4: criteria[0] (Q).foo: unknown key 'foo' in an equivalence criterion; allowed: "
                               "id, title, kind, requires, description, model, timeout_s, cases, build, env, args, "
                               "variants, compare"]
+
+
+def _problems(text: str) -> list[str]:
+    """The errors of a criteria text; [] when it loads."""
+    try:
+        schema.load_text(text, "regressions/t.yaml", BUILDS, DUMPS)
+    except SchemaErrors as e:
+        return e.messages
+    return []
+
+
+@pytest.mark.parametrize("extra, ok", [
+    ("    bootstrap: {resamples: 2000}\n", True),
+    ("    bootstrap: {resamples: 1000000}\n", True),  # 4 pairs: 4e6 cells
+    ("    bootstrap: {resamples: 1000001}\n", False),
+    ("    timeout_s: 604800\n", True),
+    ("    timeout_s: 604800.5\n", False),
+    ("    timeout_s: 1.0e300\n", False),
+], ids=["resamples-default", "resamples-max", "resamples-over", "timeout-week", "timeout-over", "timeout-huge"])
+def test_bounds_of_the_ab_numbers(extra, ok):
+    """Each bound sits where schema.py says: at it, the file loads; just past it, it does not."""
+    text = AB_X + extra
+    assert (_problems(text) == []) == ok, _problems(text)
+
+
+@pytest.mark.parametrize("pairs, resamples, ok", [
+    (10_000, 2000, True), (10_001, 100, False), (20, 1_000_000, True), (21, 1_000_000, False)])
+def test_pairs_and_bootstrap_cells_are_bounded(pairs, resamples, ok):
+    """pairs <= 10000, and pairs x resamples <= 2e7: the bootstrap holds them all in memory."""
+    text = AB_X.replace("pairs: 4", f"pairs: {pairs}") + f"    bootstrap: {{resamples: {resamples}}}\n"
+    assert (_problems(text) == []) == ok, _problems(text)

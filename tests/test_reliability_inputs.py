@@ -306,6 +306,7 @@ criteria:
 @pytest.mark.parametrize("text, message", [
     (_TOL % "max_abs: .nan", "max_abs: must be a finite number, not nan"),
     (_TOL % "nmse: .inf", "nmse: must be a finite number, not inf"),
+    (_TOL % ("max_abs: 1" + "0" * 400), "max_abs: must be a finite number"),
     (_AB % "confidence: .nan", "confidence: must be a finite number, not nan"),
     (_AB % "bootstrap: {resamples: 99999999999999999999999999999}", "resamples: must be <= 1000000"),
     (_AB % "pairs: 10000\n    bootstrap: {resamples: 1000000}", "resamples x pairs is 10000000000"),
@@ -313,7 +314,7 @@ criteria:
     (_RUN % ("t", "timeout_s: 99999999999999999999999", "info"), "timeout_s: must be <= 604800"),
     (_RUN % ("t", "", '"a\\0b"'), "holds a NUL character"),
     (_RUN % ('"a\\ud800b"', "", "info"), "holds a lone surrogate"),
-], ids=["nan-tolerance", "inf-nmse", "nan-confidence", "huge-resamples", "bootstrap-cells", "inf-timeout",
+], ids=["nan-tolerance", "inf-nmse", "huge-int-tolerance", "nan-confidence", "huge-resamples", "bootstrap-cells", "inf-timeout",
         "huge-timeout", "nul-arg", "surrogate-title"])
 def test_values_no_criterion_can_use_are_refused(text, message, fake_repo, capsys):
     p = fake_repo.criteria(text)

@@ -155,7 +155,7 @@ class Validator:
             return None
         finite = math.isfinite(v) if isinstance(v, float) else abs(v) <= 1e300  # a huge int overflows a float
         if not finite:
-            self.err(path, f"must be a finite number, not {v}")
+            self.err(path, f"must be a finite number, not {v if isinstance(v, float) else f'an integer of {len(str(abs(v)))} digits'}")
             return None
         if lo is not None and (v < lo or (open_lo and v == lo)):
             self.err(path, f"must be {'>' if open_lo else '>='} {lo:g}, not {v}")

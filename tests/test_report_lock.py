@@ -45,8 +45,9 @@ UNKNOWN = "unknown: the lock file's content is not understood"
     (b'{"foo": 1}', UNKNOWN),
     (b"not json at all", UNKNOWN),
     (b"\xff\xfe{", UNKNOWN),  # not UTF-8
+    (b"[" * 100_000 + b"]" * 100_000, UNKNOWN),  # nested past the parser's depth
 ], ids=["argv-int", "argv-mixed", "fields-wrong-type", "list", "string", "foreign-keys", "not-json",
-        "not-utf8"])
+        "not-utf8", "deep"])
 def test_lock_file_of_any_shape_is_described_not_a_crash(tmp_path, content, holder):
     """A hand-edited or foreign .lock: a stale one is taken over naming what it says it can, and a
     live holder whose file says something else still stops a second run with a clear message."""

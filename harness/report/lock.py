@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from harness.errors import HarnessError
+from harness.spec import inputs
 
 LOCK_NAME = ".lock"
 
@@ -51,7 +52,7 @@ def _parse_holder(text: str) -> Any:
     if not text.strip():
         return None
     try:
-        return json.loads(text)
+        return inputs.json_loads(text)  # nesting too deep is a ValueError there too
     except ValueError:
         return text
 

@@ -484,3 +484,17 @@ def test_a_title_with_control_characters_is_refused(fake_repo, capsys):
     assert main(["--root", str(fake_repo.root), "verify", str(p)]) == 2
     err = capsys.readouterr().err
     assert "regressions/suite.yaml:" in err and "holds the control character '\\x1b'" in err, err
+
+
+def test_registry_reason_nested_too_deeply_is_named(fake_repo, capsys):
+    p = fake_repo.criteria(_RUN % ("t", "", "info"))
+    assert main(["--root", str(fake_repo.root), "register", str(p)]) == 0
+    lock = fake_repo.root / "regressions" / "registry.lock"
+    lines = lock.read_text().splitlines(keepends=True)
+    fields = lines[-1].rstrip("\n").split("\t")
+    fields[5] = "[" * 100_000 + "]" * 100_000
+    lock.write_text("".join(lines[:-1]) + "\t".join(fields) + "\n")
+    capsys.readouterr()
+    assert main(["--root", str(fake_repo.root), "verify"]) == 2
+    err = capsys.readouterr().err
+    assert f"registry.lock:{len(lines)}: reason is not a JSON string" in err and "internal error" not in err, err

@@ -6,7 +6,6 @@ embedded-code, msvc-discovery). Its criteria run through harness/run/suite.py (m
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import shutil
 import sys
@@ -24,6 +23,7 @@ from harness.matrix.spec import CHECKS_NEED_ENGINE, MINGW_TOOLCHAIN_FILE, TESTMO
 from harness.process import ProcResult, run_process
 from harness.run.compare import compare_bytes
 from harness.run.runner import NATIVE, Launcher
+from harness.spec import inputs
 from harness.spec.config import BuildSpec, Config, ProjectSpec
 from harness.spec.digest import file_sha256
 
@@ -264,8 +264,8 @@ class EntryRunner:
         if not r.ok:
             raise CheckFail(f"`info --json` failed: {r.describe()}")
         try:
-            return json.loads(r.stdout)
-        except json.JSONDecodeError as ex:
+            return inputs.json_loads(r.stdout)
+        except ValueError as ex:
             raise CheckFail(f"`info --json` printed no JSON: {ex}") from None
 
     def dump_run(self, exe: Path, out: Path, env: dict[str, str] | None, log: str) -> dict[str, Any]:
@@ -290,8 +290,8 @@ class EntryRunner:
         mp = out / self.cfg.meta_file
         if mp.exists():
             try:
-                meta = json.loads(mp.read_text(encoding="utf-8"))
-            except json.JSONDecodeError:
+                meta = inputs.json_loads(mp.read_text(encoding="utf-8"))
+            except ValueError:
                 raise CheckFail(f"{mp.name} is not JSON") from None
         return {"dir": str(out), "files": files, "meta": meta, "wall_s": r.wall_s}
 

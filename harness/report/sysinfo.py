@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import shutil
@@ -11,6 +10,7 @@ from typing import Any
 
 from harness.build.cmake import find_nvcc
 from harness.process import run_process
+from harness.spec import inputs
 
 
 def _first_line(argv: list[str], timeout: float = 10.0, last: bool = False) -> str | None:
@@ -94,8 +94,8 @@ def engine_info(engine: Path, info_args: list[str], timeout: float = 30.0) -> di
     if not r.ok:
         return {"error": r.describe()}
     try:
-        doc = json.loads(r.stdout)
-    except json.JSONDecodeError:
+        doc = inputs.json_loads(r.stdout)
+    except ValueError:
         return {"error": "info --json printed no JSON"}
     return doc if isinstance(doc, dict) else {"error": "info --json is not an object"}
 

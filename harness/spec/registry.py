@@ -102,8 +102,8 @@ def parse(text: str) -> list[Entry]:
         if len(parts) != 6:
             raise HarnessError(f"registry.lock:{n}: expected 6 tab-separated fields, found {len(parts)}")
         try:
-            reason = json.loads(parts[5])
-        except json.JSONDecodeError:
+            reason = inputs.json_loads(parts[5])
+        except ValueError:
             raise HarnessError(f"registry.lock:{n}: reason is not a JSON string") from None
         out.append(Entry(parts[0], parts[1], parts[2], parts[3], parts[4], str(reason), n))
     return out
@@ -171,7 +171,7 @@ def current_depends(entries: list[Entry]) -> dict[str, Entry]:
 def depends_map(e: Entry) -> dict[str, str]:
     """The dependency digests a depends line records ({} when its reason is not such a mapping)."""
     try:
-        m = json.loads(e.reason)
+        m = inputs.json_loads(e.reason)
     except ValueError:
         return {}
     return {str(k): str(v) for k, v in m.items()} if isinstance(m, dict) else {}

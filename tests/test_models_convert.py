@@ -310,6 +310,22 @@ def test_cli_convert_rejects_bad_config_json(tmp_path, config, field, message):
     assert not (tmp_path / "o.gguf").exists()
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs are POSIX")
+@pytest.mark.parametrize("kind, message", [("fifo", "is a FIFO (named pipe), not a regular file"),
+                                           ("folder", "is a directory, not a regular file")])
+def test_cli_convert_names_a_config_json_that_is_not_a_file(tmp_path, kind, message):
+    """Such a config.json was reported as missing ("no config.json"); a FIFO is never opened."""
+    hf = tmp_path / "hf"
+    hf.mkdir()
+    if kind == "fifo":
+        os.mkfifo(hf / "config.json")
+    else:
+        (hf / "config.json").mkdir()
+    r = subprocess.run([sys.executable, "-m", "harness", "models", "convert", str(hf), "--out", str(tmp_path / "o.gguf")],
+                       capture_output=True, text=True, cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=60)
+    assert r.returncode == 2 and f"{hf / 'config.json'}: {message}" in r.stderr, r.stderr
+
+
 def _st_file(path: Path, header: object, data: bytes = b"") -> None:
     h = (header if isinstance(header, str) else json.dumps(header)).encode()
     path.write_bytes(struct.pack("<Q", len(h)) + h + data)

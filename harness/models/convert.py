@@ -480,7 +480,7 @@ def _meta_value_ok(kind: str, name: str, v: object) -> bool:
 def convert(hf_dir: Path, out: Path, outtype: str = "f32", tokenizer_pre: str = "qwen35") -> Path:
     hf_dir = Path(hf_dir)
     cfg_path = hf_dir / "config.json"
-    if not cfg_path.is_file():
+    if not cfg_path.exists():
         raise ConvertError(f"{hf_dir}: no config.json")
     c = config_from_hf(read_json(cfg_path), str(cfg_path))
     order, files = open_checkpoint(hf_dir)

@@ -1,11 +1,11 @@
 /* env_options.c - see env_options.h. */
 #include "env_options.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "platform.h"
+#include "run_files.h"
 
 static kt_env env;
 static int env_read;
@@ -16,19 +16,6 @@ static const char *value_of(const char *name) {
     return s && *s ? s : NULL;
 }
 
-/* A whole decimal number in [lo, hi]: 0 and *out set, else -1. Digits only: strtoll alone would
- * also take leading blanks and a sign (" 4", "+4"). */
-static int parse_whole(const char *s, long long lo, long long hi, long long *out) {
-    if (*s < '0' || *s > '9')
-        return -1;
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi)
-        return -1;
-    *out = v;
-    return 0;
-}
 
 static int read_flag(const char *name, int dflt) {
     const char *s = value_of(name);
@@ -47,7 +34,8 @@ static long long read_number(const char *name, long long lo, long long hi, long 
     long long v;
     if (!s)
         return dflt;
-    if (parse_whole(s, lo, hi, &v) == 0)
+    const char *rest;
+    if (kt_parse_whole(s, &rest, lo, hi, &v) == 0 && *rest == '\0')
         return v;
     fprintf(stderr, "kite: warning: %s='", name);
     kt_fputs_one_line(s, stderr);

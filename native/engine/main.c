@@ -65,17 +65,13 @@ static int path_error(const char *what, const char *path, int cause) {
     return 1;
 }
 
-/* A whole decimal integer in [lo, hi]. Digits only: strtol alone would also take leading blanks
- * and a sign (" 5", "+5"). */
+/* An option's value: a whole decimal number in [lo, hi] and nothing after it. */
 static int parse_int(const char *s, long lo, long hi, long *out) {
-    if (!s || *s < '0' || *s > '9')
+    const char *rest;
+    long long v;
+    if (kt_parse_whole(s, &rest, lo, hi, &v) || *rest)
         return -1;
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || *end || v < lo || v > hi)
-        return -1;
-    *out = v;
+    *out = (long)v;
     return 0;
 }
 

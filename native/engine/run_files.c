@@ -1,4 +1,5 @@
-/* run_files.c - the token list of --prompt and the dump files of --dump (see run_files.h). */
+/* run_files.c - the numbers and the token list of the command line, the dump files of --dump
+ * (see run_files.h). */
 #include "run_files.h"
 
 #include <errno.h>
@@ -7,9 +8,17 @@
 
 #include "platform.h"
 
-/* strtol alone would also take leading blanks and a sign: " 1", "+1" and "1, 2" are refused. */
-static int starts_with_digit(const char *p) {
-    return *p >= '0' && *p <= '9';
+int kt_parse_whole(const char *s, const char **rest, long long lo, long long hi, long long *out) {
+    if (*s < '0' || *s > '9')
+        return -1;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || v < lo || v > hi)
+        return -1;
+    *rest = end;
+    *out = v;
+    return 0;
 }
 
 int32_t *kt_parse_token_list(const char *text, int *n) {
@@ -22,18 +31,15 @@ int32_t *kt_parse_token_list(const char *text, int *n) {
     *n = 0;
     const char *p = text;
     while (*p) {
-        char *end;
-        errno = 0;
-        long v = strtol(p, &end, 10);
-        int bad = !starts_with_digit(p) || end == p || errno || v < 0 || v > INT32_MAX ||
-                  (*end != ',' && *end != '\0');
-        if (!bad)
-            ids[(*n)++] = (int32_t)v;
-        p = *end == ',' ? end + 1 : end;
-        if (bad || (*end == ',' && *p == '\0')) {
+        const char *end;
+        long long v;
+        if (kt_parse_whole(p, &end, 0, INT32_MAX, &v) || (*end != ',' && *end != '\0') ||
+            (*end == ',' && end[1] == '\0')) { /* a trailing comma names no token */
             free(ids);
             return NULL;
         }
+        ids[(*n)++] = (int32_t)v;
+        p = *end == ',' ? end + 1 : end;
     }
     if (*n == 0) {
         free(ids);

@@ -6,6 +6,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* A whole decimal number in [lo, hi] at the start of s, digits only (no blank, no sign: strtoll
+ * alone would take " 5" and "+5"): 0 with *out set and *rest at the first byte after the digits,
+ * else -1. The one reader of numbers for options, token ids and the KITE_* variables. */
+int kt_parse_whole(const char *s, const char **rest, long long lo, long long hi, long long *out);
+
 /* "1,2,3" -> a malloc'd array of token ids ([*n]); NULL when empty, malformed (blanks, signs,
  * empty items) or negative. */
 int32_t *kt_parse_token_list(const char *text, int *n);

@@ -273,26 +273,15 @@ def test_criteria_cap_is_far_above_the_real_files():
 # ---- values no file should hold: found by a hostile-input audit (each was an internal error, a
 # hang, or a silent pass) ------------------------------------------------------------------------
 
-_TOL = """\
-criteria:
-  - id: T1
-    title: t
-    kind: equivalence
-    args: [run, --model, "{model}", --prompt, "1,2", --steps, "1"]
-    variants: [{name: a}, {name: b}]
-    compare: {dumps: [logits], mode: tolerance, %s}
-"""
-_AB = """\
-criteria:
-  - id: A1
-    title: t
-    kind: ab_timing
-    args: [run, --model, "{model}", --prompt, "1,2", --steps, "1"]
-    a: {name: a}
-    b: {name: b}
-    pass_if: "ci_lower >= 1.05"
-    %s
-"""
+def _criterion(kind: str) -> str:
+    """The first lines of a one-criterion file of that kind; the rest follows."""
+    return ("criteria:\n  - id: C1\n    title: t\n    kind: " + kind
+            + '\n    args: [run, --model, "{model}", --prompt, "1,2", --steps, "1"]\n')
+
+
+_TOL = _criterion("equivalence") + "    variants: [{name: a}, {name: b}]\n" \
+    "    compare: {dumps: [logits], mode: tolerance, %s}\n"
+_AB = _criterion("ab_timing") + '    a: {name: a}\n    b: {name: b}\n    pass_if: "ci_lower >= 1.05"\n    %s\n'
 _RUN = """\
 criteria:
   - id: R1

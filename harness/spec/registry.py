@@ -28,6 +28,7 @@ HEADER = ("# kite criteria registry: append-only; one line per registration or a
 
 EVENTS = ("register", "amend", "depends")
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+TIME_SHOWN = "YYYY-MM-DDTHH:MM:SSZ"  # TIME_FORMAT as messages name it
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,14 @@ def parse(text: str) -> list[Entry]:
     return out
 
 
+def _is_time(text: str) -> bool:
+    try:
+        datetime.strptime(text, TIME_FORMAT)
+    except ValueError:
+        return False
+    return True
+
+
 def problems(entries: list[Entry]) -> dict[str, str]:
     """id -> the first rule its lines break: an unknown event, a time not in the format, a time
     earlier than the line before (lines are only appended, so it was back-dated or moved), a
@@ -119,15 +128,11 @@ def problems(entries: list[Entry]) -> dict[str, str]:
     last: Entry | None = None
     for e in entries:
         where = f"registry.lock:{e.line}"
-        why = None
-        try:
-            t = datetime.strptime(e.time, TIME_FORMAT)
-        except ValueError:
-            t = None
-            why = f"{where}: time {e.time!r} is not in the format YYYY-MM-DDTHH:MM:SSZ"
+        dated = _is_time(e.time)
+        why = None if dated else f"{where}: time {e.time!r} is not in the format {TIME_SHOWN}"
         if why is None and e.event not in EVENTS:
             why = f"{where}: unknown event {e.event!r}; events: {', '.join(EVENTS)}"
-        elif why is None and last is not None and t is not None and e.time < last.time:
+        elif why is None and last is not None and e.time < last.time:
             why = (f"{where}: time {e.time} is earlier than line {last.line}'s ({last.time}); lines are only ever "
                    "appended, so this one was back-dated or moved")
         elif why is None and e.event == "register" and e.id in registered:
@@ -141,7 +146,7 @@ def problems(entries: list[Entry]) -> dict[str, str]:
             out[e.id] = why
         if e.event == "register":
             registered.setdefault(e.id, e)
-        if t is not None:
+        if dated:  # an undated line cannot be the one later lines are held against
             last = e
     return out
 
@@ -248,14 +253,6 @@ def plan(entries: list[Entry], crits: list[Criterion], amend: list[str], reason:
     return Plan(new, same, amended, refused, depends)
 
 
-def _is_time(text: str) -> bool:
-    try:
-        datetime.strptime(text, TIME_FORMAT)
-    except ValueError:
-        return False
-    return True
-
-
 def _lacks_final_newline(path: Path) -> bool:
     with open(path, "rb") as f:
         if f.seek(0, os.SEEK_END) == 0:
@@ -273,7 +270,7 @@ def append(path: Path, crits_events: list[tuple[Criterion, str, str]], now: date
     have = load(path)
     if have and not _is_time(have[-1].time):
         raise HarnessError(f"registry.lock: line {have[-1].line}: time {have[-1].time!r} is not in the format "
-                           "YYYY-MM-DDTHH:MM:SSZ; nothing appended")
+                           f"{TIME_SHOWN}; nothing appended")
     if have and have[-1].time > t:
         raise HarnessError(f"registry.lock: its last line (line {have[-1].line}) is dated {have[-1].time}, later "
                            f"than now ({t}); times never go backwards: check the clock")

@@ -69,7 +69,7 @@ def criterion_page(st: Store, series: str, out: Path, drawn: Written) -> str:
             revs, vals = [p.revision for p in pts], [p.value for p in pts]
             found = changes.find(vals, revs) if can_find else []
             lines.append((machine.gpu if machine.gpu != "no GPU" else machine.cpu, revs, vals, found))
-            rows += [[esc(p.revision), esc(p.commit_time), esc(machine.label()), f"{p.value:.6g}"] for p in pts]
+            rows += [[esc(p.revision[:10]), esc(p.commit_time), esc(machine.label()), f"{p.value:.6g}"] for p in pts]
             found_rows += [[esc(machine.label()), esc(c.commit_range()), f"{c.median_before:.4g}",
                             f"{c.median_after:.4g}", f"{c.size * 100:+.1f} %", esc(changes.pvalue_text(c)),
                             f"<code>{esc(c.bisect_command(series))}</code>"] for c in found]
@@ -92,11 +92,11 @@ def criterion_page(st: Store, series: str, out: Path, drawn: Written) -> str:
         if last_ab and can_plot:
             rel = f"plots/{name}--ab.svg"
             drawn.pictures.append(plots.write(out / rel, plots.ab_svg(
-                f"{series} at {last_ab['revision']} ({last_ab['gpu']})", last_ab["detail"])))
-            body.append(f"<p>The last A/B verdict, at {esc(last_ab['revision'])}:</p>"
+                f"{series} at {last_ab['revision'][:10]} ({last_ab['gpu']})", last_ab["detail"])))
+            body.append(f"<p>The last A/B verdict, at {esc(last_ab['revision'][:10])}:</p>"
                         f"<img src=\"{esc(rel)}\" alt=\"{esc(series)} pair ratios\">")
         body.append(_table(["commit", "commit time", "GPU", "verdict", "reason"],
-                           [[esc(v["revision"]), esc(v["commit_time"]), esc(v["gpu"]),
+                           [[esc(v["revision"][:10]), esc(v["commit_time"]), esc(v["gpu"]),
                              f"<span class=\"{esc(v['verdict'])}\">{esc(v['verdict'])}</span>", esc(v["reason"])]
                             for v in reversed(verdicts)]))
     return _doc(f"kite history: {series}", body)
@@ -115,7 +115,7 @@ def write_site(st: Store, out: Path, only: list[str] | None = None) -> Written:
         v = st.verdicts(series)
         last = v[-1] if v else None
         rows.append([f"<a href=\"{html.escape(page.name)}\">{html.escape(series)}</a>",
-                     html.escape(last["verdict"]) if last else "", html.escape(last["revision"]) if last else "",
+                     html.escape(last["verdict"]) if last else "", html.escape(last["revision"][:10]) if last else "",
                      str(len(v))])
     c = st.counts()
     index = _doc("kite history", ["<h1>kite history</h1>",

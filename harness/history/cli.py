@@ -157,7 +157,7 @@ def cmd_show(st: Store, series: str, metric: str | None, rate: float | None = No
         lines.append((machine.gpu if machine.gpu != "no GPU" else machine.cpu, revs, values, found))
         print()
     if svg is not None:
-        plots.write(svg, plots.series_svg(f"{series}: {shown}", ylabel or shown, lines))
+        plots.write(svg, plots.series_svg(f"{series}: {ylabel or shown}", ylabel or shown, lines))
         print(f"picture: {svg}")
     return 0
 

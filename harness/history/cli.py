@@ -22,10 +22,11 @@ EXIT = "exit status: 0 done, 1 `changes` found a change point, 2 usage error or 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", type=Path, metavar="FILE", help="the history store (SQLite file)")
-    sub = p.add_subparsers(dest="history_cmd", metavar="ACTION", required=True)
+    sub = p.add_subparsers(dest="history_cmd", metavar="ACTION", required=True, help="what to do")
     a = sub.add_parser("add", help="add verify, matrix, merge or compare reports (folders, report.json files, "
                                    "CI artifact folders or .zip files); a report kept before changes nothing")
-    a.add_argument("paths", nargs="+", type=Path, metavar="REPORT_DIR")
+    a.add_argument("paths", nargs="+", type=Path, metavar="REPORT_DIR",
+                   help="report folders, report.json files, folders of CI artifacts, .zip files")
     a.add_argument("--git", type=Path, metavar="DIR", help="the repository that knows the reports' commits "
                                                            "(their times; default: the project)")
     g = sub.add_parser("add-git", help="add every report.json that git keeps under PATH, at each commit that "
@@ -34,19 +35,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--rev", default="HEAD", help="whose history (default HEAD)")
     g.add_argument("--git", type=Path, metavar="DIR", help="the repository (default: the project)")
     s = sub.add_parser("show", help="print one series (criterion or workload) by commit, and its change points")
-    s.add_argument("series", metavar="ID")
+    s.add_argument("series", metavar="ID", help="a criterion or workload id")
     s.add_argument("--metric", metavar="M", help="default: ratio for an A/B criterion, else duration_s")
     s.add_argument("--rate", type=float, metavar="N", help="show N * 1000 / value: a time in ms for N events "
                                                             "as events per second (e.g. decode steps as tok/s)")
     s.add_argument("--svg", type=Path, metavar="FILE", help="also draw the series, change points marked")
     s.add_argument("--ylabel", help="the picture's value axis (default: the metric)")
     c = sub.add_parser("changes", help="change points of every series (or those named), per machine")
-    c.add_argument("series", nargs="*", metavar="ID")
+    c.add_argument("series", nargs="*", metavar="ID", help="criteria or workloads (default: all)")
     c.add_argument("--metric", metavar="M", help="only this metric (default: every metric)")
     pl = sub.add_parser("plot", help="draw a report's A/B pictures beside its report.md and link them")
-    pl.add_argument("report", type=Path, metavar="REPORT_DIR")
+    pl.add_argument("report", type=Path, metavar="REPORT_DIR", help="a report folder (holding report.json)")
     h = sub.add_parser("html", help="write a static page per criterion (series, change points, verdicts)")
-    h.add_argument("out", type=Path, metavar="OUT")
+    h.add_argument("out", type=Path, metavar="OUT", help="the folder to write the pages in")
     h.add_argument("--only", nargs="+", metavar="ID", help="only these criteria")
 
 

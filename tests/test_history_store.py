@@ -213,3 +213,29 @@ def test_tool_kite_history_must_be_a_path(fake_repo, monkeypatch, capsys):
     (fake_repo.root / "pyproject.toml").write_text("[tool.kite]\nhistory = 3\n")
     assert main(["--root", str(fake_repo.root), "history", "add", str(KEPT[0])]) == 2
     assert "[tool.kite] history must be a path" in capsys.readouterr().err
+
+
+# ---- matrix and merged reports ---------------------------------------------------------------
+
+def test_a_matrix_entrys_times_are_kept(tmp_path):
+    doc = json.loads((RESULTS / "2026-12-01-h200-dead401" / "report.json").read_text())
+    entry = {**doc["results"][0], "id": "cpu-gcc", "kind": "matrix-entry", "duration_s": 42.0,
+             "details": {"build_seconds": 30.5, "checks_seconds": 1.5, "criteria_seconds": 10.0, "builds": {}}}
+    rd = read_doc({**doc, "kind": "matrix", "results": [entry]}, "matrix/report.json")
+    assert rd.kind == "matrix"
+    assert sorted(rd.points) == [("cpu-gcc", "build_seconds", 30.5), ("cpu-gcc", "checks_seconds", 1.5),
+                                 ("cpu-gcc", "criteria_seconds", 10.0), ("cpu-gcc", "duration_s", 42.0)]
+
+
+def test_a_merge_of_several_machines_is_passed_over_for_its_sources(tmp_path, capsys):
+    doc = json.loads(KEPT[0].read_text())
+    assert doc["kind"] == "merged" and len(doc["merged_from"]) == 2  # one machine, one commit: kept
+    other = [doc["merged_from"][0], {**doc["merged_from"][1], "cpu": "Another CPU"}]
+    art = tmp_path / "artifacts"
+    for name, d in (("report-merged", {**doc, "merged_from": other}), ("report-gpu", json.loads(KEPT[1].read_text()))):
+        (art / name).mkdir(parents=True)
+        (art / name / "report.json").write_text(json.dumps(d))
+    assert main(["history", "--store", str(tmp_path / "h.sqlite"), "add", str(art)]) == 0
+    out = capsys.readouterr().out
+    assert "skipped  " in out and "merged from reports of different commits or machines" in out
+    assert "1 added, 0 kept before, 1 skipped" in out

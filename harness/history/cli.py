@@ -9,7 +9,7 @@ from pathlib import Path
 
 from harness.errors import HarnessError
 from harness.history import changes, commits, gitlog, hook, page, plots
-from harness.history.points import Reading, parse_report, read_reports
+from harness.history.points import Reading, Skipped, parse_report, read_reports
 from harness.history.store import Store, by_machine
 from harness.report.document import Report, _table
 from harness.spec.project import NoProject, locate
@@ -105,11 +105,16 @@ def _summary(st: Store, added: int, kept: int, skipped: int = 0) -> None:
 
 
 def cmd_add(st: Store, paths: list[Path], repo: Path | None) -> int:
-    readings = [rd for p in paths for rd in read_reports(p)]  # all read before any is kept
-    if not readings:
+    read = [rd for p in paths for rd in read_reports(p)]  # all read before any is kept
+    if not read:
         raise HarnessError(f"history add: no report.json in {', '.join(map(str, paths))}")
-    new = [_keep(st, rd, repo) for rd in readings]
-    _summary(st, sum(new), len(new) - sum(new))
+    new = []
+    for rd in read:
+        if isinstance(rd, Skipped):
+            print(f"skipped  {rd}")
+        else:
+            new.append(_keep(st, rd, repo))
+    _summary(st, sum(new), len(new) - sum(new), len(read) - len(new))
     return 0
 
 

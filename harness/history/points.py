@@ -22,6 +22,10 @@ from harness.spec import inputs
 COMPARE_PREFIX = "kite-compare/"
 
 
+class Skipped(HarnessError):
+    """A report that has no place of its own in a history (its sources do), said and passed over."""
+
+
 @dataclass(frozen=True)
 class Machine:
     cpu: str
@@ -101,6 +105,9 @@ def _result_points(r: dict[str, Any]) -> list[tuple[str, float]]:
     if dur is not None:
         out.append(("duration_s", dur))
     d = r.get("details") if isinstance(r.get("details"), dict) else {}
+    for key, v in d.items():  # a matrix entry's build, checks and criteria times
+        if key.endswith("_seconds") and _number(v) is not None:
+            out.append((key, float(v)))
     if r.get("kind") == "ab_timing" and isinstance(d.get("stats"), dict):
         for key, metric in (("median", "ratio"), ("ci_lower", "ci_lower"), ("ci_upper", "ci_upper")):
             v = _number(d["stats"].get(key))
@@ -129,6 +136,10 @@ def report_reading(doc: dict[str, Any], source: str) -> Reading:
     if not commit:
         raise HarnessError(f"{source}: the report names no commit (git.commit), so it has no place in a history")
     kind = doc.get("kind") if doc.get("kind") in ("matrix", "merged") else "verify"
+    sources = [m for m in doc.get("merged_from") or [] if isinstance(m, dict)] if kind == "merged" else []
+    if len({(m.get("commit"), m.get("cpu"), m.get("os")) for m in sources}) > 1:
+        raise Skipped(f"{source}: merged from reports of different commits or machines; add those reports "
+                      "(its merged_from lists them)")
     rd = Reading(canonical_digest(doc), source, kind, commit, _text(doc.get("started")), machine_of(doc))
     for r in doc["results"]:
         rd.points += [(r["id"], m, v) for m, v in _result_points(r)]
@@ -213,5 +224,12 @@ def _zip_reports(path: Path) -> Iterator[tuple[str, str]]:
         raise HarnessError(f"{path}: not a readable zip file: {e}") from None
 
 
-def read_reports(path: Path) -> list[Reading]:
-    return [parse_report(text, source) for source, text in find_reports(path)]
+def read_reports(path: Path) -> list[Reading | Skipped]:
+    """Every report at path, read; one that has no place of its own comes back as its Skipped."""
+    out: list[Reading | Skipped] = []
+    for source, text in find_reports(path):
+        try:
+            out.append(parse_report(text, source))
+        except Skipped as e:
+            out.append(e)
+    return out

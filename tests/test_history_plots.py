@@ -94,3 +94,40 @@ def test_a_series_picture_marks_its_change_points(tmp_path):
                                        ("ci_lower >= 1 and x", None), (None, None), ("median > 1e400x", None)])
 def test_threshold_of_a_bar(bar, want):
     assert plots.threshold(bar) == want
+
+
+def test_the_docs_picture_is_a_small_valid_svg():
+    p = REPO / "docs" / "history-decode.svg"
+    root = check_svg(p, high=60_000)
+    assert "decode tok/s" in ET.tostring(root, encoding="unicode")
+    assert "history-decode.svg" in (REPO / "docs" / "PERFORMANCE.md").read_text()
+
+
+def test_show_draws_a_rate_series_with_its_change_points(tmp_path, capsys):
+    """A store of 12 synthetic reports: decode ms 50 at six commits, then 45 (a planted speed-up)."""
+    pytest.importorskip("signal_processing_algorithms")
+    doc = json.loads((REAL / "report.json").read_text())
+    e8b = next(r for r in doc["results"] if r["id"] == "E8b")
+    folder = tmp_path / "reports"
+    for i in range(12):
+        ms = (50.0 if i < 6 else 45.0) + 0.1 * (i % 3)
+        pairs = [{**p, "b": ms} for p in e8b["details"]["pairs"]]
+        r = {**e8b, "details": {**e8b["details"], "pairs": pairs}}
+        d = folder / f"r{i:02d}"
+        d.mkdir(parents=True)
+        (d / "report.json").write_text(json.dumps({**doc, "git": {"commit": f"{i:02d}c0ffee"},
+                                                   "started": f"2026-12-0{1 + i // 10}T0{i % 10}:00:00Z",
+                                                   "results": [r]}))
+    store, svg = tmp_path / "h.sqlite", tmp_path / "decode.svg"
+    assert main(["history", "--store", str(store), "add", str(folder)]) == 0
+    capsys.readouterr()
+    assert main(["history", "--store", str(store), "show", "E8b", "--metric", "b.timings.decode_ms",
+                 "--rate", "64", "--svg", str(svg), "--ylabel", "decode tok/s"]) == 0
+    out = capsys.readouterr().out
+    assert "| 00c0ffee " in out and "1280" in out  # 64 x 1000 / 50 ms
+    assert "change at 06c0ffee (after 05c0ffee)" in out
+    assert "kite-harness bisect 05c0ffee 06c0ffee --workload E8b" in out
+    text = ET.tostring(check_svg(svg), encoding="unicode")
+    assert "decode tok/s" in text and "+11." in text  # the change point's size, marked
+    assert main(["history", "--store", str(store), "show", "E8b", "--rate", "0"]) == 2
+    assert main(["history", "--store", str(store), "changes", "E8b", "--metric", "b.timings.decode_ms"]) == 1

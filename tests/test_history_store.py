@@ -239,3 +239,37 @@ def test_a_merge_of_several_machines_is_passed_over_for_its_sources(tmp_path, ca
     out = capsys.readouterr().out
     assert "skipped  " in out and "merged from reports of different commits or machines" in out
     assert "1 added, 0 kept before, 1 skipped" in out
+
+
+def test_add_git_reads_each_kept_report_once(tmp_path, capsys):
+    """A repository whose history adds two reports, then deletes one: both are found, once each."""
+    import subprocess
+
+    repo = tmp_path / "repo"
+    (repo / "docs" / "results" / "a").mkdir(parents=True)
+
+    def git(*argv: str) -> None:
+        subprocess.run(["git", "-C", str(repo), *argv], check=True, capture_output=True,
+                       env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+                            "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+
+    git("init", "-q")
+    shutil.copy(KEPT[0], repo / "docs" / "results" / "a" / "report.json")
+    git("add", "-A")
+    git("commit", "-qm", "one")
+    (repo / "docs" / "results" / "b").mkdir()
+    shutil.copy(KEPT[1], repo / "docs" / "results" / "b" / "report.json")
+    (repo / "docs" / "results" / "b" / "notes.md").write_text("not a report")
+    git("add", "-A")
+    git("commit", "-qm", "two")
+    git("rm", "-rq", "docs/results/a")
+    git("commit", "-qm", "three")
+    store = tmp_path / "h.sqlite"
+    for _ in range(2):
+        assert main(["history", "--store", str(store), "add-git", "docs/results", "--git", str(repo)]) == 0
+    out = capsys.readouterr().out
+    assert "2 added, 0 kept before" in out and "0 added, 2 kept before" in out
+    with Store(store) as st:
+        assert st.counts()["reports"] == 2
+    assert main(["history", "--store", str(store), "add-git", "docs/results", "--git", str(tmp_path)]) == 2
+    assert "git log failed" in capsys.readouterr().err

@@ -14,9 +14,9 @@ def _git(repo: Path, *argv: str) -> str:
     try:
         r = subprocess.run(["git", "-C", str(repo), *argv], capture_output=True, text=True, timeout=120)
     except (OSError, subprocess.TimeoutExpired) as e:
-        raise HarnessError(f"git {' '.join(argv[:2])}: {e}") from None
+        raise HarnessError(f"git {argv[0]}: {e}") from None
     if r.returncode != 0:
-        raise HarnessError(f"{repo}: git {' '.join(argv[:2])} failed: {r.stderr.strip()[:300]}")
+        raise HarnessError(f"{repo}: git {argv[0]} failed: {r.stderr.strip()[:300]}")
     return r.stdout
 
 

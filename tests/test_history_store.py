@@ -273,3 +273,17 @@ def test_add_git_reads_each_kept_report_once(tmp_path, capsys):
         assert st.counts()["reports"] == 2
     assert main(["history", "--store", str(store), "add-git", "docs/results", "--git", str(tmp_path)]) == 2
     assert "git log failed" in capsys.readouterr().err
+
+
+def test_a_run_from_a_dirty_tree_is_marked(tmp_path, capsys):
+    doc = json.loads((RESULTS / "2026-12-01-h200-dead401" / "report.json").read_text())
+    d = tmp_path / "r"
+    d.mkdir()
+    (d / "report.json").write_text(json.dumps({**doc, "git": {**doc["git"], "dirty": True}}))
+    store = tmp_path / "h.sqlite"
+    assert main(["history", "--store", str(store), "add", str(d), str(RESULTS / "2026-12-01-h200-dead401")]) == 0
+    with Store(store) as st:
+        assert [p.dirty for p in st.series("E8b", "ratio")] == [True, False]  # same commit and start: added order
+    capsys.readouterr()
+    main(["history", "--store", str(store), "show", "E8b"])
+    assert capsys.readouterr().out.count("(dirty)") == 1

@@ -157,7 +157,8 @@ def cmd_show(st: Store, series: str, metric: str | None, rate: float | None = No
         revs = [p.revision for p in pts]
         values = [rate * 1000 / p.value if rate else p.value for p in pts]
         print(f"{series} {shown} on {machine.label()}:")
-        print(_table([[r[:10], p.commit_time, p.started, f"{v:.6g}"] for r, p, v in zip(revs, pts, values, strict=True)],
+        print(_table([[r[:10] + (" (dirty)" if p.dirty else ""), p.commit_time, p.started, f"{v:.6g}"]
+                      for r, p, v in zip(revs, pts, values, strict=True)],
                      ["commit", "commit time", "run started", shown]))
         found = _print_changes(series, values, revs)
         lines.append((machine.gpu if machine.gpu != "no GPU" else machine.cpu, revs, values, found))

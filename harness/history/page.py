@@ -69,7 +69,7 @@ def criterion_page(st: Store, series: str, out: Path, drawn: Written) -> str:
             revs, vals = [p.revision for p in pts], [p.value for p in pts]
             found = changes.find(vals, revs) if can_find else []
             lines.append((machine.gpu if machine.gpu != "no GPU" else machine.cpu, revs, vals, found))
-            rows += [[esc(p.revision[:10]), esc(p.commit_time), esc(machine.label()), f"{p.value:.6g}"] for p in pts]
+            rows += [[esc(p.revision[:10]) + (" (dirty)" if p.dirty else ""), esc(p.commit_time), esc(machine.label()), f"{p.value:.6g}"] for p in pts]
             found_rows += [[esc(machine.label()), esc(c.commit_range()), f"{c.median_before:.4g}",
                             f"{c.median_after:.4g}", f"{c.size * 100:+.1f} %", esc(changes.pvalue_text(c)),
                             f"<code>{esc(c.bisect_command(series))}</code>"] for c in found]

@@ -45,6 +45,7 @@ class Reading:
     commit: str
     started: str
     machine: Machine
+    dirty: bool = False  # made from a tree with uncommitted changes: the commit is only its base
     points: list[tuple[str, str, float]] = field(default_factory=list)  # (series, metric, value)
     verdicts: list[dict[str, Any]] = field(default_factory=list)  # series, kind, verdict, reason, detail
 
@@ -140,7 +141,8 @@ def report_reading(doc: dict[str, Any], source: str) -> Reading:
     if len({(m.get("commit"), m.get("cpu"), m.get("os")) for m in sources}) > 1:
         raise Skipped(f"{source}: merged from reports of different commits or machines; add those reports "
                       "(its merged_from lists them)")
-    rd = Reading(canonical_digest(doc), source, kind, commit, _text(doc.get("started")), machine_of(doc))
+    rd = Reading(canonical_digest(doc), source, kind, commit, _text(doc.get("started")), machine_of(doc),
+                 dirty=git.get("dirty") is True)
     for r in doc["results"]:
         rd.points += [(r["id"], m, v) for m, v in _result_points(r)]
         d = r.get("details") or {}
@@ -157,7 +159,8 @@ def compare_reading(doc: dict[str, Any], source: str) -> Reading:
     workloads = doc.get("workloads")
     if not commit or not isinstance(workloads, list):
         raise HarnessError(f"{source}: a compare report needs head.commit and a `workloads` list")
-    rd = Reading(canonical_digest(doc), source, "compare", commit, _text(doc.get("started")), machine_of(doc))
+    rd = Reading(canonical_digest(doc), source, "compare", commit, _text(doc.get("started")), machine_of(doc),
+                 dirty=head.get("dirty") is True)
     for i, w in enumerate(workloads):
         if not isinstance(w, dict) or not _text(w.get("id")):
             raise HarnessError(f"{source}: workloads[{i}] has no id")

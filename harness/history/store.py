@@ -24,8 +24,8 @@ CREATE TABLE machines (id INTEGER PRIMARY KEY, cpu TEXT NOT NULL, gpu TEXT NOT N
                        UNIQUE (cpu, gpu, driver));
 CREATE TABLE reports (id INTEGER PRIMARY KEY, digest TEXT NOT NULL UNIQUE, source TEXT NOT NULL,
                       kind TEXT NOT NULL, revision TEXT NOT NULL, commit_time TEXT NOT NULL,
-                      started TEXT NOT NULL, machine INTEGER NOT NULL REFERENCES machines (id),
-                      added TEXT NOT NULL);
+                      dirty INTEGER NOT NULL, started TEXT NOT NULL,
+                      machine INTEGER NOT NULL REFERENCES machines (id), added TEXT NOT NULL);
 CREATE TABLE points (report INTEGER NOT NULL REFERENCES reports (id), series TEXT NOT NULL,
                      metric TEXT NOT NULL, value REAL NOT NULL, PRIMARY KEY (report, series, metric));
 CREATE TABLE verdicts (report INTEGER NOT NULL REFERENCES reports (id), series TEXT NOT NULL,
@@ -47,6 +47,7 @@ class Point:
     machine: Machine
     value: float
     report: int
+    dirty: bool = False  # the run's tree had uncommitted changes
 
 
 class Store:
@@ -113,9 +114,9 @@ class Store:
             mid = self.db.execute("SELECT id FROM machines WHERE cpu = ? AND gpu = ? AND driver = ?",
                                   (m.cpu, m.gpu, m.driver)).fetchone()[0]
             cur = self.db.execute(
-                "INSERT INTO reports (digest, source, kind, revision, commit_time, started, machine, added) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (rd.digest, rd.source, rd.kind, rd.commit, commit_time, rd.started, mid,
+                "INSERT INTO reports (digest, source, kind, revision, commit_time, dirty, started, machine, added) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (rd.digest, rd.source, rd.kind, rd.commit, commit_time, int(rd.dirty), rd.started, mid,
                  datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")))
             rid = cur.lastrowid
             self.db.executemany("INSERT OR REPLACE INTO points VALUES (?, ?, ?, ?)",
@@ -143,10 +144,10 @@ class Store:
     def series(self, series: str, metric: str) -> list[Point]:
         """The values of one series and metric, all machines, in commit-time order."""
         rows = self.db.execute(
-            "SELECT r.revision, r.commit_time, r.started, m.cpu, m.gpu, m.driver, p.value, r.id "
+            "SELECT r.revision, r.commit_time, r.started, m.cpu, m.gpu, m.driver, p.value, r.id, r.dirty "
             "FROM points p JOIN reports r ON r.id = p.report JOIN machines m ON m.id = r.machine "
             "WHERE p.series = ? AND p.metric = ? ORDER BY r.commit_time, r.started, r.id", (series, metric))
-        return [Point(a, b, c, Machine(d, e, f), v, rid) for a, b, c, d, e, f, v, rid in rows]
+        return [Point(a, b, c, Machine(d, e, f), v, rid, bool(dirty)) for a, b, c, d, e, f, v, rid, dirty in rows]
 
     def verdicts(self, series: str) -> list[dict[str, Any]]:
         rows = self.db.execute(

@@ -287,3 +287,43 @@ def test_a_run_from_a_dirty_tree_is_marked(tmp_path, capsys):
     capsys.readouterr()
     main(["history", "--store", str(store), "show", "E8b"])
     assert capsys.readouterr().out.count("(dirty)") == 1
+
+
+class FailingWrites:
+    """A connection whose insert of a report fails, as on a full disk."""
+
+    def __init__(self, db: sqlite3.Connection):
+        self.db = db
+
+    def __getattr__(self, name):
+        return getattr(self.db, name)
+
+    def __enter__(self):
+        return self.db.__enter__()
+
+    def __exit__(self, *exc):
+        return self.db.__exit__(*exc)
+
+    def execute(self, sql, *a):
+        if sql.startswith("INSERT INTO reports"):
+            raise sqlite3.OperationalError("database or disk is full")
+        return self.db.execute(sql, *a)
+
+
+def test_a_failed_write_leaves_the_store_as_it_was(tmp_path):
+    p = tmp_path / "h.sqlite"
+    with Store(p) as st:
+        st.add(read_reports(KEPT[0])[0], "2026-12-01T00:00:00Z")
+    before = dump(p)
+    with Store(p) as st:
+        st.db = FailingWrites(st.db)
+        with pytest.raises(HarnessError, match="cannot write the history store: database or disk is full"):
+            st.add(read_reports(KEPT[1])[0], "2026-12-01T00:00:00Z")
+    assert dump(p) == before
+
+
+def test_an_artifact_that_is_not_a_zip_is_named(tmp_path, capsys):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "report-x.zip").write_bytes(b"PK but not really a zip")
+    assert main(["history", "--store", str(tmp_path / "h.sqlite"), "add", str(tmp_path / "a")]) == 2
+    assert "report-x.zip: not a readable zip file" in capsys.readouterr().err

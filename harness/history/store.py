@@ -61,6 +61,8 @@ class Store:
             path.parent.mkdir(parents=True, exist_ok=True)
             self.db = sqlite3.connect(str(path))
             self._open()
+        except sqlite3.OperationalError as e:  # no permission, no room, locked by another writer
+            raise HarnessError(f"{path}: cannot open the history store: {e}") from None
         except sqlite3.DatabaseError as e:
             raise HarnessError(f"{path}: not a kite history store ({e})") from None
         except OSError as e:
@@ -107,6 +109,13 @@ class Store:
         """Keep one report; False (and nothing changed) when the same content is already kept."""
         if self.db.execute("SELECT 1 FROM reports WHERE digest = ?", (rd.digest,)).fetchone():
             return False
+        try:
+            self._insert(rd, commit_time)
+        except sqlite3.Error as e:  # the transaction is rolled back: the store is as it was
+            raise HarnessError(f"{self.path}: cannot write the history store: {e}") from None
+        return True
+
+    def _insert(self, rd: Reading, commit_time: str) -> None:
         m = rd.machine
         with self.db:
             self.db.execute("INSERT OR IGNORE INTO machines (cpu, gpu, driver) VALUES (?, ?, ?)",
@@ -125,7 +134,6 @@ class Store:
                                 [(rid, v["series"], v["kind"], v["verdict"], v["reason"],
                                   json.dumps(v["detail"]) if v["detail"] is not None else None)
                                  for v in rd.verdicts])
-        return True
 
     # ---- reading ---------------------------------------------------------------------------
 

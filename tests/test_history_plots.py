@@ -131,3 +131,14 @@ def test_show_draws_a_rate_series_with_its_change_points(tmp_path, capsys):
     assert "decode tok/s" in text and "+11." in text  # the change point's size, marked
     assert main(["history", "--store", str(store), "show", "E8b", "--rate", "0"]) == 2
     assert main(["history", "--store", str(store), "changes", "E8b", "--metric", "b.timings.decode_ms"]) == 1
+
+
+def test_a_report_drawn_after_it_was_added_is_still_the_same_report(tmp_path, capsys):
+    d = real_report(tmp_path)
+    store = tmp_path / "h.sqlite"
+    assert main(["history", "--store", str(store), "add", str(d)]) == 0
+    assert main(["history", "plot", str(d)]) == 0
+    assert "plots" in json.loads((d / "report.json").read_text())
+    capsys.readouterr()
+    assert main(["history", "--store", str(store), "add", str(d)]) == 0
+    assert "0 added, 1 kept before" in capsys.readouterr().out

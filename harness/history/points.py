@@ -50,8 +50,13 @@ class Reading:
     verdicts: list[dict[str, Any]] = field(default_factory=list)  # series, kind, verdict, reason, detail
 
 
+PRESENTATION = ("plots",)  # what `history plot` adds to a report: not part of its content
+
+
 def canonical_digest(doc: Any) -> str:
-    """Same content, same digest, wherever the file lies and however it is indented."""
+    """Same content, same digest, wherever the file lies, however it is indented, drawn or not."""
+    if isinstance(doc, dict):
+        doc = {k: v for k, v in doc.items() if k not in PRESENTATION}
     text = json.dumps(doc, sort_keys=True, separators=(",", ":"), default=str)
     return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 

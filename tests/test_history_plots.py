@@ -142,3 +142,18 @@ def test_a_report_drawn_after_it_was_added_is_still_the_same_report(tmp_path, ca
     capsys.readouterr()
     assert main(["history", "--store", str(store), "add", str(d)]) == 0
     assert "0 added, 1 kept before" in capsys.readouterr().out
+
+
+def test_a_picture_that_fails_costs_verify_nothing(fake_repo, monkeypatch):
+    from tests.test_history_store import AB
+
+    def broken(*a, **k):
+        raise RuntimeError("planted: the renderer failed")
+
+    monkeypatch.delenv("KITE_HISTORY", raising=False)
+    monkeypatch.setattr(plots, "ab_svg", broken)
+    fake_repo.register(fake_repo.criteria(AB))
+    messages: list[str] = []
+    assert fake_repo.verify(messages=messages) == 0
+    assert "history: no pictures: RuntimeError: planted: the renderer failed" in messages
+    assert fake_repo.report()["status"] == "complete" and "plots" not in fake_repo.report()

@@ -66,8 +66,8 @@ def after_report(root: Path, rep: Report, say: Callable[[str], None]) -> None:
         if drawn:
             rep.doc["plots"] = drawn
             rep.write()
-    except (OSError, HarnessError, ValueError) as e:
-        say(f"history: no pictures: {e}")
+    except Exception as e:  # noqa: BLE001 - matplotlib may fail in its own ways; the verdicts stand
+        say(f"history: no pictures: {type(e).__name__}: {e}")
     try:
         store = configured_store(root)
         if store is not None and add_report(store, rep.doc, str(rep.dir / "report.json"), root):

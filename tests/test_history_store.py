@@ -158,8 +158,8 @@ COMPARE = {"schema": "kite-compare/1", "started": "2026-12-02T08:00:00Z",
 def test_a_compare_report_goes_in_through_its_reader(tmp_path):
     rd = read_doc(COMPARE, "compare/report.json")
     assert rd.kind == "compare" and rd.commit == "abc1234" and rd.machine.cpu == "Some CPU"
-    assert sorted(rd.points) == [("decode-q8", "ci_lower", 0.99), ("decode-q8", "ci_upper", 1.04),
-                                 ("decode-q8", "ratio", 1.02)]
+    assert sorted(rd.points) == [("decode-q8", "compare.ci_lower", 0.99), ("decode-q8", "compare.ci_upper", 1.04),
+                                 ("decode-q8", "compare.ratio", 1.02)]
     assert rd.verdicts[0]["verdict"] == "PASS" and rd.verdicts[0]["detail"]["ratios"] == [1.02]
     with pytest.raises(HarnessError, match="head.commit"):
         read_doc({**COMPARE, "head": {}}, "x")
@@ -327,3 +327,15 @@ def test_an_artifact_that_is_not_a_zip_is_named(tmp_path, capsys):
     (tmp_path / "a" / "report-x.zip").write_bytes(b"PK but not really a zip")
     assert main(["history", "--store", str(tmp_path / "h.sqlite"), "add", str(tmp_path / "a")]) == 2
     assert "report-x.zip: not a readable zip file" in capsys.readouterr().err
+
+
+def test_a_compare_report_is_added_and_shown(tmp_path, capsys):
+    d = tmp_path / "compare"
+    d.mkdir()
+    (d / "report.json").write_text(json.dumps(COMPARE))
+    store = tmp_path / "h.sqlite"
+    assert main(["history", "--store", str(store), "add", str(d)]) == 0
+    assert "(compare, abc1234 at 2026-12-02T08:00:00Z (run start), no GPU)" in capsys.readouterr().out
+    assert main(["history", "--store", str(store), "show", "decode-q8"]) == 0
+    out = capsys.readouterr().out
+    assert "decode-q8 compare.ratio on Some CPU; no GPU:" in out and "| abc1234 " in out

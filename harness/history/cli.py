@@ -36,7 +36,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--git", type=Path, metavar="DIR", help="the repository (default: the project)")
     s = sub.add_parser("show", help="print one series (criterion or workload) by commit, and its change points")
     s.add_argument("series", metavar="ID", help="a criterion or workload id")
-    s.add_argument("--metric", metavar="M", help="default: ratio for an A/B criterion, else duration_s")
+    s.add_argument("--metric", metavar="M", help="default: ratio for an A/B criterion, compare.ratio for a "
+                                                  "compare workload, else duration_s")
     s.add_argument("--rate", type=float, metavar="N", help="show N * 1000 / value: a time in ms for N events "
                                                             "as events per second (e.g. decode steps as tok/s)")
     s.add_argument("--svg", type=Path, metavar="FILE", help="also draw the series, change points marked")
@@ -139,7 +140,7 @@ def _default_metric(st: Store, series: str) -> str:
     if not ms:
         known = st.series_ids()
         raise HarnessError(f"history: no series {series!r} in the store; known: {', '.join(known[:40]) or 'none'}")
-    return "ratio" if "ratio" in ms else "duration_s" if "duration_s" in ms else ms[0]
+    return next((m for m in ("ratio", "compare.ratio", "duration_s") if m in ms), ms[0])
 
 
 def cmd_show(st: Store, series: str, metric: str | None, rate: float | None = None, svg: Path | None = None,

@@ -51,7 +51,7 @@ def page_metrics(st: Store, series: str) -> list[str]:
     """The metrics drawn on a criterion's page: an A/B verdict's ratio and each side's figure,
     else the duration."""
     ms = st.metrics(series)
-    chosen = [m for m in ms if m == "ratio" or m.startswith(("a.", "b."))]
+    chosen = [m for m in ms if m in ("ratio", "compare.ratio") or m.startswith(("a.", "b."))]
     return chosen or [m for m in ms if m == "duration_s"]
 
 

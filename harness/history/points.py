@@ -172,7 +172,7 @@ def compare_reading(doc: dict[str, Any], source: str) -> Reading:
         for key in ("ratio", "ci_lower", "ci_upper"):
             v = _number(w.get(key))
             if v is not None:
-                rd.points.append((w["id"], key, v))
+                rd.points.append((w["id"], f"compare.{key}", v))  # head over base: not a criterion's a/b
         rd.verdicts.append({"series": w["id"], "kind": "compare", "verdict": _text(w.get("verdict")) or "?",
                             "reason": _text(w.get("bytes")), "detail": ab_detail({
                                 "pass_if": w.get("pass_if"), "pairs": w.get("pairs"),

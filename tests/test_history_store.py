@@ -102,6 +102,7 @@ def test_reports_that_cannot_go_in_say_why(tmp_path, capsys):
     (bad / "report.json").write_text("{")
     assert main(["history", "--store", str(tmp_path / "h.sqlite"), "add", str(bad)]) == 2
     assert "not JSON" in capsys.readouterr().err
+    assert not (tmp_path / "h.sqlite").exists()  # nothing read, no store made
     assert main(["history", "--store", str(tmp_path / "none.sqlite"), "show", "E8b"]) == 2
     assert "no history store" in capsys.readouterr().err
 

@@ -76,9 +76,12 @@ def run(args: argparse.Namespace) -> int:
     if act == "plot":
         return cmd_plot(args.report)
     path = store_path(args, root)
+    read = [rd for p in args.paths for rd in read_reports(p)] if act == "add" else []  # all before any is kept
+    if act == "add" and not read:
+        raise HarnessError(f"history add: no report.json in {', '.join(map(str, args.paths))}")
     with Store(path, create=act in ("add", "add-git")) as st:
         if act == "add":
-            return cmd_add(st, args.paths, args.git or root)
+            return cmd_add(st, read, args.git or root)
         if act == "add-git":
             repo = args.git or root
             if repo is None:
@@ -105,10 +108,7 @@ def _summary(st: Store, added: int, kept: int, skipped: int = 0) -> None:
           + f"; {c['reports']} reports, {c['points']} values")
 
 
-def cmd_add(st: Store, paths: list[Path], repo: Path | None) -> int:
-    read = [rd for p in paths for rd in read_reports(p)]  # all read before any is kept
-    if not read:
-        raise HarnessError(f"history add: no report.json in {', '.join(map(str, paths))}")
+def cmd_add(st: Store, read: list[Reading | Skipped], repo: Path | None) -> int:
     new = []
     for rd in read:
         if isinstance(rd, Skipped):

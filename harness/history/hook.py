@@ -5,13 +5,13 @@ pyproject.toml, or KITE_HISTORY, which wins)."""
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
 from harness.history import commits, plots
+from harness.history.plots import file_name
 from harness.history.points import ab_detail, read_doc
 from harness.history.store import Store
 from harness.report.document import Report
@@ -19,11 +19,6 @@ from harness.spec.project import tool_setting
 
 HISTORY_ENV = "KITE_HISTORY"
 PLOTS_DIR = "plots"
-
-
-def file_name(series: str) -> str:
-    """A criterion id as a file name (ids are letters, digits, - and _; anything else becomes _)."""
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", series).lstrip(".") or "_"
 
 
 def configured_store(root: Path) -> Path | None:

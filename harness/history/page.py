@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.history import changes, plots
-from harness.history.hook import file_name
+from harness.history.plots import file_name
 from harness.history.store import Store, by_machine
 
 CHECK = """<script>

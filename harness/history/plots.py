@@ -16,6 +16,11 @@ NEEDS = "plots need matplotlib: pip install -e '.[plots]'"
 _BAR = re.compile(r"^\s*(ci_lower|ci_upper|median)\s*(>=|<=|>|<)\s*([0-9.eE+-]+)\s*$")
 
 
+def file_name(series: str) -> str:
+    """A criterion id as a file name (ids are letters, digits, - and _; anything else becomes _)."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", series).lstrip(".") or "_"
+
+
 def _pyplot():  # noqa: ANN202 - matplotlib.pyplot, set up for files only
     try:
         import matplotlib

@@ -21,6 +21,7 @@ PROJECT = nox.project.load_toml(HERE / "pyproject.toml")["project"]
 RUNTIME = list(PROJECT["dependencies"])
 TESTS = [*RUNTIME, *PROJECT["optional-dependencies"]["test"]]
 LINT = list(PROJECT["optional-dependencies"]["lint"])
+PLOTS = list(PROJECT["optional-dependencies"]["plots"])  # the history's pictures and change points
 
 
 def _install(session: nox.Session, *packages: str) -> None:
@@ -51,7 +52,7 @@ def build(session: nox.Session) -> None:
 @nox.session
 def tests(session: nox.Session) -> None:
     """pytest: the harness's unit tests and the native integration tests."""
-    _install(session, *TESTS)
+    _install(session, *TESTS, *PLOTS)
     session.run("python", "-m", "pytest", "-q", "-m", "not llamacpp", *(session.posargs or ["tests"]),
                 external=True)
 

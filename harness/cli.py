@@ -18,6 +18,7 @@ import yaml
 from harness import __version__
 from harness.build.cmake import build
 from harness.errors import HarnessError, SchemaErrors
+from harness.history import cli as history_cli
 from harness.matrix import cli as matrix_cli
 from harness.matrix.cross import merge_reports
 from harness.matrix.spec import load_matrix, registrable
@@ -295,6 +296,10 @@ def cmd_merge(args: argparse.Namespace) -> int:
     return rc
 
 
+def cmd_history(args: argparse.Namespace) -> int:
+    return history_cli.run(args)
+
+
 def cmd_fuzz(args: argparse.Namespace) -> int:
     """libFuzzer over the GGUF reader and the model loader; --sanitizers for the ASan/valgrind runs."""
     return int(fuzz.run(args, _root(args)))
@@ -422,6 +427,10 @@ def make_parser() -> argparse.ArgumentParser:
               "exit status: 0 no finding, 1 a finding or a failed sanitizer run, 2 usage or harness error",
               cmd_fuzz, fuzz.DESCRIPTION)
     fuzz.add_arguments(fz)
+
+    hi = _sub(sub, "history", "keep reports by commit; change points, pictures, a static page",
+              history_cli.EXIT, cmd_history, history_cli.DESCRIPTION)
+    history_cli.add_arguments(hi)
     return p
 
 

@@ -20,6 +20,7 @@ from harness.build.cmake import BuildResult, PartResult, build
 from harness.spec.config import Config
 from harness.spec.criteria import Criterion
 from harness.errors import HarnessError, SchemaErrors
+from harness.history import hook as history
 from harness.run.probes import Probes
 from harness.run.runner import Context
 from harness.run.suite import Judged, Models, judge
@@ -281,6 +282,7 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
     missing = not_run(every, rep)
     rep.doc["not_run"] = missing
     rep.write(final=True, status="partial" if missing else "complete")
+    history.after_report(cfg.root, rep, say)  # A/B pictures; the history store when configured
     github.publish(rep.doc, rdir)
     s = rep.summarize()
     say(f"{s['passed']} passed, {s['failed']} failed, {s['skipped']} skipped -> {rdir / 'report.md'}"

@@ -1,5 +1,5 @@
 """The harness's import graph (read with ast, nothing imported): stages import only downward
-(spec < build < run < report < matrix/tools < verify/cli; errors.py and process.py are the base),
+(spec < build < run < report < matrix/tools/history < verify/cli; errors.py and process.py are the base),
 no circle, and no function-local import of a harness module (that only hides a circle). A
 function-local import of a third-party module is fine (optional heavy dependencies)."""
 
@@ -19,7 +19,7 @@ STAGES = {
     "models": 2, "build": 2,  # the inputs the runs need: model files, built programs
     "run": 3,
     "report": 4,
-    "matrix": 5, "tools": 5,
+    "matrix": 5, "tools": 5, "history": 5,
     "verify": 6,
     "cli": 7, "__main__": 8,
 }

@@ -274,10 +274,14 @@ def render_markdown(doc: dict[str, Any]) -> str:
     for r in doc.get("results", []):
         label = " *(exploratory: not pre-registered)*" if r.get("exploratory") else ""
         label += " *(unstable)*" if stability_text(r) else ""
-        rows.append([r["id"], r["kind"], r["verdict"] + label, f"{r.get('duration_s', 0):.1f}",
+        plot = ((doc.get("plots") or {}).get("files") or {}).get(r["id"])  # harness/history/hook.py draws it
+        rows.append([r["id"] + (f" ([plot]({plot}))" if plot else ""), r["kind"], r["verdict"] + label,
+                     f"{r.get('duration_s', 0):.1f}",
                      _clip(r.get("reason", "")), f"`{r['reproduce']}`" if r.get("reproduce") else ""])
     lines.append(_table(rows, ["id", "kind", "verdict", "s", "reason", "reproduce"]))
     lines.append("")
+    if (doc.get("plots") or {}).get("note"):
+        lines += [f"*{doc['plots']['note']}*", ""]
     for r in doc.get("results", []):
         lines += _detail_md(r)
     builds = doc.get("builds") or {}

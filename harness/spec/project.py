@@ -22,7 +22,7 @@ else:  # Python 3.10: the same parser, as the tomli package (a dependency there)
     import tomli as tomllib
 
 DEFAULT_CONFIG = Path("configs") / "engine.yaml"
-TOOL_KEYS = ("config",)
+TOOL_KEYS = ("config", "history")  # history: the history store verify adds to (docs/HISTORY.md)
 # Model recipes shipped with the harness (package data); a project's own come first.
 BUILTIN_RECIPES = Path(__file__).resolve().parents[1] / "models" / "builtin"
 
@@ -69,8 +69,27 @@ def find_project(start: Path) -> Project:
                       "a [tool.kite] table in pyproject.toml); run it inside a project or give --root")
 
 
+def tool_setting(root: Path, key: str) -> str | None:
+    """A text setting of the [tool.kite] table in root/pyproject.toml; None when it is not set."""
+    value = (_tool_table(root / "pyproject.toml") or {}).get(key)
+    if value is not None and (not isinstance(value, str) or not value):
+        raise ConfigError(f"{root / 'pyproject.toml'}: [tool.kite] {key} must be a path (relative to {root})")
+    return value
+
+
 def _tool_config(pyproject: Path) -> Path | None:
     """[tool.kite]'s config path (default configs/engine.yaml); None without a [tool.kite] table."""
+    table = _tool_table(pyproject)
+    if table is None:
+        return None
+    config = table.get("config", DEFAULT_CONFIG.as_posix())
+    if not isinstance(config, str) or not config:
+        raise ConfigError(f"{pyproject}: [tool.kite] config must be a path (relative to {pyproject.parent})")
+    return Path(config)
+
+
+def _tool_table(pyproject: Path) -> dict | None:
+    """The [tool.kite] table, its keys checked; None without one."""
     try:
         text = inputs.read_text(pyproject, inputs.MAX_CONFIG)  # refuses a FIFO without blocking on it
     except FileNotFoundError:
@@ -94,10 +113,7 @@ def _tool_config(pyproject: Path) -> Path | None:
     if unknown:
         raise ConfigError(f"{pyproject}: [tool.kite]: unknown key(s) {', '.join(unknown)}; allowed: "
                           f"{', '.join(TOOL_KEYS)}")
-    config = table.get("config", DEFAULT_CONFIG.as_posix())
-    if not isinstance(config, str) or not config:
-        raise ConfigError(f"{pyproject}: [tool.kite] config must be a path (relative to {pyproject.parent})")
-    return Path(config)
+    return table
 
 
 def recipe_folders(search: Sequence[Path] = ()) -> list[Path]:

@@ -14,7 +14,6 @@ import pytest
 
 from harness.report import github
 from harness.report.document import _table, render_junit, render_markdown
-from harness.report.text import cell, printable
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(os.name == "nt", reason="POSIX fake engine")
@@ -38,6 +37,8 @@ def _crit(title: str) -> str:
 
 
 def test_printable_escapes_each_unsafe_character():
+    from harness.report.text import cell, printable
+
     assert printable("a\x1b[1mb\x00c\rd\u202ee\u200ff\ufeffg\x85h\x7fi\tj\nk") == \
         "a\\x1b[1mb\\x00c\\x0dd\\u202ee\\u200ff\\ufeffg\\x85h\\x7fi\tj\nk"
     assert printable("plain é ü 中 text") == "plain é ü 中 text"

@@ -116,3 +116,16 @@ def test_report_json_of_a_closed_pipe_run_is_whole(fake_repo):
     _closed_pipe_run(["-m", "harness", "--root", str(fake_repo.root), "verify"])
     doc = json.loads((fake_repo.reports / "latest" / "report.json").read_text())
     assert doc["summary"]["passed"] == 1 and doc["finished"]
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_report_into_a_full_disk_warns_and_keeps_its_verdict(fake_repo):
+    """Not a reader that left but a write error (ENOSPC): said once on stderr; the status is the verdict's."""
+    _suite(fake_repo, failing=True)
+    assert fake_repo.verify() == 1
+    with open("/dev/full", "w") as full:
+        p = subprocess.run([sys.executable, "-m", "harness", "report", str(fake_repo.reports / "latest")], cwd=REPO,
+                           stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
+    assert p.returncode == 1
+    assert p.stderr == ("harness: warning: cannot write to stdout ([Errno 28] No space left on device); "
+                        "the rest of the output is dropped\n")

@@ -25,7 +25,6 @@ from harness.models import cli as models_cli
 from harness.process import run_process
 from harness.report.document import Report, render_junit, render_markdown, resolve_latest
 from harness.report.document import _table as table
-from harness.report.text import printable
 from harness.run.probes import Probes
 from harness.run.runner import Context, CriterionFail, prepare
 from harness.spec import criteria as C
@@ -42,11 +41,11 @@ PROG = "harness"  # one name in usage and error lines (`python -m harness`, `kit
 
 
 def _err(msg: str) -> None:
-    print(printable(f"{PROG}: error: {msg}"), file=sys.stderr)
+    print(f"{PROG}: error: {msg}", file=sys.stderr)
 
 
 def _say(msg: str) -> None:
-    print(printable(msg), file=sys.stderr, flush=True)  # engine text: no escape sequence reaches the terminal
+    print(msg, file=sys.stderr, flush=True)
 
 
 def _project(args: argparse.Namespace) -> Project:
@@ -441,7 +440,7 @@ def _main(argv: list[str] | None) -> int:
             _err(e.messages[0])
         else:
             for m in e.messages:
-                print(printable(m), file=sys.stderr)
+                print(m, file=sys.stderr)
             n = len(e.messages)
             _err(f"{n} problem{'s' if n != 1 else ''} in the {'criteria' if criteria else 'configuration'}")
         return 2

@@ -1,7 +1,9 @@
 """The console (stdout, stderr) as a side channel: a write that fails (the reader of a pipe went
 away: `verify | head -1`, `report | true`; a full disk) never changes what a command does or its
 exit status. From its first failed write on, a stream's descriptor points at /dev/null, so the
-run goes on, writes its report, and exits with its verdict."""
+run goes on, writes its report, and exits with its verdict. Text written is made printable
+(harness/text.py): an engine's escape sequence or bidi control never reaches the terminal; bytes
+written to `.buffer` (`harness run` copying the engine's output) pass as they are."""
 
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ import os
 import sys
 from collections.abc import Iterator
 from typing import Any
+
+from harness.text import printable
 
 
 class _State:
@@ -55,7 +59,8 @@ class Guarded:
     def write(self, data: Any) -> int:
         if not self._state.dropped:
             try:
-                return self._stream.write(data)
+                self._stream.write(printable(data) if isinstance(data, str) else data)
+                return len(data)
             except (OSError, ValueError) as e:
                 self._state.drop(e)
         return len(data)

@@ -111,6 +111,24 @@ def test_a_failed_console_write_is_dropped_not_raised():
     assert sys.stdout is saved
 
 
+def test_console_text_is_printable_and_bytes_pass():
+    """Text on the console is escaped (an engine's colour or bidi control never reaches the
+    terminal); bytes through .buffer (`harness run` copying the engine's output) are not."""
+    class Out(io.StringIO):
+        buffer = io.BytesIO()
+
+    saved = sys.stdout
+    sys.stdout = out = Out()
+    try:
+        with console.guarded():
+            print("a\x1b[31mb\u202ec é")
+            sys.stdout.buffer.write(b"\x1b[0m")
+    finally:
+        sys.stdout = saved
+    assert out.getvalue() == "a\\x1b[31mb\\u202ec é\n"
+    assert Out.buffer.getvalue() == b"\x1b[0m"
+
+
 def test_report_json_of_a_closed_pipe_run_is_whole(fake_repo):
     _suite(fake_repo, failing=False)
     _closed_pipe_run(["-m", "harness", "--root", str(fake_repo.root), "verify"])

@@ -37,7 +37,8 @@ def _crit(title: str) -> str:
 
 
 def test_printable_escapes_each_unsafe_character():
-    from harness.report.text import cell, printable
+    from harness.report.document import cell
+    from harness.text import printable
 
     assert printable("a\x1b[1mb\x00c\rd\u202ee\u200ff\ufeffg\x85h\x7fi\tj\nk") == \
         "a\\x1b[1mb\\x00c\\x0dd\\u202ee\\u200ff\\ufeffg\\x85h\\x7fi\tj\nk"

@@ -12,7 +12,7 @@ from typing import Any
 
 from harness.errors import HarnessError
 from harness.run.result import Result, utc_now  # noqa: F401 - re-exported: the writers' input
-from harness.report.text import cell, printable
+from harness.text import printable
 from harness.spec import inputs
 
 SCHEMA = "kite-report/1"
@@ -217,6 +217,11 @@ def stability_text(r: dict[str, Any]) -> str:
 
 
 # ---- Markdown -------------------------------------------------------------------------------
+
+def cell(text: str) -> str:
+    """One Markdown table cell: printable, on one line, with `|` escaped (it would end the cell)."""
+    return printable(" ".join(text.splitlines())).replace("|", "\\|")
+
 
 def _table(rows: list[list[Any]], headers: list[str]) -> str:
     # text cells escaped (a `|` from an engine's message would split its row); numbers as they are

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from harness.report.document import render_markdown
-from harness.report.text import printable
+from harness.text import printable
 
 
 def _data(text: str) -> str:

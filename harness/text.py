@@ -1,7 +1,8 @@
 """Text from engines, criteria files and builds, made safe to show: every control character
 (an escape sequence, NUL, a carriage return), bidirectional control (which reorders what a reader
-sees) and character XML cannot hold becomes a visible escape (\\x1b, \\u202e). Every writer of a
-report or console line passes its text through `printable` (report.json keeps the data as is)."""
+sees) and character XML cannot hold becomes a visible escape (\\x1b, \\u202e). The report
+writers (report.md, junit.xml, GitHub annotations) and the console (harness/console.py) pass
+every text through `printable`; report.json keeps the data as it was."""
 
 from __future__ import annotations
 
@@ -22,7 +23,3 @@ def printable(text: str) -> str:
     """text with each unsafe character written as its escape; tabs and newlines kept."""
     return _UNSAFE.sub(_escape, text)
 
-
-def cell(text: str) -> str:
-    """One Markdown table cell: printable, on one line, with `|` escaped (it would end the cell)."""
-    return printable(" ".join(text.splitlines())).replace("|", "\\|")

@@ -13,8 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from harness import console
-
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(os.name == "nt", reason="POSIX pipes")
 
@@ -95,6 +93,8 @@ def test_models_list_into_a_closed_pipe(tmp_path):
 
 
 def test_a_failed_console_write_is_dropped_not_raised():
+    from harness import console
+
     class Broken(io.StringIO):
         def write(self, s):
             raise BrokenPipeError(32, "Broken pipe")
@@ -114,6 +114,8 @@ def test_a_failed_console_write_is_dropped_not_raised():
 def test_console_text_is_printable_and_bytes_pass():
     """Text on the console is escaped (an engine's colour or bidi control never reaches the
     terminal); bytes through .buffer (`harness run` copying the engine's output) are not."""
+    from harness import console
+
     class Out(io.StringIO):
         buffer = io.BytesIO()
 

@@ -391,3 +391,12 @@ def test_finite_note_when_either_side_has_a_nan_or_an_infinity():
                        ([0.0, 1.0], [0.0, 2.0], False)):
         reason = compare_bytes(*_pair(a, b), 2, allow_nan=True).reason
         assert reason.endswith("NMSE 1 (finite elements)" if note else "NMSE 1"), (a, b, reason)
+
+
+def test_sum_of_squares_by_chunks_is_the_whole_sum():
+    from harness.run.compare import _sum_squares
+
+    x = np.array([1.0, np.nan, 2.0, np.inf, 3.0, -4.0, 1e-30, 5.0], dtype="<f4")
+    want = float(np.sum(np.array([1.0, 2.0, 3.0, -4.0, np.float32(1e-30), 5.0], dtype=np.float64) ** 2))
+    for chunk in (1, 3, 8, 1 << 20):
+        assert _sum_squares(x, chunk) == want, chunk

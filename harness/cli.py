@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from harness import __version__
+from harness import __version__, console
 from harness.build.cmake import build
 from harness.errors import HarnessError, SchemaErrors
 from harness.history import cli as history_cli
@@ -435,6 +435,11 @@ def make_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    with console.guarded():  # a closed pipe or full disk on the console never changes the exit status
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
     args = make_parser().parse_args(sys.argv[1:] if argv is None else list(argv))
     try:
         return int(args.fn(args))
@@ -454,8 +459,6 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         _err("interrupted")
         return 130
-    except BrokenPipeError:
-        return 0
     except Exception as e:  # noqa: BLE001 - never a traceback at the top level
         if os.environ.get("HARNESS_DEBUG"):
             raise

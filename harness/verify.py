@@ -19,6 +19,7 @@ from harness.report import sysinfo
 from harness.build.cmake import BuildResult, PartResult, build
 from harness.spec.config import Config
 from harness.spec.criteria import Criterion
+from harness.spec.validate import rel_path
 from harness.errors import HarnessError, SchemaErrors
 from harness.history import hook as history
 from harness.run.probes import Probes
@@ -219,7 +220,8 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
     rep.doc["argv"] = opts.argv
     rep.doc["git"] = git
     rep.doc["filter"] = narrowed
-    rep.doc["criteria_files"] = {str(f): sorted(c.id for c in every if c.file.endswith(f.name)) for f in files}
+    # each file's criteria by its exact path, as the loader names it (not by a suffix of the name)
+    rep.doc["criteria_files"] = {str(f): sorted(c.id for c in every if c.file == rel_path(f, cfg.root)) for f in files}
     rep.doc["not_run"] = not_run(every, rep)
     rep.doc.setdefault("resumed", [])
     if opts.resume is not None:

@@ -7,6 +7,7 @@ outputs, and has knobs (environment variables) to misbehave:
   FAKE_CRASH=SIGSEGV       die by that signal (any command)
   FAKE_HANG=1              sleep forever (also FAKE_HANG_IF_MARK=1 with FAKE_SLEEP_MARK=1)
   FAKE_EXIT=N              exit with status N after printing an error
+  FAKE_SAY=TEXT            with FAKE_EXIT: then this line (Python escapes such as \x1b decoded)
   FAKE_TRUNCATE=h_out      write only half of that dump
   FAKE_FLIP_ULP=logits:K   flip the lowest bit of element K of that dump
   FAKE_NAN=h_out:K         put a NaN at element K
@@ -55,6 +56,8 @@ def misbehave():
         time.sleep(3600)
     if os.environ.get("FAKE_EXIT"):
         print("kite: error: planted failure", file=sys.stderr)
+        if os.environ.get("FAKE_SAY"):  # a last stderr line, Python escapes decoded (\x1b, \x00, \u202e)
+            print(os.environ["FAKE_SAY"].encode().decode("unicode_escape"), file=sys.stderr)
         sys.exit(int(os.environ["FAKE_EXIT"]))
 
 

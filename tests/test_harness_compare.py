@@ -106,8 +106,9 @@ def test_tolerance_never_within_when_nan_fails():
         assert not d.ok, limits
         assert "within tolerance" not in d.reason and "outside tolerance (NaN" in d.reason, d.reason
         assert "NaN in B (0 in A, 1 in B), first at index 33 (position 2, element 1)" in d.reason
+    a.reshape(-1)[33] = np.nan  # allow_nan: a NaN against a NaN is within tolerance
     d = compare_bytes(a.tobytes(), b.tobytes(), 16, mode="tolerance", max_abs=1e-3, allow_nan=True)
-    assert d.ok and d.reason.startswith("NaN in B") and "within tolerance" in d.reason
+    assert d.ok and d.reason.startswith("NaN in A and B") and "identical" in d.reason
 
 
 def test_nan_and_inf_positions_named_in_every_mode():
@@ -217,9 +218,49 @@ def test_nan_elements_are_left_out_of_ulps():
     a, b = _pair([1.0, np.nan, 2.0], [1.0, 3.0, 2.0])
     d = compare_bytes(a, b, 3, allow_nan=True)
     assert d.differing == 1 and d.max_ulp == 0 and d.max_abs == 0.0 and d.ok is False
-    a, b = _pair([1.0, np.nan, 2.0], [1.5, 3.0, 2.0])
+    a, b = _pair([1.0, np.nan, 2.0], [1.5, np.nan, 2.0])
     d = compare_bytes(a, b, 3, allow_nan=True, mode="tolerance", max_ulp=1 << 22)
     assert d.max_ulp == 1 << 22 and d.max_abs == 0.5 and d.ok
+
+
+# ---- issue 35: allow_nan, NMSE range, shapes past int64 ------------------------------------------
+
+def test_allow_nan_never_lets_a_nan_match_a_number():
+    """allow_nan means a NaN against a NaN: a NaN on one side only is outside any tolerance."""
+    for other in (3.0, 0.0, -1e30, np.inf):
+        a, b = _pair([1.0, np.nan, 2.0], [1.0, other, 2.0])
+        for kw in ({"max_abs": 1e30}, {"max_ulp": 1 << 30}, {"nmse": 1e30}):
+            for x, y in ((a, b), (b, a)):
+                d = compare_bytes(x, y, 3, allow_nan=True, mode="tolerance", **kw)
+                assert not d.ok, (other, kw)
+                assert "1 element NaN on one side only" in d.reason and "index 1" in d.reason, d.reason
+    a, b = _pair([1.0, np.nan, 2.0], [1.0, np.nan, 2.5])  # NaN with NaN, and a difference within bounds
+    assert compare_bytes(a, b, 3, allow_nan=True, mode="tolerance", max_abs=1.0).ok
+    nan_bits = np.array([0x7FC00000, 0x7FC00001], dtype="<u4").view("<f4")  # two NaN payloads still match
+    assert compare_bytes(nan_bits[:1].tobytes(), nan_bits[1:].tobytes(), 1, allow_nan=True, mode="tolerance",
+                         max_abs=0.0).ok
+
+
+def test_nmse_of_small_magnitude_dumps_is_finite():
+    """float32 squares of 1e-23 underflow to 0: the NMSE came out infinite. It is scale-free."""
+    a = np.array([1.0, 2.0, 3.0, 4.0], dtype="<f4")
+    b = np.array([1.0, 2.0, 3.0, 4.1], dtype="<f4")
+    want = compare_bytes(a.tobytes(), b.tobytes(), 4).nmse
+    for scale in (1e-23, 1e-30, 1e-38, 1e20, 1e35):
+        sa, sb = (a * np.float32(scale)).astype("<f4"), (b * np.float32(scale)).astype("<f4")
+        d = compare_bytes(sa.tobytes(), sb.tobytes(), 4, mode="tolerance", nmse=1e-2)
+        assert np.isfinite(d.nmse) and abs(d.nmse - want) <= 1e-3 * want, (scale, d.nmse, want)
+        assert d.ok, (scale, d.reason)
+    tiny = np.array([1, 3], dtype="<u4").view("<f4")  # subnormals: squares far below float32's range
+    d = compare_bytes(tiny.tobytes(), tiny[::-1].copy().tobytes(), 2)
+    assert d.nmse == 2 * 2.0**2 / (1 + 3**2)  # (1-3)^2 + (3-1)^2 over 1^2 + 3^2, in units of the subnormal
+
+
+def test_shape_whose_element_count_overflows_int64_is_refused():
+    """np.prod([2**32, 2**32]) wraps to 0: two empty dumps matched that shape and PASSed."""
+    for shape in ([2**32, 2**32], [2**40, 2**30, 16], [2**62, 4]):
+        d = compare_bytes(b"", b"", 1, shape_a=shape, shape_b=shape)
+        assert not d.ok and "meta.json shape" in d.reason, (shape, d.reason)
 
 
 # ---- the account of a difference -----------------------------------------------------------
@@ -350,3 +391,12 @@ def test_finite_note_when_either_side_has_a_nan_or_an_infinity():
                        ([0.0, 1.0], [0.0, 2.0], False)):
         reason = compare_bytes(*_pair(a, b), 2, allow_nan=True).reason
         assert reason.endswith("NMSE 1 (finite elements)" if note else "NMSE 1"), (a, b, reason)
+
+
+def test_sum_of_squares_by_chunks_is_the_whole_sum():
+    from harness.run.compare import _sum_squares
+
+    x = np.array([1.0, np.nan, 2.0, np.inf, 3.0, -4.0, 1e-30, 5.0], dtype="<f4")
+    want = float(np.sum(np.array([1.0, 2.0, 3.0, -4.0, np.float32(1e-30), 5.0], dtype=np.float64) ** 2))
+    for chunk in (1, 3, 8, 1 << 20):
+        assert _sum_squares(x, chunk) == want, chunk

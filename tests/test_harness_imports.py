@@ -14,7 +14,7 @@ PKG = Path(__file__).resolve().parent.parent / "harness"
 
 # stage of each top-level module or subpackage of harness/, bottom (0) to top
 STAGES = {
-    "__init__": 0, "errors": 0, "process": 0,
+    "__init__": 0, "errors": 0, "process": 0, "console": 0, "text": 0,
     "spec": 1,
     "models": 2, "build": 2,  # the inputs the runs need: model files, built programs
     "run": 3,

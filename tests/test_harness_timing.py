@@ -342,3 +342,47 @@ def test_stability_noise_floor_bounds_are_inclusive():
         assert st.stable is not flagged, (lo, hi)
     st = timing.stability([1.0, 1.3, 0.8, 1.2, 0.9, 1.4], 1.05)
     assert st.reasons == ["pair spread 27.3% (> 10%)"]
+
+
+# ---- issue 35: a NaN pair passed `interval: order` -----------------------------------------------
+
+NAN_PAIR = [1.2, 1.3, 1.25, 1.22, 1.28, 1.3, 1.27, float("nan"), 1.26, 1.24]
+
+
+@pytest.mark.parametrize("interval", sorted(timing.INTERVALS))
+def test_no_interval_of_a_nan_or_infinite_ratio(interval):
+    """Sorted, a NaN went last and the order interval [x(k), x(n+1-k)] passed `ci_lower >= 1.05`."""
+    for bad in (float("nan"), float("inf"), float("-inf")):
+        with pytest.raises(ValueError, match="not a finite number"):
+            timing.INTERVALS[interval]([bad if x != x else x for x in NAN_PAIR], 0.95, 200, 1)
+    with pytest.raises(ValueError, match="not a finite number"):
+        timing.stability(NAN_PAIR, 1.05)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf"), 10**400],
+                         ids=["nan", "inf", "-inf", "int-of-401-digits"])
+def test_a_time_is_a_finite_number(bad):
+    for how in REDUCED:
+        with pytest.raises(ValueError, match="not a finite number"):
+            timing.reduce_values(bad, how)
+        with pytest.raises(ValueError, match="not a finite number"):
+            timing.reduce_values([1.0, bad, 2.0], how)
+    with pytest.raises(ValueError, match="not a finite number"):
+        timing.reduce_values([1e308, 1e308], "sum")  # finite times, an infinite sum
+
+
+def test_pair_ratio_of_a_nan_or_an_overflow_is_refused():
+    for a, b in ((float("nan"), 1.0), (1.0, float("nan")), (float("inf"), 1.0), (1.0, float("inf"))):
+        for how in ("a/b", "b/a"):
+            with pytest.raises(ValueError, match="not a finite number"):
+                timing.pair_ratio(a, b, how)
+    with pytest.raises(ValueError, match="overflows"):
+        timing.pair_ratio(1e300, 1e-300, "a/b")
+
+
+def test_a_nan_metric_fails_the_criterion():
+    from harness.run import runner
+    from harness.spec.criteria import Metric
+
+    with pytest.raises(runner.CriterionFail, match="pair 1 A: metric t: metric value nan is not a finite number"):
+        runner._metric({"t": [1.0, float("nan")]}, Metric(field="t", reduce="median"), "pair 1 A")

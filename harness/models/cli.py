@@ -59,8 +59,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         return _COMMANDS[args.models_command](args)
-    except BrokenPipeError:
-        raise  # the reader went away (| head): the top level ends quietly
     except (ValueError, OSError) as e:  # RecipeError and ConvertError are ValueErrors: bad input, status 2
         print(f"models {args.models_command}: error: {e}", file=sys.stderr)
         return 2

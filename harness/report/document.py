@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import xml.etree.ElementTree as ET
 from datetime import datetime, timezone
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import Any
 
 from harness.errors import HarnessError
 from harness.run.result import Result, utc_now  # noqa: F401 - re-exported: the writers' input
+from harness.text import printable
 from harness.spec import inputs
 
 SCHEMA = "kite-report/1"
@@ -218,17 +218,21 @@ def stability_text(r: dict[str, Any]) -> str:
 
 # ---- Markdown -------------------------------------------------------------------------------
 
+def cell(text: str) -> str:
+    """One Markdown table cell: printable, on one line, with `|` escaped (it would end the cell)."""
+    return printable(" ".join(text.splitlines())).replace("|", "\\|")
+
+
 def _table(rows: list[list[Any]], headers: list[str]) -> str:
+    # text cells escaped (a `|` from an engine's message would split its row); numbers as they are
+    rows = [[cell(x) if isinstance(x, str) else x for x in r] for r in rows]
     try:
         from tabulate import tabulate
 
         return tabulate(rows, headers=headers, tablefmt="github")
     except ImportError:  # the harness still reports without tabulate
-        def cell(x: Any) -> str:
-            return str(x).replace("|", "\\|").replace("\n", " ")
-
         out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-        out += ["| " + " | ".join(cell(x) for x in r) + " |" for r in rows]
+        out += ["| " + " | ".join(cell(str(x)) for x in r) + " |" for r in rows]
         return "\n".join(out)
 
 
@@ -306,7 +310,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
     if amends:
         lines += ["## Amendments (after registration)", ""]
         lines += [_table([[i, a.get("time"), a.get("reason")] for i, a in amends], ["id", "time", "reason"]), ""]
-    return "\n".join(lines) + "\n"
+    return printable("\n".join(lines) + "\n")
 
 
 def _interval_text(st: dict[str, Any]) -> str:
@@ -389,15 +393,6 @@ def _failure_body(r: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-# Characters XML 1.0 cannot hold at all, even escaped (control characters from a title or an
-# engine's stderr): written as \xNN so that junit.xml stays well-formed.
-_XML_INVALID = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
-
-
-def _xml_safe(text: str) -> str:
-    return _XML_INVALID.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
-
-
 def render_junit(doc: dict[str, Any]) -> str:
     s = doc.get("summary") or {}
     total_t = sum(float(r.get("duration_s", 0)) for r in doc.get("results", []))
@@ -418,8 +413,8 @@ def render_junit(doc: dict[str, Any]) -> str:
         out = ET.SubElement(tc, "system-out")
         out.text = (f"{r['title']}{label}\ndigest {r['digest']}\nlogs {r.get('log_dir') or '-'}"
                     + (f"\n{stability_text(r)}" if stability_text(r) else ""))
-    for el in suite.iter():
-        el.text = _xml_safe(el.text) if el.text else el.text
-        el.attrib.update({k: _xml_safe(v) for k, v in el.attrib.items()})
+    for el in suite.iter():  # printable covers every character XML 1.0 cannot hold: junit.xml stays well-formed
+        el.text = printable(el.text) if el.text else el.text
+        el.attrib.update({k: printable(v) for k, v in el.attrib.items()})
     ET.indent(suite)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suite, encoding="unicode") + "\n"

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from harness.report.document import render_markdown
+from harness.text import printable
 
 
 def _data(text: str) -> str:
@@ -21,8 +22,8 @@ def _prop(text: str) -> str:
 
 def annotation(file: str, line: int, title: str, message: str) -> str:
     """One workflow command line: `::error file=F,line=L,title=T::message`."""
-    props = [f"file={_prop(file)}"] + ([f"line={line}"] if line else []) + [f"title={_prop(title)}"]
-    return f"::error {','.join(props)}::{_data(message)}"
+    props = [f"file={_prop(printable(file))}"] + ([f"line={line}"] if line else []) + [f"title={_prop(printable(title))}"]
+    return f"::error {','.join(props)}::{_data(printable(message))}"
 
 
 def annotations(doc: dict[str, Any]) -> list[str]:

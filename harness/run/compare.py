@@ -1,10 +1,12 @@
 """Comparison of raw dumps (f32, f16, bf16 or i32, little-endian): identical bytes, or a full
 account of the differences in the dump's own type (a bf16 ULP is a bf16 ULP).
 NaNs and infinities are located (index, position, element) in every mode; a NaN fails unless
-allowed, and in tolerance mode so does a differing element that is infinite on a side."""
+allowed (allow_nan: a NaN against a NaN, never against a number), and in tolerance mode so does a
+differing element that is infinite on a side."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -76,7 +78,7 @@ def compare_bytes(a: bytes, b: bytes, row_len: int = 0, *, mode: str = "memcmp",
             return DumpDiff(False, False, f"{label}: {len(buf)} bytes is not a whole number of {_NAMES[dtype]} "
                                           "(truncated?)")
         if shape is not None:
-            want = int(np.prod(shape)) * size if shape else 0
+            want = math.prod(shape) * size if shape else 0  # exact: np.prod wraps past int64 (2^32 x 2^32 -> 0)
             if want != len(buf):
                 return DumpDiff(False, False, f"{label}: {len(buf)} bytes but meta.json shape {shape} needs {want} "
                                               "(truncated or stale dump)")
@@ -116,13 +118,14 @@ def compare_bytes(a: bytes, b: bytes, row_len: int = 0, *, mode: str = "memcmp",
             d.max_ulp = int(np.max(np.abs(_ordered(ua[idx][both], dtype) - _ordered(ub[idx][both], dtype))))
         # an element that differs and is infinite on a side: no finite distance covers it
         inf_diff = np.flatnonzero(both & ~fin)
-        # NMSE = sum((a-b)^2) / sum(a^2): the error is zero outside the differing elements
+        # a NaN against a number: allow_nan lets a NaN match a NaN, never a number
+        one_nan = np.flatnonzero(np.isnan(sa) != np.isnan(sb))
+        # NMSE = sum((a-b)^2) / sum(a^2) over the finite elements (the error is zero outside the
+        # differing ones), in float64: a square of any f32/f16/bf16/i32 value neither overflows nor
+        # underflows there (float32 squares of 1e-23 were 0, and the NMSE infinite)
         err = (sa[fin] - sb[fin]) if fin.any() else np.zeros(0)
         num = float(np.dot(err, err))
-        den = float(np.dot(fa, fa)) if dtype == "f32" else float(np.dot(fa.astype(np.float64), fa.astype(np.float64)))
-        if not np.isfinite(den):  # float32 BLAS above: plenty for a diagnostic, unless it overflows
-            ok = np.isfinite(fa)
-            den = float(np.dot(fa[ok].astype(np.float64), fa[ok].astype(np.float64)))
+        den = _sum_squares(fa)
         d.nmse = num / den if den > 0 else (0.0 if num == 0 else float("inf"))
         finite_note = " (finite elements)" if (nan_a or nan_b or inf_a or inf_b) else ""
         d.reason = (f"{d.differing} of {n} elements differ; first at index {k} (position {d.first_position}, "
@@ -132,6 +135,10 @@ def compare_bytes(a: bytes, b: bytes, row_len: int = 0, *, mode: str = "memcmp",
             fails = []
             if nan_fail:
                 fails.append("NaN")
+            elif one_nan.size:
+                j = int(idx[one_nan[0]])
+                fails.append(f"{one_nan.size} element{'s' if one_nan.size != 1 else ''} NaN on one side only "
+                             f"(allow_nan matches a NaN with a NaN), first at {_where(j, row_len)}")
             if inf_diff.size:
                 j = int(idx[inf_diff[0]])
                 fails.append(f"{inf_diff.size} differing element{'s' if inf_diff.size != 1 else ''} with an "
@@ -149,6 +156,17 @@ def compare_bytes(a: bytes, b: bytes, row_len: int = 0, *, mode: str = "memcmp",
     if nan_fail:
         d.ok = False
     return d
+
+
+def _sum_squares(values: np.ndarray, chunk: int = 1 << 20) -> float:
+    """Sum of the squares of the finite elements, in float64, a chunk at a time (memory stays
+    bounded on a large dump)."""
+    total = 0.0
+    for i in range(0, values.size, chunk):
+        part = values[i:i + chunk]
+        part = part[np.isfinite(part)].astype(np.float64)
+        total += float(np.dot(part, part))
+    return total
 
 
 def _where(index: int, row_len: int) -> str:

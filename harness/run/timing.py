@@ -19,15 +19,20 @@ def schedule(pairs: int, order: str = "ABBA") -> list[tuple[str, str]]:
 
 
 def reduce_values(values: Any, how: str) -> float:
-    """One number per run from a meta.json field (a number or a list of per-iteration numbers)."""
+    """One number per run from a meta.json field (a number or a list of per-iteration numbers),
+    finite (a NaN or infinite time, or a sum that overflows, is refused)."""
     if isinstance(values, bool):
         raise ValueError("metric field is a boolean, not a time")
     if isinstance(values, (int, float)):
-        return float(values)
+        return _finite(values)
     if not isinstance(values, list) or not values or not all(
             isinstance(x, (int, float)) and not isinstance(x, bool) for x in values):
         raise ValueError(f"metric field must be a number or a non-empty list of numbers, got {values!r:.60}")
-    xs = [float(x) for x in values]
+    xs = [_finite(x) for x in values]
+    return _finite(_reduce(xs, how))
+
+
+def _reduce(xs: list[float], how: str) -> float:
     if how == "median":
         return float(statistics.median(xs))
     if how == "mean":
@@ -47,6 +52,19 @@ def reduce_values(values: Any, how: str) -> float:
             raise ValueError("rest_median needs at least 2 values (use --iters >= 2)")
         return float(statistics.median(xs[1:]))
     raise ValueError(f"unknown reducer {how!r}")
+
+
+def _finite(x: float) -> float:
+    """A time as a float: NaN or an infinity is no time (sorted, it would move an order-statistic
+    interval past it; a huge integer overflows)."""
+    try:
+        f = float(x)
+    except OverflowError:
+        f = math.inf
+    if not math.isfinite(f):
+        raise ValueError(f"metric value {x if isinstance(x, float) else 'of ' + str(len(str(x))) + ' digits'} "
+                         "is not a finite number")
+    return f
 
 
 @dataclass(frozen=True)
@@ -74,6 +92,8 @@ def _ratios(ratios: Sequence[float]) -> np.ndarray:
     r = np.asarray(ratios, dtype=np.float64)
     if r.size == 0:
         raise ValueError("no ratios")
+    if not np.isfinite(r).all():  # pair_ratio never makes one; an interval of a NaN is no interval
+        raise ValueError(f"ratio {r[~np.isfinite(r)][0]} is not a finite number")
     return r
 
 
@@ -136,9 +156,15 @@ def passes(stats: Stats, stat: str, op: str, value: float) -> bool:
 
 def pair_ratio(a: float, b: float, ratio: str) -> float:
     num, den = (a, b) if ratio == "a/b" else (b, a)
+    for x in (num, den):
+        if not math.isfinite(x):
+            raise ValueError(f"metric is {x} (not a finite number): cannot form a ratio")
     if den <= 0:
         raise ValueError(f"metric is {den} (not positive): cannot form a ratio")
-    return num / den
+    q = num / den
+    if not math.isfinite(q):  # 1e300 / 1e-300
+        raise ValueError(f"ratio {num:g} / {den:g} overflows")
+    return q
 
 
 # A verdict is flagged unstable (as pyperf warns when a benchmark's spread exceeds 10% of its mean)

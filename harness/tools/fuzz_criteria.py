@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 from harness.errors import SchemaErrors
 from harness.spec import criteria as C
 from harness.spec import registry, schema
-from harness.spec.digest import criterion_digest
+from harness.spec.digest import canonical_json, criterion_digest
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 REL = "regressions/fuzz.yaml"
@@ -58,6 +58,9 @@ def check_text(text: str) -> None:
     for c in crits:
         if not (c.id and c.kind in C.KINDS and c.digest == criterion_digest(c.raw)):
             raise AssertionError(f"inconsistent criterion {c.id!r}")
+        canon = canonical_json(c.raw)  # the digested text reads back as itself: one text, one value
+        if canonical_json(json.loads(canon)) != canon:
+            raise AssertionError(f"canonical form of {c.id!r} does not read back as itself: {canon[:200]}")
         registry.status([], c)
         registry.plan([], [c], [], None)
         c.builds()

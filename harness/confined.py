@@ -188,14 +188,14 @@ def move(root: Path, src: str | os.PathLike[str], dst: str | os.PathLike[str]) -
     """Rename root/src to root/dst (dst's folders made; dst must not exist), following no link on
     the way to either; a link at src itself is refused (it would be carried, not its target)."""
     sparts, dparts = _parts(src), _parts(dst)
-    with _folder(root, sparts[:-1], create=False) as (sfd, spath), \
-            _folder(root, dparts[:-1], create=True) as (dfd, dpath):
+    with _folder(root, sparts[:-1], create=False) as (sfd, spath):
         sname = sparts[-1] if sfd is not None else str(spath / sparts[-1])
         st = _lstat(sname, sfd)
         if st is not None and stat.S_ISLNK(st.st_mode):
             raise _refuse(root, sparts, "is a symbolic link")
-        dname = dparts[-1] if dfd is not None else str(dpath / dparts[-1])
-        os.rename(sname, dname, src_dir_fd=sfd, dst_dir_fd=dfd)
+        with _folder(root, dparts[:-1], create=True) as (dfd, dpath):
+            dname = dparts[-1] if dfd is not None else str(dpath / dparts[-1])
+            os.rename(sname, dname, src_dir_fd=sfd, dst_dir_fd=dfd)
 
 
 def rmdir_if_empty(root: Path, rel: str | os.PathLike[str]) -> None:

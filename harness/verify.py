@@ -3,13 +3,13 @@ write the report as each one finishes; `--resume` continues a killed run."""
 
 from __future__ import annotations
 
-import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from collections.abc import Callable
 
+from harness import confined
 from harness.spec import depends, provenance, registry
 from harness.report import document as report
 from harness.report import github
@@ -118,9 +118,7 @@ class Session:
         parts = {"engine": b.engine, "module": b.module, **{Path(k).name: v for k, v in b.extras.items()}}
         for label, part in parts.items():
             if part.log and Path(part.log).exists():
-                dest = self.report_dir / "logs" / "build" / b.name / f"{label}.log"
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(part.log, dest)
+                confined.copy_in(Path(part.log), self.report_dir, Path("logs", "build", b.name, f"{label}.log"))
 
     def model_path(self, spec: dict[str, Any] | None) -> Path:
         return self.models.path(spec)
@@ -275,9 +273,7 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
         return 130
     for n, b in sess.builds.items():
         rep.doc["builds"][n] = b.to_json()
-    work = rdir / "work"
-    if work.is_dir() and not any(work.iterdir()):
-        work.rmdir()
+    confined.rmdir_if_empty(rdir, "work")
     missing = not_run(every, rep)
     rep.doc["not_run"] = missing
     rep.write(final=True, status="partial" if missing else "complete")

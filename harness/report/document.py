@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from harness import confined
 from harness.errors import HarnessError
 from harness.run.result import Result, utc_now  # noqa: F401 - re-exported: the writers' input
 from harness.spec import inputs
@@ -20,8 +21,9 @@ SCHEMA = "kite-report/1"
 
 def atomic_write(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
-        with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+    try:  # the temporary opened without following a link planted under its name
+        with os.fdopen(confined.open_file(path.parent, tmp.name, os.O_WRONLY | os.O_CREAT, truncate=True), "w",
+                       encoding="utf-8", newline="\n") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())

@@ -536,8 +536,9 @@ def evaluate(ctx: Context, crit: C.Criterion) -> Outcome:
     out.details.setdefault("seconds", time.perf_counter() - t0)
     try:
         _keep_or_clear(ctx, crit, work, out)
-    except confined.LinkRefused as e:
-        out = Outcome("FAIL", f"report folder: {e}", out.details)
+    except confined.LinkRefused as e:  # a FAIL keeps its own reason; a PASS cannot stand beside a planted link
+        out = (Outcome("FAIL", f"{out.reason} [evidence not kept: {e}]", out.details) if out.verdict == "FAIL"
+               else Outcome("FAIL", f"report folder: {e}", out.details))
     return out
 
 

@@ -21,7 +21,7 @@ from harness.spec.config import Config
 from harness.spec.criteria import Criterion
 from harness.errors import HarnessError, SchemaErrors
 from harness.run.probes import Probes
-from harness.run.runner import Context
+from harness.run.runner import Context, RunStopped
 from harness.run.suite import Judged, Models, judge
 
 
@@ -271,6 +271,11 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
         rep.write(final=True, status="interrupted")
         say(f"interrupted; report so far: {rdir} (continue with --resume)")
         return 130
+    except RunStopped as e:  # a full disk: the criterion has no verdict, so a resume runs it again
+        rep.doc["not_run"] = not_run(every, rep)
+        rep.write(final=True, status="interrupted")
+        raise HarnessError(f"{e}; no verdict was recorded for it: free some space, then continue with "
+                           f"`verify --resume {rdir}`") from None
     for n, b in sess.builds.items():
         rep.doc["builds"][n] = b.to_json()
     confined.rmdir_if_empty(rdir, "work")

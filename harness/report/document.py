@@ -183,8 +183,12 @@ class Report:
             atomic_write(self.dir / "report.md", render_markdown(self.doc))
             atomic_write(self.dir / "junit.xml", render_junit(self.doc))
         except OSError as e:
-            raise HarnessError(f"cannot write the report in {self.dir}: {e.strerror or e}; what was written "
-                               "before is intact (continue with `verify --resume` once there is room)") from None
+            # the folder by name: `--resume` alone continues reports/latest, which a narrowed run
+            # or a first write that failed does not point at; without a report.json there is nothing to resume
+            then = (f"what was written before is intact (continue with `verify --resume {self.dir}` once there is "
+                    "room)" if (self.dir / "report.json").is_file() else
+                    "nothing was recorded there (run verify again once there is room)")
+            raise HarnessError(f"cannot write the report in {self.dir}: {e.strerror or e}; {then}") from None
 
 
 # ---- triage: what a reader of a failure needs -------------------------------------------------

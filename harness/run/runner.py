@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import math
 import re
 import shutil
@@ -14,6 +15,7 @@ from typing import Any
 from collections.abc import Callable
 
 from harness import confined
+from harness.errors import HarnessError
 from harness.spec import criteria as C
 from harness.spec import inputs
 from harness.run import timing
@@ -32,6 +34,22 @@ class CriterionFail(Exception):
         super().__init__(reason)
         self.reason = reason
         self.details = details or {}
+
+
+# a full disk (or quota): no verdict on the engine, and one that a later `--resume` must not keep
+DISK_FULL = frozenset(e for e in (errno.ENOSPC, getattr(errno, "EDQUOT", None)) if e is not None)
+
+
+class RunStopped(HarnessError):
+    """The run cannot go on (the disk is full): the criterion gets no verdict, so that `verify
+    --resume` runs it again once there is room; raised through evaluate() to the caller."""
+
+
+def stop_if_disk_full(e: BaseException, what: str) -> None:
+    """Raise RunStopped for an OSError of a full disk, naming what could not be written."""
+    if isinstance(e, OSError) and e.errno in DISK_FULL:
+        where = f" ({e.filename})" if e.filename else ""
+        raise RunStopped(f"{what}: {e.strerror or e}{where}") from None
 
 
 @dataclass
@@ -526,7 +544,10 @@ def evaluate(ctx: Context, crit: C.Criterion) -> Outcome:
         out = Outcome("FAIL", e.reason, e.details)
     except confined.LinkRefused as e:
         out = Outcome("FAIL", f"report folder: {e}")
+    except RunStopped:
+        raise
     except Exception as e:  # noqa: BLE001 - one criterion's bug must not end the run
+        stop_if_disk_full(e, crit.id)
         log = logs / "internal-error.txt"
         try:
             confined.write_text(ctx.report_dir, log, traceback.format_exc())

@@ -187,7 +187,12 @@ def verify(cfg: Config, opts: VerifyOptions, say: Callable[[str], None] | None =
             raise HarnessError(f"--resume: {rdir} holds no report.json")
     else:
         rdir = report.new_report_dir(reports_dir, git.get("short"))
-    lock = ReportLock(rdir).acquire(report.utc_now(), opts.argv)
+    try:
+        lock = ReportLock(rdir).acquire(report.utc_now(), opts.argv)
+    except OSError as e:  # a full disk as the lock's holder is written: nothing has run yet
+        again = f"continue with `verify --resume {rdir}`" if opts.resume is not None else "run verify again"
+        raise HarnessError(f"cannot write the lock file of {rdir}: {e.strerror or e}; nothing was run ({again} "
+                           "once there is room)") from None
     if lock.notice:
         say(lock.notice)
     with lock:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from harness import confined
 from harness.errors import HarnessError
 from harness.report import document as report_mod
 from harness.run import runner, suite
@@ -129,3 +130,27 @@ def test_an_engine_log_that_cannot_be_written_leaves_no_verdict(fake_repo, monke
     monkeypatch.setattr(runner, "run_process", real)
     assert fake_repo.verify("--resume", str(rdir)) == 0
     assert fake_repo.result("D1")["verdict"] == "PASS"
+
+
+def test_a_lock_that_cannot_be_written_says_nothing_ran(fake_repo, monkeypatch):
+    """Before: "internal error: OSError: [Errno 28] No space left on device"."""
+    f = fake_repo.criteria(SUITE.split("  - id: D2")[0])
+    fake_repo.register(f)
+    real = confined.open_text
+
+    class Full:  # the lock file opens; writing its holder does not
+        def __init__(self, f):
+            self.f = f
+
+        def __getattr__(self, name):
+            return getattr(self.f, name)
+
+        def flush(self):
+            _full()
+
+    monkeypatch.setattr(confined, "open_text", lambda *a: Full(real(*a)))
+    with pytest.raises(HarnessError) as e:
+        fake_repo.verify()
+    (rdir,) = _folders(fake_repo)
+    assert str(e.value) == (f"cannot write the lock file of {rdir}: No space left on device; nothing was run "
+                            "(run verify again once there is room)")

@@ -236,3 +236,29 @@ def test_read_inside_passes_a_missing_file_through(tmp_path):
         inputs.read_inside(tmp_path / "d", "x", 10)
     with pytest.raises(FileNotFoundError):
         inputs.read_inside(tmp_path / "nowhere", "x", 10)
+
+
+# ---- the build matrix's cross-entry comparisons read their copies the same way ----------------------
+
+@pytest.mark.parametrize("plant", ["shared link", "folder"])
+def test_cross_entry_dumps_read_inside_their_folders(tmp_path, plant):
+    """Before: two links to one outside file gave PASS; a folder raised IsADirectoryError."""
+    from harness.matrix import cross, spec
+
+    shared = tmp_path / "shared.f32"
+    shared.write_bytes(H)
+    sources = {}
+    for entry in ("a", "b"):
+        d = tmp_path / entry / "cpu"
+        d.mkdir(parents=True)
+        if plant == "shared link":
+            (d / "h_out.f32").symlink_to(shared)
+        elif entry == "b":
+            (d / "h_out.f32").mkdir()
+        else:
+            (d / "h_out.f32").write_bytes(H)
+        sources[(entry, "cpu")] = cross.DumpSource(entry, "cpu", d, {"h_out": {"file": "h_out.f32"}})
+    c = spec.Cross("X1", "t", (("a", "cpu"), ("b", "cpu")), ("h_out",))
+    verdict, why, _ = cross.evaluate_cross(c, sources, {}, {"h_out": "h_out.f32"})
+    assert verdict == "FAIL"
+    assert ("a link out of its folder" if plant == "shared link" else "h_out.f32: is a directory") in why, why

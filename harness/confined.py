@@ -109,8 +109,8 @@ def makedirs(root: Path, rel: str | os.PathLike[str]) -> Path:
 def open_file(root: Path, rel: str | os.PathLike[str], flags: int = os.O_WRONLY | os.O_CREAT,
               truncate: bool = False) -> int:
     """A descriptor of the regular file root/rel (its folders made), opened without following a
-    link and without blocking on a FIFO; a file with other hard links is refused before truncate,
-    as truncating it would empty the other names too."""
+    link and without blocking on a FIFO; opened for writing, a file with other hard links is
+    refused (writing it would change the other names too, perhaps outside the folder)."""
     parts = _parts(rel)
     with _folder(root, parts[:-1], create=True) as (dfd, path):
         name = parts[-1] if dfd is not None else str(path / parts[-1])
@@ -131,9 +131,9 @@ def open_file(root: Path, rel: str | os.PathLike[str], flags: int = os.O_WRONLY 
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise _refuse(root, parts, _kind(st.st_mode))
+        if flags & (os.O_WRONLY | os.O_RDWR) and st.st_nlink > 1:
+            raise _refuse(root, parts, f"has {st.st_nlink - 1} other hard link(s)")
         if truncate:
-            if st.st_nlink > 1:
-                raise _refuse(root, parts, f"has {st.st_nlink - 1} other hard link(s)")
             os.ftruncate(fd, 0)
         if _NONBLOCK and hasattr(os, "set_blocking"):
             os.set_blocking(fd, True)

@@ -18,6 +18,15 @@ from harness.report import document
 pytestmark = pytest.mark.skipif(os.name == "nt", reason="symbolic links need privileges on Windows")
 
 
+@pytest.fixture(params=["by descriptor", "by lstat"], autouse=True)
+def walk(request, monkeypatch):
+    """Each case both ways confined walks a folder: openat (POSIX) and lstat per part (where
+    descriptors cannot name folders, e.g. Windows)."""
+    if request.param == "by lstat":
+        monkeypatch.setattr(confined, "_BY_FD", False)
+    return request.param
+
+
 @pytest.fixture
 def outside(tmp_path: Path) -> Path:
     """A folder outside the report folder, with a file and a sub-folder that must survive."""
@@ -59,6 +68,8 @@ def test_write_refuses_a_link_a_fifo_and_a_hard_link(tmp_path, outside):
     os.link(outside / "file", rep / "h")
     with pytest.raises(confined.LinkRefused, match=r"/rep/h: has 1 other hard link\(s\)"):
         confined.write_text(rep, "h", "x")
+    with pytest.raises(confined.LinkRefused, match=r"/rep/h: has 1 other hard link\(s\)"):
+        confined.open_text(rep, "h", os.O_RDWR | os.O_CREAT, "r+")
     if hasattr(os, "mkfifo"):
         os.mkfifo(rep / "f")
         with pytest.raises(confined.LinkRefused, match=r"/rep/f: is a FIFO"):

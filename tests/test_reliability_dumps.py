@@ -262,3 +262,13 @@ def test_cross_entry_dumps_read_inside_their_folders(tmp_path, plant):
     verdict, why, _ = cross.evaluate_cross(c, sources, {}, {"h_out": "h_out.f32"})
     assert verdict == "FAIL"
     assert ("a link out of its folder" if plant == "shared link" else "h_out.f32: is a directory") in why, why
+
+
+def test_a_shape_whose_element_count_overflows_int64_is_no_empty_dump(tmp_path, monkeypatch):
+    """[2**32, 2**32] has 2**64 elements: numpy's int64 product wrapped to 0, so two empty dumps
+    matched the shape and PASSed. The size is now Python's exact product."""
+    out = _evaluate(tmp_path, monkeypatch, lambda d, side: (d / "h_out.f32").write_bytes(b""),
+                    meta={"shapes": {"h_out": [2**32, 2**32]}})
+    assert out.verdict == "FAIL"
+    assert out.reason == (f"variant a: dump h_out.f32: 0 bytes but meta.json shape [{2**32}, {2**32}] of f32 needs "
+                          f"{2**66} (truncated or stale dump)"), out.reason

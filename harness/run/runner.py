@@ -213,7 +213,7 @@ def _read_dump(folder: Path, ds: DumpSpec, shape: list[int] | None, where: str, 
         raise CriterionFail(f"vacuous: {where}: dump {ds.file} is empty"
                             + (f" (meta.json shape {shape})" if shape is not None else "")
                             + ": no element to compare", {"runs": runs})
-    return data  # type: ignore[return-value]  # a bytearray: bytes-like, not copied once more
+    return data  # a bytearray: bytes-like, and not copied once more
 
 
 def run_equivalence(ctx: Context, crit: C.Criterion, work: Path) -> Outcome:

@@ -1131,3 +1131,13 @@ def test_artifact_ignores_engine_yaml_exports(ctx, monkeypatch):
                        '{path: "{bin}/kite", exports_exactly: [kcuda_a, kcuda_b, kcuda_w, zeta_x]}')
     out = evaluate(ctx, text, Engine(lambda n, a, e: {}), monkeypatch)
     assert out.verdict == "PASS" and (bins / "kite").exists(), out.reason
+
+
+@pytest.mark.parametrize("shape", [[0, 3], None], ids=["shape [0, 3]", "no shape"])
+def test_equivalence_empty_dumps_are_vacuous(ctx, monkeypatch, shape):
+    """Two empty dumps compare no element: a FAIL, never "identical bytes" (issue 35)."""
+    meta = {"shapes": {"h_out": shape, "logits": [2, 2]}, "counters": {"steps": 1}}
+    out = evaluate(ctx, EQ.replace("MODE", "mode: memcmp"), Engine(dumps({"a": b"", "b": b""}, meta=meta)), monkeypatch)
+    assert out.verdict == "FAIL"
+    assert out.reason == ("vacuous: variant a: dump h_out.f32 is empty" + (" (meta.json shape [0, 3])" if shape else "")
+                          + ": no element to compare"), out.reason

@@ -272,3 +272,28 @@ def test_a_shape_whose_element_count_overflows_int64_is_no_empty_dump(tmp_path, 
     assert out.verdict == "FAIL"
     assert out.reason == (f"variant a: dump h_out.f32: 0 bytes but meta.json shape [{2**32}, {2**32}] of f32 needs "
                           f"{2**66} (truncated or stale dump)"), out.reason
+
+
+# ---- an artifact criterion's built files ---------------------------------------------------------
+
+@pytest.mark.parametrize("kind", ["folder", "fifo"])
+@pytest.mark.parametrize("check", ["text", "binary"])
+def test_an_artifact_that_is_no_regular_file_is_named_unopened(tmp_path, kind, check):
+    """Before: a folder raised IsADirectoryError (an internal error); a FIFO blocked the read."""
+    from harness.spec.criteria import FileCheck
+
+    if kind == "fifo" and not hasattr(os, "mkfifo"):
+        pytest.skip("no FIFOs here")
+    p = tmp_path / "libkite_cuda.so"
+    p.mkdir() if kind == "folder" else os.mkfifo(p)
+    fc = FileCheck(path="x", text_match=["^x"]) if check == "text" else FileCheck(path="x", needed_match=["c"])
+    got: list[tuple[list[str], list[str]]] = []
+    t = threading.Thread(target=lambda: got.append(runner.check_file(fc, p, [])), daemon=True)
+    t.start()
+    t.join(60)  # a guard, not a timing assert: the fixed check never opens it
+    if t.is_alive():
+        os.close(os.open(p, os.O_WRONLY | os.O_NONBLOCK))  # a writer: the blocked open returns
+        t.join()
+        pytest.fail("checking a FIFO blocked")
+    what = "a directory" if kind == "folder" else "a FIFO (named pipe)"
+    assert got == [([f"libkite_cuda.so: is {what}, not a regular file"], [])]

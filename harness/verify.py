@@ -3,13 +3,13 @@ write the report as each one finishes; `--resume` continues a killed run."""
 
 from __future__ import annotations
 
-import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from collections.abc import Callable
 
+from harness import confined
 from harness.spec import depends, provenance, registry
 from harness.report import document as report
 from harness.report import github
@@ -23,7 +23,7 @@ from harness.spec.validate import rel_path
 from harness.errors import HarnessError, SchemaErrors
 from harness.history import hook as history
 from harness.run.probes import Probes
-from harness.run.runner import Context
+from harness.run.runner import Context, RunStopped
 from harness.run.suite import Judged, Models, judge
 
 
@@ -120,9 +120,7 @@ class Session:
         parts = {"engine": b.engine, "module": b.module, **{Path(k).name: v for k, v in b.extras.items()}}
         for label, part in parts.items():
             if part.log and Path(part.log).exists():
-                dest = self.report_dir / "logs" / "build" / b.name / f"{label}.log"
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(part.log, dest)
+                confined.copy_in(Path(part.log), self.report_dir, Path("logs", "build", b.name, f"{label}.log"))
 
     def model_path(self, spec: dict[str, Any] | None) -> Path:
         return self.models.path(spec)
@@ -191,7 +189,12 @@ def verify(cfg: Config, opts: VerifyOptions, say: Callable[[str], None] | None =
             raise HarnessError(f"--resume: {rdir} holds no report.json")
     else:
         rdir = report.new_report_dir(reports_dir, git.get("short"))
-    lock = ReportLock(rdir).acquire(report.utc_now(), opts.argv)
+    try:
+        lock = ReportLock(rdir).acquire(report.utc_now(), opts.argv)
+    except OSError as e:  # a full disk as the lock's holder is written: nothing has run yet
+        again = f"continue with `verify --resume {rdir}`" if opts.resume is not None else "run verify again"
+        raise HarnessError(f"cannot write the lock file of {rdir}: {e.strerror or e}; nothing was run ({again} "
+                           "once there is room)") from None
     if lock.notice:
         say(lock.notice)
     with lock:
@@ -276,11 +279,14 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
         rep.write(final=True, status="interrupted")
         say(f"interrupted; report so far: {rdir} (continue with --resume)")
         return 130
+    except RunStopped as e:  # a full disk: the criterion has no verdict, so a resume runs it again
+        rep.doc["not_run"] = not_run(every, rep)
+        rep.write(final=True, status="interrupted")
+        raise HarnessError(f"{e}; no verdict was recorded for it: free some space, then continue with "
+                           f"`verify --resume {rdir}`") from None
     for n, b in sess.builds.items():
         rep.doc["builds"][n] = b.to_json()
-    work = rdir / "work"
-    if work.is_dir() and not any(work.iterdir()):
-        work.rmdir()
+    confined.rmdir_if_empty(rdir, "work")
     missing = not_run(every, rep)
     rep.doc["not_run"] = missing
     rep.write(final=True, status="partial" if missing else "complete")

@@ -363,7 +363,9 @@ def _outcome(crit_text: str, plans: list[dict[str, Any]], monkeypatch, tmp: Path
                             "h_out.f32": b"", "logits.f32": b""}}] * 2,
          mode="mode: memcmp")  # found: a shape of strings was an "internal error" (int(""))
 @example(plans=[{"files": {"meta.json": b'{"backend": {"compiled": true}}', "h_out.f32": b"\0\0\x80?",
-                            "logits.f32": b""}}] * 2, mode="mode: memcmp")  # the oracle's PASS
+                            "logits.f32": b"\0\0\x80?"}}] * 2, mode="mode: memcmp")  # the oracle's PASS
+@example(plans=[{"files": {"meta.json": b'{"backend": {"compiled": true}}', "h_out.f32": b"\0\0\x80?",
+                            "logits.f32": b""}}] * 2, mode="mode: memcmp")  # an empty dump: vacuous, FAIL
 def test_equivalence_any_meta_and_dumps(monkeypatch, tmp_path_factory, plans, mode):
     out = _outcome(EQUIV.replace("MODE", mode), plans, monkeypatch, tmp_path_factory.mktemp("eq"))
     want = _equivalence_oracle(plans, mode)
@@ -382,8 +384,8 @@ def _json(data: bytes) -> Any:
 
 def _equivalence_oracle(plans: list[dict[str, Any]], mode: str) -> str | None:
     """The verdict where it follows from the inputs alone: FAIL for a meta.json that is not JSON, a
-    failed precondition (A needs backend.compiled true), a dump that is not whole float32, a NaN,
-    or (memcmp) any byte that differs; PASS for identical, well-formed outputs without shapes."""
+    failed precondition (A needs backend.compiled true), a dump that is empty or not whole float32,
+    a NaN, or (memcmp) any byte that differs; PASS for identical, well-formed outputs without shapes."""
     a, b = (p["files"] for p in plans)
     meta_a, meta_b = _json(a["meta.json"]), _json(b["meta.json"])
     if meta_a is _NOT_JSON or meta_b is _NOT_JSON:
@@ -392,7 +394,7 @@ def _equivalence_oracle(plans: list[dict[str, Any]], mode: str) -> str | None:
     if not (isinstance(backend, dict) and backend.get("compiled") is True):
         return "FAIL"
     dumps = [a["h_out.f32"], a["logits.f32"], b["h_out.f32"], b["logits.f32"]]
-    if any(len(d) % 4 for d in dumps):
+    if any(len(d) % 4 or not d for d in dumps):
         return "FAIL"
     if any(x != x for d in dumps for x in struct.unpack(f"<{len(d) // 4}f", d)):
         return "FAIL"

@@ -1,7 +1,8 @@
 """The harness's import graph (read with ast, nothing imported): stages import only downward
-(spec < build < run < report < matrix/tools/history < verify/cli; errors.py and process.py are the base),
-no circle, and no function-local import of a harness module (that only hides a circle). A
-function-local import of a third-party module is fine (optional heavy dependencies)."""
+(spec < build < run < report < matrix/tools/history < verify/cli; errors.py, process.py,
+confined.py, console.py and text.py are the base), no circle, and no function-local import of a
+harness module (that only hides a circle). A function-local import of a third-party module is fine
+(optional heavy dependencies)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ PKG = Path(__file__).resolve().parent.parent / "harness"
 
 # stage of each top-level module or subpackage of harness/, bottom (0) to top
 STAGES = {
-    "__init__": 0, "errors": 0, "process": 0, "console": 0, "text": 0,
+    "__init__": 0, "errors": 0, "process": 0, "console": 0, "text": 0, "confined": 0,
     "spec": 1,
     "models": 2, "build": 2,  # the inputs the runs need: model files, built programs
     "run": 3,

@@ -331,7 +331,7 @@ def test_equivalence_failures_counted_and_cases(ctx, monkeypatch):
     ({"shapes": {"h_out": 6, "logits": [2, 2]}, "counters": {"steps": 1}},
      "variant a: meta.json shapes.h_out = 6 is not a list"),
     ({"shapes": {"h_out": [2, 4], "logits": [2, 2]}, "counters": {"steps": 1}},
-     "b vs a, h_out: A: 24 bytes but meta.json shape [2, 4] needs 32"),
+     "variant a: dump h_out.f32: 24 bytes but meta.json shape [2, 4] of f32 needs 32 (truncated or stale dump)"),
 ])
 def test_equivalence_bad_meta(ctx, monkeypatch, meta, words):
     out = evaluate(ctx, EQ.replace("MODE", "mode: memcmp"), Engine(dumps(meta=meta)), monkeypatch)
@@ -689,8 +689,9 @@ def test_artifact_build_cases_and_no_model(ctx, monkeypatch):
 
 
 @pytest.mark.parametrize("shape, words", [
-    ([0, 3], "b vs a, h_out: A: 24 bytes but meta.json shape [0, 3] needs 0"),
-    ([2**53 - 1, 1], f"b vs a, h_out: A: 24 bytes but meta.json shape [{2**53 - 1}, 1] needs"),
+    ([0, 3], "variant a: dump h_out.f32: 24 bytes but meta.json shape [0, 3] of f32 needs 0 (truncated"),
+    ([2**53 - 1, 1], f"variant a: dump h_out.f32: 24 bytes but meta.json shape [{2**53 - 1}, 1] of f32 needs "
+     f"{(2**53 - 1) * 4} (truncated"),
     ([2**53, 1], f"variant a: meta.json shapes.h_out = [{2**53}, 1] is not a list of non-negative integers"),
 ])
 def test_equivalence_shape_bounds(ctx, monkeypatch, shape, words):
@@ -827,7 +828,8 @@ def test_equivalence_each_side_has_its_shape(ctx, monkeypatch):
         return p
     text = EQ.replace("MODE", "mode: memcmp")
     out = evaluate(ctx, text, Engine(plan({"shapes": {"h_out": [2, 4], "logits": [2, 2]}})), monkeypatch)
-    assert out.reason.startswith("b vs a, h_out: B: 24 bytes but meta.json shape [2, 4] needs 32"), out.reason
+    assert out.reason.startswith("variant b: dump h_out.f32: 24 bytes but meta.json shape [2, 4] of f32 needs 32"), \
+        out.reason
     out = evaluate(ctx, text, Engine(plan({"shapes": {"h_out": [2, "x"], "logits": [2, 2]}})), monkeypatch)
     assert out.reason == "variant b: meta.json shapes.h_out = [2, 'x'] is not a list of non-negative integers"
     assert [r["variant"] for r in out.details["runs"]] == ["a", "b"]
@@ -1129,3 +1131,13 @@ def test_artifact_ignores_engine_yaml_exports(ctx, monkeypatch):
                        '{path: "{bin}/kite", exports_exactly: [kcuda_a, kcuda_b, kcuda_w, zeta_x]}')
     out = evaluate(ctx, text, Engine(lambda n, a, e: {}), monkeypatch)
     assert out.verdict == "PASS" and (bins / "kite").exists(), out.reason
+
+
+@pytest.mark.parametrize("shape", [[0, 3], None], ids=["shape [0, 3]", "no shape"])
+def test_equivalence_empty_dumps_are_vacuous(ctx, monkeypatch, shape):
+    """Two empty dumps compare no element: a FAIL, never "identical bytes" (issue 35)."""
+    meta = {"shapes": {"h_out": shape, "logits": [2, 2]}, "counters": {"steps": 1}}
+    out = evaluate(ctx, EQ.replace("MODE", "mode: memcmp"), Engine(dumps({"a": b"", "b": b""}, meta=meta)), monkeypatch)
+    assert out.verdict == "FAIL"
+    assert out.reason == ("vacuous: variant a: dump h_out.f32 is empty" + (" (meta.json shape [0, 3])" if shape else "")
+                          + ": no element to compare"), out.reason

@@ -74,7 +74,7 @@ def test_vacuous_precondition(fake_repo):
 @pytest.mark.parametrize("knob,expected", [
     ('FAKE_CRASH: "SIGSEGV"', "variant stream: engine killed by signal SIGSEGV"),
     ('FAKE_EXIT: "1"', "variant stream: engine exit status 1: kite: error: planted failure"),
-    ('FAKE_TRUNCATE: "h_out"', "stream vs graph, h_out: B: 224 bytes but meta.json shape [7, 16] needs 448"),
+    ('FAKE_TRUNCATE: "h_out"', "variant stream: dump h_out.f32: 224 bytes but meta.json shape [7, 16] of f32 needs 448"),
     ('FAKE_NO_META: "1"', "variant stream: meta.json missing from the dump folder"),
     ('FAKE_NAN: "h_out:17"', "stream vs graph, h_out: NaN in B (0 in A, 1 in B), first at index 17"),
     ('FAKE_HANG: "1"', "variant stream: engine timed out after"),

@@ -19,7 +19,7 @@ from harness.report.document import Report
 from harness.report.merge import merge
 from harness.run.compare import compare_bytes
 from harness.run.result import Result, utc_now
-from harness.spec import registry
+from harness.spec import inputs, registry
 from harness.spec.config import load_config
 
 
@@ -58,9 +58,13 @@ def evaluate_cross(c: Cross, sources: dict[tuple[str, str], DumpSource], skipped
             pa = ref.dir / fname if ref.dir else None
             pb = s.dir / fname if s.dir else None
             if pa is not None and pb is not None and pa.exists() and pb.exists():
-                d = compare_bytes(pa.read_bytes(), pb.read_bytes())
-                row.update(identical=d.identical, differing=d.differing, max_ulp=d.max_ulp, max_abs=d.max_abs,
-                           reason=d.reason, how="memcmp")
+                try:  # the copies in a report folder: regular files inside their folders only
+                    d = compare_bytes(inputs.read_inside(pa.parent, pa.name, inputs.MAX_DUMP),
+                                      inputs.read_inside(pb.parent, pb.name, inputs.MAX_DUMP))
+                    row.update(identical=d.identical, differing=d.differing, max_ulp=d.max_ulp, max_abs=d.max_abs,
+                               reason=d.reason, how="memcmp")
+                except (inputs.FileRefused, FileNotFoundError) as e:
+                    row.update(identical=False, differing=-1, max_ulp=0, max_abs=0.0, how="none", reason=str(e))
             elif fa and fb:
                 same = fa.get("sha256") == fb.get("sha256")
                 row.update(identical=same, differing=0 if same else -1, max_ulp=0, max_abs=0.0, how="sha256",

@@ -6,6 +6,7 @@ embedded-code, msvc-discovery). Its criteria run through harness/run/suite.py (m
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 import shutil
 import sys
@@ -25,7 +26,6 @@ from harness.run.compare import compare_bytes
 from harness.run.runner import NATIVE, Launcher
 from harness.spec import inputs
 from harness.spec.config import BuildSpec, Config, ProjectSpec
-from harness.spec.digest import file_sha256
 
 
 class CheckFail(Exception):
@@ -281,18 +281,23 @@ class EntryRunner:
             raise CheckFail(f"`kite run` ({log}) failed: {r.describe()}")
         files = {}
         for name, spec in self.cfg.dumps.items():
-            f = out / spec.file
-            if not f.exists():
-                raise CheckFail(f"`kite run --dump` wrote no {spec.file}")
-            files[name] = {"file": spec.file, "bytes": f.stat().st_size,
-                           "sha256": file_sha256(f)}
+            try:  # what the engine wrote: only regular files inside its dump folder (no FIFO, no link out)
+                data = inputs.read_inside(out, spec.file, inputs.MAX_DUMP)
+            except FileNotFoundError:
+                raise CheckFail(f"`kite run --dump` wrote no {spec.file}") from None
+            except inputs.FileRefused as e:
+                raise CheckFail(f"`kite run --dump`: {e}") from None
+            files[name] = {"file": spec.file, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
         meta = {}
-        mp = out / self.cfg.meta_file
-        if mp.exists():
-            try:
-                meta = inputs.json_loads(mp.read_text(encoding="utf-8"))
-            except ValueError:
-                raise CheckFail(f"{mp.name} is not JSON") from None
+        try:
+            meta = inputs.json_loads(inputs.decode_text(inputs.read_inside(out, self.cfg.meta_file, inputs.MAX_META),
+                                                        self.cfg.meta_file))
+        except FileNotFoundError:
+            pass
+        except inputs.FileRefused as e:
+            raise CheckFail(f"`kite run --dump`: {e}") from None
+        except ValueError:
+            raise CheckFail(f"{self.cfg.meta_file} is not JSON") from None
         return {"dir": str(out), "files": files, "meta": meta, "wall_s": r.wall_s}
 
     def check_dump(self, exe: Path, run: EntryRun) -> CheckResult:
@@ -320,7 +325,11 @@ class EntryRunner:
     def compare_dirs(self, a: Path, b: Path, label_a: str, label_b: str) -> list[dict[str, Any]]:
         rows = []
         for name, spec in self.cfg.dumps.items():
-            d = compare_bytes((a / spec.file).read_bytes(), (b / spec.file).read_bytes(), dtype=spec.dtype)
+            try:
+                da, db = (inputs.read_inside(x, spec.file, inputs.MAX_DUMP) for x in (a, b))
+            except (inputs.FileRefused, FileNotFoundError) as e:
+                raise CheckFail(f"{label_a} vs {label_b}: {e}") from None
+            d = compare_bytes(da, db, dtype=spec.dtype)
             rows.append({"case": "", "a": label_a, "b": label_b, "dump": name, "identical": d.identical,
                          "differing": d.differing, "max_ulp": d.max_ulp, "max_abs": d.max_abs, "reason": d.reason})
         return rows

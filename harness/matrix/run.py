@@ -7,12 +7,14 @@ with their SHA-256, so `harness merge` can evaluate the cross criteria over seve
 from __future__ import annotations
 
 import dataclasses
+import os
 import shutil
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from harness import confined
 from harness.build import toolchains
 from harness.errors import HarnessError
 from harness.matrix.cross import add_cross_results, matrix_result, sources_from_doc
@@ -42,9 +44,12 @@ def copy_dumps(report_dir: Path, run: EntryRun, dirs: dict[str, Path]) -> None:
         if var not in run.dumps:
             continue
         dst = report_dir / "dumps" / run.entry / var
-        if dst.exists():
-            shutil.rmtree(dst)
-        shutil.copytree(d, dst)
+        rel = dst.relative_to(report_dir)
+        confined.rmtree(report_dir, rel)  # no link followed in the report folder
+        confined.makedirs(report_dir, rel.parent)
+        # an engine's links are not copied: one could lead out of its folder (to /dev/zero ...)
+        shutil.copytree(d, dst, ignore=lambda folder, names: [n for n in names
+                                                              if os.path.islink(os.path.join(folder, n))])
         run.dumps[var]["dir"] = str(dst.relative_to(report_dir))
 
 

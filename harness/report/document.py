@@ -10,6 +10,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from harness import confined
 from harness.errors import HarnessError
 from harness.run.result import Result, utc_now  # noqa: F401 - re-exported: the writers' input
 from harness.text import printable
@@ -20,8 +21,9 @@ SCHEMA = "kite-report/1"
 
 def atomic_write(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
-        with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+    try:  # the temporary opened without following a link planted under its name
+        with os.fdopen(confined.open_file(path.parent, tmp.name, os.O_WRONLY | os.O_CREAT, truncate=True), "w",
+                       encoding="utf-8", newline="\n") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
@@ -181,8 +183,12 @@ class Report:
             atomic_write(self.dir / "report.md", render_markdown(self.doc))
             atomic_write(self.dir / "junit.xml", render_junit(self.doc))
         except OSError as e:
-            raise HarnessError(f"cannot write the report in {self.dir}: {e.strerror or e}; what was written "
-                               "before is intact (continue with `verify --resume` once there is room)") from None
+            # the folder by name: `--resume` alone continues reports/latest, which a narrowed run
+            # or a first write that failed does not point at; without a report.json there is nothing to resume
+            then = (f"what was written before is intact (continue with `verify --resume {self.dir}` once there is "
+                    "room)" if (self.dir / "report.json").is_file() else
+                    "nothing was recorded there (run verify again once there is room)")
+            raise HarnessError(f"cannot write the report in {self.dir}: {e.strerror or e}; {then}") from None
 
 
 # ---- triage: what a reader of a failure needs -------------------------------------------------

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from harness import confined
 from harness.errors import HarnessError
 from harness.spec import inputs
 
@@ -93,8 +94,8 @@ class ReportLock:
         return self.directory / LOCK_NAME
 
     def acquire(self, started: str, argv: list[str]) -> ReportLock:
-        try:
-            f = open(self.path, "a+", encoding="utf-8")
+        try:  # a link planted as .lock is refused, never followed (its target would be truncated)
+            f = confined.open_text(self.directory, LOCK_NAME, os.O_RDWR | os.O_CREAT, "r+")
         except OSError as e:
             raise HarnessError(f"cannot open the report lock {self.path}: {e.strerror or e}") from None
         f.seek(0)

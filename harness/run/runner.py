@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import math
 import re
 import shutil
 import sys
@@ -12,13 +14,15 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Callable
 
+from harness import confined
+from harness.errors import HarnessError
 from harness.spec import criteria as C
 from harness.spec import inputs
 from harness.run import timing
 from harness.build.binfmt import BinaryFormatError, read_binary
 from harness.build.cmake import BuildResult
 from harness.run.compare import compare_bytes
-from harness.spec.config import Config
+from harness.spec.config import DTYPES, Config, DumpSpec
 from harness.process import KEEP_WHOLE, ProcResult, closing_counts, run_process
 from harness.run.probes import Probes
 
@@ -30,6 +34,22 @@ class CriterionFail(Exception):
         super().__init__(reason)
         self.reason = reason
         self.details = details or {}
+
+
+# a full disk (or quota): no verdict on the engine, and one that a later `--resume` must not keep
+DISK_FULL = frozenset(e for e in (errno.ENOSPC, getattr(errno, "EDQUOT", None)) if e is not None)
+
+
+class RunStopped(HarnessError):
+    """The run cannot go on (the disk is full): the criterion gets no verdict, so that `verify
+    --resume` runs it again once there is room; raised through evaluate() to the caller."""
+
+
+def stop_if_disk_full(e: BaseException, what: str) -> None:
+    """Raise RunStopped for an OSError of a full disk, naming what could not be written."""
+    if isinstance(e, OSError) and e.errno in DISK_FULL:
+        where = f" ({e.filename})" if e.filename else ""
+        raise RunStopped(f"{what}: {e.strerror or e}{where}") from None
 
 
 @dataclass
@@ -115,15 +135,23 @@ def _uses(var: C.Variant, name: str) -> bool:
     return any(name in C.placeholders_in(t) for t in texts)
 
 
+def _inside(ctx: Context, path: Path) -> tuple[Path, Path]:
+    """(root, path relative to it) for confined's link-refusing writes and removals: the report
+    folder, or for a path outside it (`harness run`'s own folder) the path's parent."""
+    try:
+        return ctx.report_dir, path.relative_to(ctx.report_dir)
+    except ValueError:
+        return path.parent, Path(path.name)
+
+
 def prepare(ctx: Context, crit: C.Criterion, var: C.Variant, work: Path, case: dict[str, str]) -> Prepared:
-    work.mkdir(parents=True, exist_ok=True)
+    confined.makedirs(*_inside(ctx, work))
     vals = _values(ctx, crit, var, work, case, _uses(var, "model"))
     engine = Path(vals["engine"])
     if var.layout == "engine_only":
         edir = work / "engine"
-        if edir.exists():
-            shutil.rmtree(edir)
-        edir.mkdir(parents=True)
+        confined.rmtree(*_inside(ctx, edir))
+        confined.makedirs(*_inside(ctx, edir))  # fresh and link-free: the copies below land in it
         if not engine.exists():
             raise CriterionFail(f"variant {var.name}: engine {engine} not found")
         shutil.copy2(engine, edir / engine.name)
@@ -170,6 +198,24 @@ def _shape(meta: Any, dotted: str, variant: str, runs: list[dict[str, Any]]) -> 
     return v
 
 
+def _read_dump(folder: Path, ds: DumpSpec, shape: list[int] | None, where: str, runs: list[dict[str, Any]]) -> bytes:
+    """One dump's bytes, read inside its folder (inputs.read_inside): of exactly the size its shape
+    gives (unread when not), never empty: a dump with no element compares vacuously."""
+    want = math.prod(shape) * DTYPES[ds.dtype] if shape is not None else None
+    why = f"meta.json shape {shape} of {ds.dtype} needs {want} (truncated or stale dump)"
+    try:
+        data = inputs.read_inside(folder, ds.file, inputs.MAX_DUMP, want, why, f"dump {ds.file}")
+    except FileNotFoundError:
+        raise CriterionFail(f"{where}: dump {ds.file} missing", {"runs": runs}) from None
+    except inputs.FileRefused as e:
+        raise CriterionFail(f"{where}: {e}", {"runs": runs}) from None
+    if not data:
+        raise CriterionFail(f"vacuous: {where}: dump {ds.file} is empty"
+                            + (f" (meta.json shape {shape})" if shape is not None else "")
+                            + ": no element to compare", {"runs": runs})
+    return data  # a bytearray: bytes-like, and not copied once more
+
+
 def run_equivalence(ctx: Context, crit: C.Criterion, work: Path) -> Outcome:
     spec: C.EquivalenceSpec = crit.spec  # type: ignore[assignment]
     cmp_ = spec.compare
@@ -184,8 +230,7 @@ def run_equivalence(ctx: Context, crit: C.Criterion, work: Path) -> Outcome:
             vdir = work / (f"case{ci}" if crit.cases else "") / var.name
             p = prepare(ctx, crit, var, vdir, case)
             dump = vdir / "dump"
-            if dump.exists():
-                shutil.rmtree(dump)
+            confined.rmtree(*_inside(ctx, dump))
             name = f"{var.name}" + (f".case{ci}" if crit.cases else "")
             r = _run(ctx, crit, p, [ctx.cfg.dump_flag, ctx.launcher.path(str(dump))], name)
             runs.append({"variant": var.name, "case": tag, **r.to_json()})
@@ -193,7 +238,8 @@ def run_equivalence(ctx: Context, crit: C.Criterion, work: Path) -> Outcome:
             if not r.ok:
                 raise CriterionFail(f"{where}: engine {r.describe()}", {"runs": runs})
             try:
-                meta = inputs.json_loads(inputs.read_text(dump / ctx.cfg.meta_file, inputs.MAX_META, ctx.cfg.meta_file))
+                meta = inputs.json_loads(inputs.decode_text(
+                    inputs.read_inside(dump, ctx.cfg.meta_file, inputs.MAX_META), ctx.cfg.meta_file))
             except FileNotFoundError:
                 raise CriterionFail(f"{where}: {ctx.cfg.meta_file} missing from the dump folder",
                                     {"runs": runs}) from None
@@ -207,10 +253,7 @@ def run_equivalence(ctx: Context, crit: C.Criterion, work: Path) -> Outcome:
             data = {}
             for dname in cmp_.dumps:
                 ds = ctx.cfg.dumps[dname]
-                try:
-                    data[dname] = (dump / ds.file).read_bytes()
-                except FileNotFoundError:
-                    raise CriterionFail(f"{where}: dump {ds.file} missing", {"runs": runs}) from None
+                data[dname] = _read_dump(dump, ds, _shape(meta, ds.shape, var.name, runs), where, runs)
             loaded.append((var, meta, data))
         base_var, base_meta, base_data = loaded[0]
         for var, meta, data in loaded[1:]:
@@ -410,6 +453,10 @@ def check_file(fc: C.FileCheck, path: Path, ignore_exports: list[str]) -> tuple[
         return ([] if not fc.exists else [f"{path} does not exist"]), ["absent"]
     if not fc.exists:
         return [f"{path} exists but must not"], ["present"]
+    try:  # a FIFO, a folder, a device or a huge file is named, never opened (a FIFO would block)
+        inputs.check_regular(path, inputs.MAX_BUILT, path.name)
+    except (inputs.FileRefused, FileNotFoundError) as e:
+        return [str(e) if isinstance(e, inputs.FileRefused) else f"{path} does not exist"], []
     binary_checks = (fc.needed_match or fc.needed_not_match or fc.symbols_not_match or fc.undefined_not_match
                      or fc.exports_exactly is not None or fc.exports_match)
     if binary_checks:
@@ -450,7 +497,10 @@ def check_file(fc: C.FileCheck, path: Path, ignore_exports: list[str]) -> tuple[
             if bad:
                 problems.append(f"exports not matching /{fc.exports_match}/: {', '.join(bad[:10])}")
     if fc.text_match or fc.text_not_match:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        try:
+            text = inputs.read_bytes(path, inputs.MAX_BUILT, path.name).decode("utf-8", errors="replace")
+        except (inputs.FileRefused, FileNotFoundError) as e:
+            return problems + [str(e) if isinstance(e, inputs.FileRefused) else f"{path} does not exist"], facts
         problems += pattern_problems(text, fc.text_match, fc.text_not_match, "text")
     return problems, facts
 
@@ -483,24 +533,48 @@ def evaluate(ctx: Context, crit: C.Criterion) -> Outcome:
     if unmet:
         return Outcome("SKIP", unmet)
     work = ctx.report_dir / "work" / crit.id
+    logs = Path("logs") / crit.id
     t0 = time.perf_counter()
     try:
+        # an earlier attempt's logs go (a resumed run), and with them any link planted among them
+        # (a link at logs/ or logs/<id> is refused): run_process then writes into a fresh folder
+        confined.rmtree(ctx.report_dir, logs)
         out = RUNNERS[crit.kind](ctx, crit, work)
     except CriterionFail as e:
         out = Outcome("FAIL", e.reason, e.details)
+    except confined.LinkRefused as e:
+        out = Outcome("FAIL", f"report folder: {e}")
+    except RunStopped:
+        raise
     except Exception as e:  # noqa: BLE001 - one criterion's bug must not end the run
-        log = ctx.report_dir / "logs" / crit.id / "internal-error.txt"
-        log.parent.mkdir(parents=True, exist_ok=True)
-        log.write_text(traceback.format_exc(), encoding="utf-8")
+        stop_if_disk_full(e, crit.id)
+        log = logs / "internal-error.txt"
+        try:
+            confined.write_text(ctx.report_dir, log, traceback.format_exc())
+        except (OSError, confined.LinkRefused):  # a link there, or no room: the reason below says enough
+            pass
         out = Outcome("FAIL", f"internal error: {type(e).__name__}: {e} (see {log.name})")
     out.details.setdefault("seconds", time.perf_counter() - t0)
-    if out.verdict == "FAIL" and work.exists():
-        failed = ctx.report_dir / "failed" / crit.id
-        if failed.exists():
-            shutil.rmtree(failed)
-        failed.parent.mkdir(parents=True, exist_ok=True)
-        shutil.move(str(work), str(failed))
-        out.details["kept"] = str(failed.relative_to(ctx.report_dir))
-    elif work.exists():
-        shutil.rmtree(work, ignore_errors=True)
+    try:
+        _keep_or_clear(ctx, crit, work, out)
+    except confined.LinkRefused as e:  # a FAIL keeps its own reason; a PASS cannot stand beside a planted link
+        out = (Outcome("FAIL", f"{out.reason} [evidence not kept: {e}]", out.details) if out.verdict == "FAIL"
+               else Outcome("FAIL", f"report folder: {e}", out.details))
     return out
+
+
+def _keep_or_clear(ctx: Context, crit: C.Criterion, work: Path, out: Outcome) -> None:
+    """A failed criterion's work folder moves to failed/<id> (the evidence); a passed one's goes."""
+    if not work.exists():
+        return
+    rel = work.relative_to(ctx.report_dir)
+    if out.verdict == "FAIL":
+        failed = Path("failed") / crit.id
+        confined.rmtree(ctx.report_dir, failed)
+        confined.move(ctx.report_dir, rel, failed)
+        out.details["kept"] = failed.as_posix()
+    else:
+        try:
+            confined.rmtree(ctx.report_dir, rel)
+        except OSError:
+            pass  # what cannot be removed stays; the verdict stands

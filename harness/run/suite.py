@@ -11,7 +11,7 @@ from typing import Any
 
 from harness.models import ensure_model
 from harness.run.result import Result, utc_now
-from harness.run.runner import Context, CriterionFail, evaluate
+from harness.run.runner import Context, CriterionFail, evaluate, stop_if_disk_full
 from harness.spec import registry
 from harness.spec.config import Config
 from harness.spec.criteria import Criterion
@@ -100,6 +100,8 @@ class Models:
                 self.made[key] = Path(ensure_model(str(spec["recipe"]), self.cfg.root / self.cfg.models_dir,
                                                    spec.get("qtype"), search=[self.cfg.recipe_dir]))
             except Exception as e:  # noqa: BLE001 - any generator failure fails the criteria using it
+                # but a full disk stops the run, with no verdict kept: `--resume` generates it again
+                stop_if_disk_full(e, f"model {key}: cannot write it in {self.cfg.root / self.cfg.models_dir}")
                 self.made[key] = CriterionFail(f"model {key}: {type(e).__name__}: {e}")
         got = self.made[key]
         if isinstance(got, CriterionFail):

@@ -1,12 +1,16 @@
-"""Reading the harness's input files (criteria, registry, configs, reports, meta.json) so that any
-path fails cleanly: a directory, a FIFO or a device is refused without blocking on it, a file over
-its size cap is refused before it is read, and text that is binary or not UTF-8 is named as such."""
+"""Reading every file the harness opens (criteria, registry, configs, reports, and what an engine
+wrote: meta.json, dumps) so that any path fails cleanly: a directory, a FIFO or a device is refused
+without blocking on it, a file over its size cap is refused before it is read, a read ends within a
+time limit, and text that is binary or not UTF-8 is named as such. An engine's files are read only
+inside their folder: no link out of it, and of the exact size their shape gives (read_inside)."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +18,7 @@ from harness.errors import HarnessError
 
 KIB = 1024
 MIB = 1024 * KIB
+GIB = 1024 * MIB
 
 # size caps per kind of file: far above any real one, far below what would hurt the harness
 MAX_CRITERIA = 4 * MIB
@@ -21,6 +26,14 @@ MAX_REGISTRY = 16 * MIB
 MAX_CONFIG = 4 * MIB
 MAX_REPORT = 256 * MIB
 MAX_META = 64 * MIB
+# one engine dump: far above a real one (logits of 100 positions of a 248k vocabulary: 100 MB), far
+# below what two of them in memory would cost; a dump with a shape must also be exactly its size
+MAX_DUMP = 2 * GIB
+MAX_BUILT = 1 * GIB  # a built file an artifact criterion reads (a CUDA module with its fat binary)
+
+READ_SECONDS = 300.0  # one file's read: a stalled file system ends in an error, not a hang
+CHUNK = 4 * MIB
+clock = time.monotonic  # the read deadline's clock (tests plant one)
 
 
 class FileRefused(HarnessError):
@@ -54,40 +67,137 @@ def resolve(path: Path, shown: str | None = None) -> Path:
         raise FileRefused(f"{shown or path}: cannot resolve it: {getattr(e, 'strerror', None) or e}") from None
 
 
-def read_bytes(path: Path, max_bytes: int, shown: str | None = None) -> bytes:
-    """The bytes of a regular file of at most max_bytes. FileNotFoundError passes through (callers
-    decide whether a missing file is an error); every other problem is a FileRefused."""
+def _refused_os(name: str, e: OSError) -> FileRefused:
+    return FileRefused(f"{name}: cannot read: {e.strerror or e}")
+
+
+def _open_regular(path: Path | str, name: str, nofollow: bool = False) -> tuple[int, os.stat_result]:
+    """(descriptor, fstat) of a regular file opened non-blocking (a FIFO swapped in after a check
+    does not block either); with nofollow a link at the last part is refused. FileNotFoundError
+    passes through."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
+    if nofollow:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise
+    except OSError as e:
+        if nofollow and e.errno == errno.ELOOP:
+            raise FileRefused(f"{name}: is a symbolic link") from None
+        if e.errno == errno.ENXIO:  # a socket
+            raise FileRefused(f"{name}: is a socket, not a regular file") from None
+        raise _refused_os(name, e) from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise FileRefused(f"{name}: is {_kind(st.st_mode)}, not a regular file")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st
+
+
+def _read_fd(fd: int, name: str, size: int, max_bytes: int, seconds: float, exact: bool = False) -> bytearray:
+    """At most max_bytes of the open regular file fd (fstat said size), in chunks, within seconds
+    (a stalled file system gives an error, not a hang); closes fd. exact: a file that grew since
+    the fstat is refused (else what is there, up to max_bytes, is read)."""
+    buf = bytearray(min(size, max_bytes) + 1)  # one more: a file that grew since the fstat shows it
+    got = 0
+    deadline = clock() + seconds
+
+    def read(f: Any, into: memoryview) -> int:
+        if clock() > deadline:
+            raise FileRefused(f"{name}: not read within {seconds:g} s ({got} of {size} bytes): a stalled file system?")
+        try:
+            return f.readinto(into) or 0
+        except OSError as e:
+            raise _refused_os(name, e) from None
+
+    with os.fdopen(fd, "rb", buffering=0) as f:
+        with memoryview(buf) as view:
+            while got < len(buf):
+                with view[got:got + CHUNK] as chunk:
+                    n = read(f, chunk)
+                if not n:
+                    break
+                got += n
+        del buf[got:]
+        if got > size and exact:
+            raise FileRefused(f"{name}: grew while it was read ({size} bytes, then more)")
+        while got > size and got <= max_bytes:  # grew: the rest, up to the cap
+            more = bytearray(CHUNK)
+            with memoryview(more) as view:
+                n = read(f, view)
+            if not n:
+                break
+            buf += more[:n]
+            got += n
+    if got > max_bytes:
+        raise FileRefused(f"{name}: over the {_cap(max_bytes)} allowed for this file")
+    return buf
+
+
+def check_regular(path: Path, max_bytes: int, shown: str | None = None) -> os.stat_result:
+    """stat of path (links followed), a regular file of at most max_bytes, else FileRefused;
+    FileNotFoundError passes through. Nothing is opened: a FIFO cannot block it."""
     name = shown or str(path)
     try:
         st = os.stat(path)  # the type before any open(): opening a FIFO for reading would block
     except FileNotFoundError:
         raise
     except OSError as e:
-        raise FileRefused(f"{name}: cannot read: {e.strerror or e}") from None
+        raise _refused_os(name, e) from None
     except ValueError:  # a NUL byte in the name
         raise FileRefused(f"{name!r}: cannot read: the name holds a NUL byte") from None
     if not stat.S_ISREG(st.st_mode):
         raise FileRefused(f"{name}: is {_kind(st.st_mode)}, not a regular file")
     if st.st_size > max_bytes:
         raise FileRefused(f"{name}: {st.st_size} bytes, over the {_cap(max_bytes)} allowed for this file")
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    return st
+
+
+def read_bytes(path: Path, max_bytes: int, shown: str | None = None) -> bytes:
+    """The bytes of a regular file of at most max_bytes. FileNotFoundError passes through (callers
+    decide whether a missing file is an error); every other problem is a FileRefused."""
+    name = shown or str(path)
+    check_regular(path, max_bytes, shown)  # the type before any open(): opening a FIFO for reading would block
+    fd, st = _open_regular(path, name)
+    if st.st_size > max_bytes:  # swapped for a larger file since
+        os.close(fd)
+        raise FileRefused(f"{name}: {st.st_size} bytes, over the {_cap(max_bytes)} allowed for this file")
+    return bytes(_read_fd(fd, name, st.st_size, max_bytes, READ_SECONDS))
+
+
+def read_inside(folder: Path, name: str, max_bytes: int, size: int | None = None, size_why: str = "",
+                shown: str | None = None) -> bytearray:
+    """The bytes of the file `name` of `folder`, a folder another program wrote (an engine's dump
+    folder), read so that nothing in it can turn the read into another file's: the folder is no
+    link, the file resolves inside it and is a regular file (opened O_NOFOLLOW|O_NONBLOCK, checked
+    by fstat), of at most max_bytes, and of exactly `size` bytes when given (else refused unread:
+    "N bytes but {size_why}"), read within READ_SECONDS. FileNotFoundError passes through."""
+    shown = shown or name
     try:
-        fd = os.open(path, flags)  # O_NONBLOCK: a FIFO swapped in after the stat does not block either
+        st = os.lstat(folder)
     except FileNotFoundError:
         raise
-    except OSError as e:
-        raise FileRefused(f"{name}: cannot read: {e.strerror or e}") from None
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            raise FileRefused(f"{name}: is {_kind(st.st_mode)}, not a regular file")
-        try:
-            data = f.read(max_bytes + 1)
-        except OSError as e:
-            raise FileRefused(f"{name}: cannot read: {e.strerror or e}") from None
-    if len(data) > max_bytes:  # grew after the stat
-        raise FileRefused(f"{name}: over the {_cap(max_bytes)} allowed for this file")
-    return data
+    except (OSError, ValueError) as e:
+        raise FileRefused(f"{shown}: cannot read its folder {folder}: {getattr(e, 'strerror', None) or e}") from None
+    if stat.S_ISLNK(st.st_mode):
+        raise FileRefused(f"{shown}: its folder {folder.name} is a symbolic link (to {os.readlink(folder)})")
+    if not stat.S_ISDIR(st.st_mode):
+        raise FileRefused(f"{shown}: its folder {folder.name} is {_kind(st.st_mode)}, not a folder")
+    base, real = resolve(folder, shown), resolve(folder / name, shown)
+    if base not in real.parents:
+        raise FileRefused(f"{shown}: a link out of its folder (to {real}); it must be a file the engine wrote there")
+    fd, st = _open_regular(real, shown, nofollow=True)
+    if size is not None and st.st_size != size:
+        os.close(fd)
+        raise FileRefused(f"{shown}: {st.st_size} bytes but {size_why or f'{size} expected'}")
+    if st.st_size > max_bytes:
+        os.close(fd)
+        raise FileRefused(f"{shown}: {st.st_size} bytes, over the {_cap(max_bytes)} allowed for this file")
+    return _read_fd(fd, shown, st.st_size, max_bytes, READ_SECONDS, exact=True)
 
 
 def decode_text(data: bytes, name: str) -> str:

@@ -288,15 +288,6 @@ def withdrawn(entries: list[Entry]) -> dict[str, Entry]:
     return {e.id: e for e in entries if e.event == "withdraw"}
 
 
-def registered_files(entries: list[Entry]) -> dict[str, str]:
-    """id -> the file it is registered to (its register line's)."""
-    out: dict[str, str] = {}
-    for e in entries:
-        if e.event == "register":
-            out.setdefault(e.id, e.file)
-    return out
-
-
 _ID_LINE = re.compile(r"^\s*(?:-\s*)?id\s*:\s*['\"]?([^'\"#\s]+)['\"]?\s*(?:#.*)?$")
 
 

@@ -143,6 +143,17 @@ def load_registrable(cfg: Config, files: list[Path]) -> list[Any]:
 def cmd_register(args: argparse.Namespace) -> int:
     cfg = _config(args)
     reg_path = Path(args.registry) if args.registry else cfg.root / "regressions" / "registry.lock"
+    if args.withdraw:
+        if args.files or args.only or args.amend:
+            raise HarnessError("--withdraw ID --reason TEXT takes no criteria files, --only or --amend")
+        with registry.writing(reg_path):  # read, check and append with no other `register` in between
+            lines = registry.withdrawal(registry.load_checked(reg_path, cfg.root), args.withdraw, args.reason)
+            registry.append(reg_path, lines)
+        for e, _, reason in lines:
+            print(f"withdrew   {e.id}  ({e.file}; {reason})")
+        return 0
+    if not args.files:
+        raise HarnessError("name the criteria file(s) to register (or --withdraw ID --reason TEXT)")
     crits = load_registrable(cfg, [Path(f) for f in args.files])
     if args.only:
         missing = [i for i in args.only if i not in {c.id for c in crits}]
@@ -155,17 +166,19 @@ def cmd_register(args: argparse.Namespace) -> int:
         raise HarnessError(f"--amend: {', '.join(unknown)} not in the given file(s)")
     if amend and not args.reason:
         raise HarnessError("--amend needs --reason TEXT (the reason is kept in the registry and shown in reports)")
-    entries = registry.load(reg_path)
     deps = {c.id: dependency_digests(cfg, c) for c in crits if isinstance(c, Criterion)}
-    plan = registry.plan(entries, crits, amend, args.reason, deps)
-    for c, why in plan.refused:
-        _err(f"{c.file}:{c.line}: {c.id}: refused: {why}")
-    if plan.refused:
-        _err("nothing registered")
-        return 2
-    events = [(c, "register", args.reason or "") for c in plan.new] + [(c, "amend", args.reason) for c in plan.amended]
-    if events or plan.depends:
-        registry.append(reg_path, events, deps=[(c, deps[c.id]) for c in plan.depends])
+    with registry.writing(reg_path):  # read, check and append with no other `register` in between
+        entries = registry.load_checked(reg_path, cfg.root)
+        plan = registry.plan(entries, crits, amend, args.reason, deps, root=cfg.root)
+        for c, why in plan.refused:
+            _err(f"{c.file}:{c.line}: {c.id}: refused: {why}")
+        if plan.refused:
+            _err("nothing registered")
+            return 2
+        events = ([(c, "register", args.reason or "") for c in plan.new]
+                  + [(c, "amend", args.reason) for c in plan.amended])
+        if events or plan.depends:
+            registry.append(reg_path, events, deps=[(c, deps[c.id]) for c in plan.depends])
     for c in plan.new:
         print(f"registered {c.id}  {c.digest}")
     for c in plan.amended:
@@ -382,9 +395,12 @@ def make_parser() -> argparse.ArgumentParser:
     g = _sub(sub, "register", "record criteria digests in regressions/registry.lock (append-only)",
              "exit status: 0 registered (or unchanged), 2 refused (a changed criterion needs --amend) or "
              "usage error", cmd_register)
-    g.add_argument("files", nargs="+", metavar="FILE", help="criteria files, or configs/matrix.yaml (its cross:)")
+    g.add_argument("files", nargs="*", metavar="FILE", help="criteria files, or configs/matrix.yaml (its cross:)")
     g.add_argument("--only", nargs="+", metavar="ID", help="register only these ids")
     g.add_argument("--amend", action="append", metavar="ID", help="accept a changed criterion (needs --reason)")
+    g.add_argument("--withdraw", action="append", metavar="ID",
+                   help="retire a registered id, with --reason (kept in the registry, shown in reports; "
+                        "ids are never reused)")
     g.add_argument("--reason", help="why (kept in the registry, shown in reports)")
     g.add_argument("--registry", metavar="FILE", help="registry (default: regressions/registry.lock)")
 

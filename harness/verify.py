@@ -13,6 +13,7 @@ from harness import confined
 from harness.spec import depends, provenance, registry
 from harness.report import document as report
 from harness.report import github
+from harness.report import resume
 from harness.report.lock import ReportLock
 from harness.spec import schema
 from harness.report import sysinfo
@@ -178,7 +179,7 @@ def verify(cfg: Config, opts: VerifyOptions, say: Callable[[str], None] | None =
                             f"--trust-outside-criteria (or set {TRUST_ENV}=1)" for c in untrusted])
     if opts.exploratory:
         reg_path = opts.registry_path or cfg.root / "regressions" / "registry.lock"
-        reused = registry.reused_ids(registry.load(reg_path), crits)
+        reused = registry.reused_ids(registry.load_checked(reg_path, cfg.root), crits, cfg.root)
         if reused:
             raise SchemaErrors(reused)
     reports_dir = opts.reports_dir or cfg.root / cfg.reports_dir
@@ -205,7 +206,7 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
                    every: list[Criterion], crits: list[Criterion], reports_dir: Path, rdir: Path,
                    git: dict[str, Any]) -> int:
     reg_path = opts.registry_path or cfg.root / "regressions" / "registry.lock"
-    entries = registry.load(reg_path)
+    entries = registry.load_checked(reg_path, cfg.root)
     suspect = registry.problems(entries)
     commits = provenance.registry_commits(cfg.root, reg_path)
     if opts.strict and commits is None:
@@ -217,6 +218,7 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
         except (OSError, ValueError) as e:
             raise HarnessError(f"--resume: cannot read {rdir}/report.json: {e}") from None
         say(f"resuming {rdir}")
+        _drop_stale(rep, git, {}, say)  # another commit's results never stand under this one's header
     else:
         rep = report.Report(rdir)
     narrowed = filter_text(opts)
@@ -238,7 +240,8 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
     probes = Probes(gpu_info=sess.engine_info, overrides=dict(opts.probe_overrides), gpu=cfg.gpu)
     ctx = Context(cfg=cfg, report_dir=rdir, probes=probes, ensure_build=sess.ensure_build,
                   model_path=sess.model_path, progress=say)
-    how = Judged(entries, opts.exploratory, "run `harness register`, or use --exploratory",
+    hint = "run `harness register`, or use --exploratory"
+    how = Judged(entries, opts.exploratory, hint,
                  notes=lambda c: [f"build {n}: module {b.module.status}: {b.module.reason}"
                                   for n, b in sess.builds.items() if n in c.builds() and b.module.status == "failed"],
                  fail_details=lambda c: {"build_errors": e} if (e := {n: b.errors() for n, b in sess.builds.items()
@@ -250,21 +253,51 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
                  if opts.strict and st.ok and reg.get("uncommitted") else None)
     if not crits:
         say("no criteria selected" + ("" if files else " (no criteria files under regressions/)"))
+    selected = {c.id for c in crits}
+    if not narrowed:  # the registry's ids are the contract: each is judged, missing, or withdrawn
+        scope = {rel_path(f, cfg.root) for f in files}
+        if not opts.files:  # a default run also answers for registered files that are gone
+            scope |= {e.file for e in registry.current(entries).values()
+                      if not (Path(e.file) if Path(e.file).is_absolute() else cfg.root / e.file).exists()}
+        rep.doc["withdrawn"] = _withdrawn(entries, scope)
+        missing = _missing(entries, scope, {c.id for c in every}, git)
+        # a resumed report: results of ids that are no criterion's now (withdrawn, or missing
+        # before and judged again below) do not stand
+        known = {c.id for c in every} | {m.id for m in missing}
+        rep.doc["results"] = [r for r in rep.results if r.get("id") in known and r.get("registration") != "missing"]
+        for res in missing:
+            say(f"{res.id}: FAIL: {res.reason}")
+            rep.add(res)
+            selected.add(res.id)
+        rep.write()
+    taken = {c.id for c in every}
+
+    def sha(name: str) -> dict[str, Any]:
+        return sess.ensure_build(name).to_json()["sha256"] if name in cfg.builds else {}
+
     if not opts.no_build and "default" in cfg.builds and crits:
         sess.ensure_build("default")
     try:
         if crits:
             rep.doc["engine_info"] = sess.engine_info()
         for i, c in enumerate(crits, 1):
-            prev = rep.result_for(c.id)
-            if prev and prev.get("digest") == c.digest and prev.get("verdict") in ("PASS", "FAIL", "SKIP"):
-                say(f"[{i}/{len(crits)}] {c.id}: {prev['verdict']} (kept from the interrupted run)")
-                continue
             deps = depends.dependency_digests(cfg, c)
-            st = registry.status(entries, c, deps, suspect)
+            st = registry.status(entries, c, deps, suspect, root=cfg.root, taken=taken)
             shown, prov = _provenance(entries, st, c.id, commits)
+            registration = {**prov, "dependencies": deps}
+            prev = rep.result_for(c.id)
+            if prev is not None:  # a resumed run: keep the result only if a fresh run would judge it alike
+                refused = registry.refusal(st, opts.exploratory, hint) or how.refuse(c, st, prov)
+                why = "refused now" if refused else resume.why_not_kept(prev, c.digest, shown, not st.ok,
+                                                                         registration, git, sha)
+                if why is None:
+                    say(f"[{i}/{len(crits)}] {c.id}: {prev['verdict']} (kept from the interrupted run)")
+                    continue
+                say(f"[{i}/{len(crits)}] {c.id}: not kept from the interrupted run: {why}")
             say(f"[{i}/{len(crits)}] {c.id} ({c.kind}, {shown}): {c.title}")
-            res = _run_one(c, ctx, sess, how, st, shown, {**prov, "dependencies": deps})
+            res = _run_one(c, ctx, sess, how, st, shown, registration)
+            res.details["ran_with"] = resume.ran_with(git, {n: b.to_json()["sha256"] for n, b in sess.builds.items()
+                                                            if n in c.builds()})
             for n in c.builds():
                 if n in sess.builds:
                     rep.doc["builds"][n] = sess.builds[n].to_json()
@@ -275,11 +308,13 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
                 for line in report.triage_lines(res.to_json(), rdir):
                     say(f"    {line}")
     except KeyboardInterrupt:
+        _drop_stale(rep, git, rep.doc["builds"], say)
         rep.doc["not_run"] = not_run(every, rep)
         rep.write(final=True, status="interrupted")
         say(f"interrupted; report so far: {rdir} (continue with --resume)")
         return 130
     except RunStopped as e:  # a full disk: the criterion has no verdict, so a resume runs it again
+        _drop_stale(rep, git, rep.doc["builds"], say)
         rep.doc["not_run"] = not_run(every, rep)
         rep.write(final=True, status="interrupted")
         raise HarnessError(f"{e}; no verdict was recorded for it: free some space, then continue with "
@@ -287,6 +322,7 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
     for n, b in sess.builds.items():
         rep.doc["builds"][n] = b.to_json()
     confined.rmdir_if_empty(rdir, "work")
+    _drop_stale(rep, git, rep.doc["builds"], say)
     missing = not_run(every, rep)
     rep.doc["not_run"] = missing
     rep.write(final=True, status="partial" if missing else "complete")
@@ -296,9 +332,40 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
     say(f"{s['passed']} passed, {s['failed']} failed, {s['skipped']} skipped -> {rdir / 'report.md'}"
         + (f"; partial{' (' + narrowed + ')' if narrowed else ''}: {len(missing)} not run: "
            f"{', '.join(missing)}" if missing else ""))
-    selected = {c.id for c in crits}
     failed = any(r["verdict"] == "FAIL" for r in rep.results if r["id"] in selected)
     return 1 if failed else 0
+
+
+def _drop_stale(rep: report.Report, git: dict[str, Any], builds: dict[str, Any], say: Callable[[str], None]) -> None:
+    """Drop the results that did not run on this commit, or on the report's binaries (builds):
+    they are run again, or listed as not run."""
+    gone = [i for i in resume.stale(rep.results, git, builds) if isinstance(i, str)]
+    if gone:
+        say(f"not kept from the interrupted run, as they ran on another commit or engine: {', '.join(gone)}")
+        rep.doc["results"] = [r for r in rep.results if r.get("id") not in gone]
+
+
+def _missing(entries: list[registry.Entry], scope: set[str], present: set[str],
+             git: dict[str, Any]) -> list[report.Result]:
+    """A FAIL for each id registered to a file in scope, not withdrawn, that no criteria file has."""
+    gone = registry.withdrawn(entries)
+    out = []
+    for e in registry.current(entries).values():
+        if e.file in scope and e.id not in gone and e.id not in present:
+            out.append(report.Result(
+                id=e.id, title="(registered criterion not found)", kind="missing", file=e.file, digest=e.digest,
+                verdict="FAIL", registration="missing",
+                reason=(f"{e.id} is registered to {e.file} (registry.lock:{e.line}), but no criteria file of this run "
+                        f"has it: restore it in {e.file}, or retire it: python -m harness register --withdraw {e.id} "
+                        "--reason TEXT"),
+                details={"ran_with": resume.ran_with(git, {})}, finished=report.utc_now()))
+    return out
+
+
+def _withdrawn(entries: list[registry.Entry], scope: set[str]) -> list[dict[str, Any]]:
+    """The withdrawn ids of files in scope, with their event (shown in the report)."""
+    return [{"id": e.id, "file": e.file, "time": e.time, "reason": e.reason, "line": e.line}
+            for e in registry.withdrawn(entries).values() if e.file in scope]
 
 
 def _run_one(c: Criterion, ctx: Context, sess: Session, how: Judged, st: registry.Status, shown: str,

@@ -51,6 +51,19 @@ def test_yaml_examples_load_through_the_criteria_validator(doc):
         assert load_example(doc, line, text), f"{doc}:{line}: example holds no criterion"
 
 
+def test_example_ids_cannot_collide_with_registered_ids():
+    """Issue 34: a copied example must not meet a registered id (ids are unique for good). The
+    reference's examples use `doc-` ids; no example id of the docs is in the registry."""
+    from harness.spec import registry
+
+    registered = {e.id for e in registry.load(REPO / "regressions" / "registry.lock")}
+    for doc in EXAMPLE_DOCS:
+        for line, text in yaml_examples(doc):
+            for c in load_example(doc, line, text):
+                assert c.id not in registered, f"{doc}:{c.line}: example id {c.id} is registered"
+                assert doc != "docs/CRITERIA.md" or c.id.startswith("doc-"), f"{doc}:{c.line}: {c.id}"
+
+
 def criteria_reference_examples() -> list:
     return [c for line, text in yaml_examples("docs/CRITERIA.md") for c in load_example("docs/CRITERIA.md", line, text)]
 

@@ -131,7 +131,8 @@ def test_verify_fails_unregistered_and_changed(fake_repo):
         fake_repo.verify("--exploratory")
     assert main(["--root", str(fake_repo.root), "verify", "--exploratory", "--no-build"]) == 2
     p.write_text(p.read_text().replace("id: A1", "id: A1try"))
-    assert fake_repo.verify("--exploratory") == 0
+    assert fake_repo.verify("--exploratory") == 1  # the registered A1 is gone from its file: reported missing
+    assert fake_repo.result("A1")["registration"] == "missing"
     r = fake_repo.result("A1try")
     assert r["verdict"] == "PASS" and r["exploratory"] is True
     md = (fake_repo.reports / "latest" / "report.md").read_text()
@@ -177,12 +178,32 @@ def line(cid="A1", file="regressions/s.yaml", digest=DIGEST, event="register", r
     return "\t".join([cid, file, digest, "2026-01-01T00:00:00Z", event, reason])
 
 
-def test_parse_fields_comments_and_line_endings():
-    text = registry.HEADER + "\n" + line() + "\r\n   \n# note\n" + line(event="amend", reason='"why é"') + "\n"
+def test_parse_fields_and_line_numbers():
+    text = registry.HEADER + line() + "\n" + line(event="amend", reason='"why é"') + "\n"
     (a, b) = registry.parse(text)
-    assert a == registry.Entry("A1", "regressions/s.yaml", DIGEST, "2026-01-01T00:00:00Z", "register", "", 4)
-    assert b.line == 7
+    assert a == registry.Entry("A1", "regressions/s.yaml", DIGEST, "2026-01-01T00:00:00Z", "register", "", 3)
+    assert b.line == 4
     assert (b.event, b.reason) == ("amend", "why é")
+
+
+@pytest.mark.parametrize("text,message", [
+    # issue 35: a registration turned into a comment, or hidden behind CR-only line ends
+    (registry.HEADER + "#" + line() + "\n", r"^registry.lock:3: a comment line outside the header"),
+    (registry.HEADER + line() + "\n# note\n", r"^registry.lock:4: a comment line outside the header"),
+    ("# other header\n" + line() + "\n", r"^registry.lock:1: a comment line outside the header"),
+    (registry.HEADER.replace("\n", "\r") + line() + "\r", r"^registry.lock:1: a carriage return \(CR\)"),
+    (registry.HEADER + line() + "\r\n", r"^registry.lock:3: a carriage return \(CR\)"),
+    (registry.HEADER + "\n" + line() + "\n", r"^registry.lock:3: an empty line"),
+    (registry.HEADER + line() + "\n   \n", r"^registry.lock:4: an empty line"),
+    # issue 35 (low): a byte-order mark was reported as a line with 1 field
+    ("\ufeff" + registry.HEADER + line() + "\n", r"^registry.lock:1: starts with a UTF-8 byte-order mark"),
+    # issue 35 (low): a torn last line (a kill during a write) is named as such
+    (registry.HEADER + line() + "\n" + line()[:40], r"^registry.lock:4: the last line has no line end: a "
+                                                     r"`register` was cut off"),
+])
+def test_parse_refuses_what_the_tool_never_writes(text, message):
+    with pytest.raises(HarnessError, match=message):
+        registry.parse(text)
 
 
 @pytest.mark.parametrize("reason", ["why", "'why'", '"open', "", "{"])
@@ -196,7 +217,7 @@ def test_parse_refuses_a_wrong_number_of_fields(fields):
     parts = line().split("\t")
     bad = "\t".join((parts + ["extra"])[:fields])
     with pytest.raises(HarnessError, match=rf"^registry.lock:2: expected 6 tab-separated fields, found {fields}$"):
-        registry.parse(line() + "\n" + bad)
+        registry.parse(line() + "\n" + bad + "\n")
 
 
 def test_load_refuses_a_registry_that_is_not_utf8(tmp_path):
@@ -269,11 +290,14 @@ def test_append_stamps_the_current_utc_time(tmp_path, monkeypatch):
     assert before <= stamp <= after
 
 
+F = "regressions/s.yaml"  # the file of _crit()
+
+
 def test_status_current_digest_and_amendments():
     t1, t2 = "2026-01-01T00:00:00Z", "2026-01-02T00:00:00Z"
-    e1 = registry.Entry("A1", "f", "sha256:1", t1, "register", "", 1)
-    e2 = registry.Entry("B2", "f", "sha256:2", t1, "register", "", 2)
-    e3 = registry.Entry("A1", "f", "sha256:3", t2, "amend", "longer", 3)
+    e1 = registry.Entry("A1", F, "sha256:1", t1, "register", "", 1)
+    e2 = registry.Entry("B2", F, "sha256:2", t1, "register", "", 2)
+    e3 = registry.Entry("A1", F, "sha256:3", t2, "amend", "longer", 3)
     entries = [e1, e2, e3]
     assert registry.current(entries) == {"A1": e3, "B2": e2}
     st = registry.status(entries, _crit(digest="sha256:3"))
@@ -300,9 +324,9 @@ def test_refusal():
 
 def test_plan_sorts_each_criterion():
     T0 = "2026-01-01T00:00:00Z"
-    entries = [registry.Entry("A1", "f", "sha256:1", T0, "register", "", 1),
-               registry.Entry("B2", "f", "sha256:2", T0, "register", "", 2),
-               registry.Entry("C3", "f", "sha256:3", T0, "register", "", 3)]
+    entries = [registry.Entry("A1", F, "sha256:1", T0, "register", "", 1),
+               registry.Entry("B2", F, "sha256:2", T0, "register", "", 2),
+               registry.Entry("C3", F, "sha256:3", T0, "register", "", 3)]
     a, b, c, d = _crit("A1", digest="sha256:1"), _crit("B2", digest="sha256:x"), \
         _crit("C3", digest="sha256:y"), _crit("D4")
     p = registry.plan(entries, [a, b, c, d], ["B2"], "why")
@@ -348,7 +372,7 @@ def test_status_names_the_dependencies_that_changed(tmp_path):
 
 
 def _entries(*rows):
-    return [registry.Entry(cid, "f", digest, time, event, reason, n) for n, (cid, digest, time, event, reason)
+    return [registry.Entry(cid, F, digest, time, event, reason, n) for n, (cid, digest, time, event, reason)
             in enumerate(rows, 1)]
 
 
@@ -376,16 +400,18 @@ def test_status_fields_of_suspect_and_changed():
 def test_status_fields_when_dependencies_changed():
     c = _crit("A1", digest="sha256:1")
     dep = registry.dependency_digest({"model": "m1"})
-    rows = _entries(("A1", "sha256:1", T1, "register", ""), ("A1", dep, T1, "depends", json.dumps('{"model":"m1"}')))
+    rows = _entries(("A1", "sha256:1", T1, "register", ""), ("A1", dep, T1, "depends", '{"model":"m1"}'))
     st = registry.status(rows, c, {"model": "m2"})
     assert (st.state, st.registered_digest, st.entry) == ("changed", "sha256:1", rows[0])
     assert st.why == "what it depends on changed since registration: model (registry.lock:2)"
     bad = _entries(("A1", "sha256:1", T1, "register", ""), ("A1", "sha256:x", T1, "depends", '"not a mapping"'))
-    assert registry.status(bad, c, {"model": "m2"}).why == \
+    assert registry.status(bad, c, {"model": "m2"}, suspect={}).why == \
         "what it depends on changed since registration: model (registry.lock:2)"
     empty = _entries(("A1", "sha256:1", T1, "register", ""), ("A1", "sha256:x", T1, "depends", '"{}"'))
-    assert registry.status(empty, c, {}).why == \
+    assert registry.status(empty, c, {}, suspect={}).why == \
         "what it depends on changed since registration: the recorded digests (registry.lock:2)"
+    for rows in (bad, empty):  # a depends line that is not the tool's: its digest is not its mapping's
+        assert registry.problems(rows)["A1"].startswith("registry.lock:2: the depends line's digest is not")
 
 
 def test_problems_messages():
@@ -394,16 +420,19 @@ def test_problems_messages():
     p = registry.problems(rows)
     assert p["B2"] == ("registry.lock:2: time 2026-01-01T00:00:00Z is earlier than line 1's (2026-01-02T00:00:00Z); "
                        "lines are only ever appended, so this one was back-dated or moved")
-    assert p["C3"] == "registry.lock:3: unknown event 'frobnicate'; events: register, amend, depends"
+    assert p["C3"] == "registry.lock:3: unknown event 'frobnicate'; events: register, amend, depends, withdraw"
 
 
-def test_append_refuses_a_time_before_the_last_line(tmp_path):
+def test_a_future_dated_line_blocks_no_other_register(tmp_path):
+    """Issue 35 (low): a line dated later than now made every later `register` fail. Now that line
+    is a problem of its own id, and the others register and stay trusted."""
     p = tmp_path / "registry.lock"
-    later = datetime(2026, 5, 1, tzinfo=timezone.utc)
-    registry.append(p, [(_crit(), "register", "")], now=later)
-    with pytest.raises(HarnessError, match=r"^registry.lock: its last line \(line 3\) is dated 2026-05-01T00:00:00Z, "
-                                           r"later than now \(2026-04-01T00:00:00Z\)"):
-        registry.append(p, [(_crit("B2"), "register", "")], now=datetime(2026, 4, 1, tzinfo=timezone.utc))
+    registry.append(p, [(_crit(), "register", "")], now=datetime(2026, 5, 1, tzinfo=timezone.utc))
+    registry.append(p, [(_crit("B2"), "register", "")], now=datetime(2026, 4, 1, tzinfo=timezone.utc))
+    registry.append(p, [(_crit("C3"), "register", "")], now=datetime(2026, 4, 2, tzinfo=timezone.utc))
+    got = registry.problems(registry.load(p), now="2026-04-03T00:00:00Z")
+    assert got == {"A1": "registry.lock:3: dated 2026-05-01T00:00:00Z, later than now (2026-04-03T00:00:00Z): "
+                         "written with a wrong clock, or by hand"}
 
 
 def test_plan_records_missing_dependencies():

@@ -312,6 +312,12 @@ def render_markdown(doc: dict[str, Any]) -> str:
     lines += ["## Criteria digests", ""]
     drows = [[r["id"], r["file"], r["digest"][:23] + "…", r.get("registration", "")] for r in doc.get("results", [])]
     lines += [_table(drows, ["id", "file", "digest", "registration"]), ""]
+    gone = doc.get("withdrawn")
+    gone = [w for w in gone if isinstance(w, dict)] if isinstance(gone, list) else []
+    if gone:  # registered ids retired by a `withdraw` event: not run, not missing
+        lines += ["## Withdrawn criteria", ""]
+        lines += [_table([[w.get("id"), w.get("file"), w.get("time"), _clip(str(w.get("reason", "")))] for w in gone],
+                         ["id", "file", "withdrawn", "reason"]), ""]
     amends = [(r["id"], a) for r in doc.get("results", []) for a in r.get("amendments", [])]
     if amends:
         lines += ["## Amendments (after registration)", ""]

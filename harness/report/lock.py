@@ -1,6 +1,8 @@
 """One writer per report folder: `.lock` in the folder, held with an OS file lock for the whole run
 and naming its holder (pid, start time, command). The OS drops the lock when the holder dies, so a
-lock file left by a killed run is stale and is taken over; a live holder makes a second run stop."""
+lock file left by a killed run is stale and is taken over; a live holder makes a second run stop.
+On POSIX the folder itself is locked too (flock on the folder): deleting `.lock` during a run
+cannot let a second run in, as a new `.lock` file would be a new, unlocked file."""
 
 from __future__ import annotations
 
@@ -43,6 +45,20 @@ else:
 
     def _unlock(f: IO[str]) -> None:
         fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
+def _lock_folder(directory: Path) -> int | None:
+    """An fd of the folder, flock-ed (POSIX), -1 where folders cannot be locked (Windows), None
+    when another process holds it."""
+    if os.name == "nt":
+        return -1
+    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
 
 
 HOLDER_KEYS = ("pid", "host", "started", "argv")
@@ -88,6 +104,7 @@ class ReportLock:
     directory: Path
     handle: IO[str] | None = None
     notice: str = ""
+    folder_fd: int = -1  # the locked folder (POSIX), or -1
 
     @property
     def path(self) -> Path:
@@ -103,8 +120,15 @@ class ReportLock:
             previous = _parse_holder(f.read(1 << 16))
         except (OSError, ValueError):  # unreadable, or not UTF-8: as good as not understood
             previous = "?"
-        if not _try_lock(f):
+        try:
+            folder = _lock_folder(self.directory)
+        except OSError as e:
             f.close()
+            raise HarnessError(f"cannot lock the report folder {self.directory}: {e.strerror or e}") from None
+        if folder is None or not _try_lock(f):
+            f.close()
+            if folder is not None and folder >= 0:
+                os.close(folder)
             raise HarnessError(f"{self.directory} is being written by another verify run "
                                f"({_holder_text(previous)}); wait for it to end, or resume into another copy")
         if previous:
@@ -116,6 +140,7 @@ class ReportLock:
                             "argv": argv}) + "\n")
         f.flush()
         self.handle = f
+        self.folder_fd = folder
         return self
 
     def release(self) -> None:
@@ -131,6 +156,9 @@ class ReportLock:
             pass  # the OS drops the lock when the file is closed anyway
         self.handle.close()
         self.handle = None
+        if self.folder_fd >= 0:
+            os.close(self.folder_fd)  # drops the folder's lock
+            self.folder_fd = -1
 
     def __enter__(self) -> ReportLock:
         return self

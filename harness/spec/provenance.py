@@ -35,3 +35,18 @@ def registry_commits(root: Path, path: Path) -> dict[int, str | None] | None:
         if m:
             out[int(m.group(2))] = None if m.group(1) == _NOT_COMMITTED else m.group(1)
     return out
+
+
+def committed_text(root: Path, path: Path) -> str | None:
+    """The file's text in git HEAD, or None: not a git checkout, git missing, no commit yet, or
+    the file is not in HEAD (never committed, or outside the checkout)."""
+    try:
+        top = subprocess.run(["git", "-C", str(root), "rev-parse", "--show-toplevel"], capture_output=True,
+                             text=True, timeout=60)
+        if top.returncode != 0:
+            return None
+        rel = path.resolve().relative_to(Path(top.stdout.strip()).resolve()).as_posix()
+        r = subprocess.run(["git", "-C", str(root), "show", f"HEAD:{rel}"], capture_output=True, timeout=120)
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None
+    return r.stdout.decode("utf-8", errors="replace") if r.returncode == 0 else None

@@ -1,32 +1,44 @@
 """regressions/registry.lock: append-only record of each criterion's registered digest.
 
 One line per event, tab-separated: id, file, digest, UTC time, event, reason (JSON string).
-Events: `register` (once per id), `amend` (a change after registration, with its reason) and
+Events: `register` (once per id), `amend` (a change after registration, with its reason),
 `depends` (the digests of what the criterion depends on beyond its own text: the model recipe
 it uses and the build entries it runs; the reason holds them as JSON, the digest is theirs
-combined). The current digest of an id is its last register/amend line, its dependencies its
-last depends line. Lines are only ever appended, so times never go backwards; problems() names
-every line that breaks these rules (a second register, a back-dated line).
+combined) and `withdraw` (the id is retired, with its reason; ids are never reused). The current
+digest of an id is its last register/amend line, its dependencies its last depends line.
+
+The file is the two header lines, then entry lines, each ending in LF: parse() refuses anything
+else (a comment or blank line, a CR, a byte-order mark, a last line without its line end), since
+the tool never writes it. problems() names every line that breaks the event rules (a second
+register, a back-dated or future-dated line, an amendment that moves an id to another file, a
+depends line that re-baselines without an amendment). Lines are appended under a lock, by
+writing a new file and renaming it over the old one, so a killed `register` never leaves half
+a line.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Protocol
 
 from harness.spec.criteria import Criterion
 from harness.spec.digest import canonical_json, criterion_digest
 from harness.errors import HarnessError
-from harness.spec import inputs
+from harness.spec import inputs, provenance
 
 HEADER = ("# kite criteria registry: append-only; one line per registration or amendment.\n"
           "# id\tfile\tdigest\ttime (UTC)\tevent\treason\n")
 
 
-EVENTS = ("register", "amend", "depends")
+EVENTS = ("register", "amend", "depends", "withdraw")
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 TIME_SHOWN = "YYYY-MM-DDTHH:MM:SSZ"  # TIME_FORMAT as messages name it
 
@@ -37,17 +49,19 @@ class Entry:
     file: str
     digest: str
     time: str
-    event: str  # register | amend | depends
+    event: str  # register | amend | depends | withdraw
     reason: str
     line: int = 0  # in registry.lock (1-based; 0: not read from a file)
 
 
 @dataclass(frozen=True)
 class Status:
-    state: str  # registered | unregistered | changed | suspect (the registry breaks its own rules)
+    # registered | unregistered | changed | suspect (the registry breaks its own rules) |
+    # withdrawn (the id was retired) | elsewhere (the id is registered to another file)
+    state: str
     registered_digest: str | None
     amendments: list[Entry]
-    why: str = ""  # for changed (what changed) and suspect (which line, what rule)
+    why: str = ""  # what changed, which line breaks which rule, or where the id belongs / when withdrawn
     entry: Entry | None = None  # the line in force (register or last amend)
 
     @property
@@ -61,6 +75,8 @@ class Status:
             return f"not as registered: {self.why or 'digest differs from the registered ' + str(self.registered_digest)}"
         if self.state == "suspect":
             return f"registration not trusted: {self.why}"
+        if self.state in ("withdrawn", "elsewhere"):
+            return self.why
         return "registered"
 
 
@@ -70,7 +86,7 @@ def refusal(st: Status, exploratory: bool, hint: str) -> str | None:
     the registry's rules. None: run it (labelled exploratory when st is not ok)."""
     if st.ok:
         return None
-    if st.state == "suspect":
+    if st.state in ("suspect", "withdrawn", "elsewhere"):  # no run mode makes these a result of this id
         return st.reason()
     if exploratory and st.state == "changed":
         return REUSED
@@ -83,22 +99,53 @@ REUSED = ("exploratory criteria need an id of their own: this id is registered w
           "(rename it, or amend the registered one: harness register --amend ID --reason TEXT)")
 
 
-def reused_ids(entries: list[Entry], crits: list[Criterion]) -> list[str]:
-    """One line per criterion that reuses a registered id with other content (file:line first):
-    an exploratory run must not report a result under a registered criterion's name."""
+def reused_ids(entries: list[Entry], crits: list[Criterion], root: Path | None = None) -> list[str]:
+    """One line per criterion that reuses a registered id with other content, or an id registered
+    to another file or withdrawn (file:line first): an exploratory run must not report a result
+    under a registered criterion's name."""
     cur = current(entries)
-    return [f"{c.file}:{c.line}: {c.id}: {REUSED}; registered from {cur[c.id].file}"
-            for c in crits if c.id in cur and cur[c.id].digest != c.digest]
+    taken = {e.id for e in entries} | {c.id for c in crits}
+    out = []
+    for c in crits:
+        if c.id not in cur:
+            continue
+        st = status(entries, c, suspect={}, root=root, taken=taken)
+        if st.state in ("withdrawn", "elsewhere"):
+            out.append(f"{c.file}:{c.line}: {c.id}: {st.why}")
+        elif cur[c.id].digest != c.digest:
+            out.append(f"{c.file}:{c.line}: {c.id}: {REUSED}; registered from {cur[c.id].file}")
+    return out
+
+
+RESTORE = "restore the committed file (git checkout HEAD -- regressions/registry.lock) and register again"
 
 
 def parse(text: str) -> list[Entry]:
-    out = []
-    # split on "\n" only: str.splitlines() also splits on U+0085, U+2028 ..., which json.dumps
-    # leaves unescaped inside a reason
-    for n, line in enumerate(text.split("\n"), 1):
-        line = line.removesuffix("\r")
-        if not line.strip() or line.startswith("#"):
+    """The entries of registry.lock's text: the header lines, then entry lines, each ending in
+    LF. Anything the tool never writes is refused with its line: a byte-order mark, a CR, a
+    comment or blank line after the header, a last line without its line end (a torn write)."""
+    if text.startswith("\ufeff"):
+        raise HarnessError("registry.lock:1: starts with a UTF-8 byte-order mark (U+FEFF), which kite never writes; "
+                           "save the file as UTF-8 without a byte-order mark")
+    rows = text.split("\n")  # "\n" only: json.dumps leaves U+0085, U+2028 ... unescaped in a reason
+    header = HEADER.split("\n")
+    out: list[Entry] = []
+    for n, line in enumerate(rows, 1):
+        if n == len(rows) and not line:
+            break
+        if "\r" in line:
+            raise HarnessError(f"registry.lock:{n}: a carriage return (CR): the registry's lines end in LF only, and a "
+                               "CR or CRLF line end can hide lines from a reader; " + RESTORE)
+        if n == len(rows):
+            raise HarnessError(f"registry.lock:{n}: the last line has no line end: a `register` was cut off while "
+                               "writing it, or the file was edited by hand; " + RESTORE)
+        if n <= 2 and not out and line == header[n - 1]:
             continue
+        if line.startswith("#"):
+            raise HarnessError(f"registry.lock:{n}: a comment line outside the header: kite never writes one, so a "
+                               "line was edited by hand (a registration turned into a comment?); " + RESTORE)
+        if not line.strip():
+            raise HarnessError(f"registry.lock:{n}: an empty line: kite never writes one; " + RESTORE)
         parts = line.split("\t")
         if len(parts) != 6:
             raise HarnessError(f"registry.lock:{n}: expected 6 tab-separated fields, found {len(parts)}")
@@ -110,6 +157,17 @@ def parse(text: str) -> list[Entry]:
     return out
 
 
+def prefix_problem(committed: str, working: str) -> str | None:
+    """Why the working registry is not its committed version plus appended lines (None: it is)."""
+    if working.startswith(committed):
+        return None
+    a, b = committed.split("\n"), working.split("\n")
+    n = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)) - 1) + 1
+    return (f"registry.lock:{n}: differs from the committed registry (git HEAD) at this line: the registry is "
+            "append-only, so its committed lines never change and every new line is written by "
+            "`register`; restore them (git checkout HEAD -- regressions/registry.lock), then register again")
+
+
 def _is_time(text: str) -> bool:
     try:
         datetime.strptime(text, TIME_FORMAT)
@@ -118,37 +176,82 @@ def _is_time(text: str) -> bool:
     return True
 
 
-def problems(entries: list[Entry]) -> dict[str, str]:
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime(TIME_FORMAT)
+
+
+def problems(entries: list[Entry], now: str | None = None) -> dict[str, str]:
     """id -> the first rule its lines break: an unknown event, a time not in the format, a time
-    earlier than the line before (lines are only appended, so it was back-dated or moved), a
-    second `register` (a change after registration is an `amend`, with a reason), an amend or
-    depends line before any register."""
+    later than now (a wrong clock or a hand edit; such a line is not the one later lines are held
+    against, so it blocks nothing else), a time earlier than the line before (back-dated or
+    moved), a second `register`, any line before its id's register or after its withdraw, an
+    amend, depends or withdraw naming another file than the register (a registration never
+    moves), an amend or withdraw without a reason, a depends line whose digest is not that of its
+    own mapping, and a depends line that changes recorded dependencies without a register or
+    amend of the same id written with it (re-baselining needs `register --amend ID --reason`)."""
+    now = now or _now()
     out: dict[str, str] = {}
     registered: dict[str, Entry] = {}
+    event: dict[str, Entry] = {}  # id -> its last register or amend
+    depends: dict[str, Entry] = {}  # id -> its last depends line
+    gone: dict[str, Entry] = {}  # id -> its withdraw line
     last: Entry | None = None
     for e in entries:
         where = f"registry.lock:{e.line}"
         dated = _is_time(e.time)
         why = None if dated else f"{where}: time {e.time!r} is not in the format {TIME_SHOWN}"
+        first = registered.get(e.id)
         if why is None and e.event not in EVENTS:
             why = f"{where}: unknown event {e.event!r}; events: {', '.join(EVENTS)}"
+        elif why is None and e.time > now:
+            why = (f"{where}: dated {e.time}, later than now ({now}): written with a wrong clock, or by hand")
         elif why is None and last is not None and e.time < last.time:
             why = (f"{where}: time {e.time} is earlier than line {last.line}'s ({last.time}); lines are only ever "
                    "appended, so this one was back-dated or moved")
-        elif why is None and e.event == "register" and e.id in registered:
-            why = (f"{where}: a second `register` for {e.id} (first at line {registered[e.id].line}); a change "
+        elif why is None and e.id in gone:
+            why = f"{where}: `{e.event}` for {e.id} after its withdrawal (line {gone[e.id].line}); ids are never reused"
+        elif why is None and e.event == "register" and first is not None:
+            why = (f"{where}: a second `register` for {e.id} (first at line {first.line}); a change "
                    "after registration is an `amend` with a reason")
-        elif why is None and e.event != "register" and e.id not in registered:
+        elif why is None and e.event != "register" and first is None:
             why = f"{where}: `{e.event}` for {e.id}, which is not registered before it"
-        elif why is None and e.event == "amend" and not e.reason.strip():
-            why = f"{where}: an amendment of {e.id} without a reason"
+        elif why is None and first is not None and e.file != first.file:
+            why = (f"{where}: `{e.event}` names {e.file}, but {e.id} is registered to {first.file} (line "
+                   f"{first.line}); a registration never moves between files")
+        elif why is None and e.event in ("amend", "withdraw") and not e.reason.strip():
+            why = f"{where}: {'an amendment' if e.event == 'amend' else 'a withdrawal'} of {e.id} without a reason"
+        elif why is None and e.event == "depends":
+            why = _depends_problem(e, event.get(e.id), depends.get(e.id))
         if why and e.id not in out:
             out[e.id] = why
         if e.event == "register":
             registered.setdefault(e.id, e)
-        if dated:  # an undated line cannot be the one later lines are held against
+        if e.event in ("register", "amend"):
+            event[e.id] = e
+        elif e.event == "depends":
+            depends[e.id] = e
+        elif e.event == "withdraw":
+            gone.setdefault(e.id, e)
+        if dated and e.time <= now:  # an undated or future line cannot be the one later lines are held against
             last = e
     return out
+
+
+def _depends_problem(e: Entry, event: Entry | None, before: Entry | None) -> str | None:
+    """What is wrong with depends line e (None: nothing), given its id's last register/amend and
+    its previous depends line. `register` writes a depends line with each register or amend (same
+    time, after it), or once for a criterion registered before dependencies were recorded."""
+    where = f"registry.lock:{e.line}"
+    try:
+        mapping = inputs.json_loads(e.reason)
+    except ValueError:
+        mapping = None
+    if not isinstance(mapping, dict) or e.digest != dependency_digest({str(k): str(v) for k, v in mapping.items()}):
+        return f"{where}: the depends line's digest is not the digest of the dependencies it lists (edited by hand)"
+    if before is not None and not (event is not None and event.line > before.line and event.time == e.time):
+        return (f"{where}: re-records {e.id}'s dependencies (recorded at line {before.line}) without a register or "
+                "amend written with it; a changed dependency is accepted only by `register --amend ID --reason TEXT`")
+    return None
 
 
 def load(path: Path) -> list[Entry]:
@@ -159,6 +262,18 @@ def load(path: Path) -> list[Entry]:
     return parse(text)
 
 
+def load_checked(path: Path, root: Path) -> list[Entry]:
+    """load(path), where root is a git checkout whose HEAD holds the file: only after checking
+    that the committed registry is a prefix of this one (no committed line edited or removed)."""
+    entries = load(path)
+    committed = provenance.committed_text(root, path)
+    if committed is not None:
+        why = prefix_problem(committed, inputs.read_text(path, inputs.MAX_REGISTRY, "registry.lock"))
+        if why:
+            raise HarnessError(why)
+    return entries
+
+
 def current(entries: list[Entry]) -> dict[str, Entry]:
     """id -> its line in force: the last register or amend."""
     out: dict[str, Entry] = {}
@@ -166,6 +281,52 @@ def current(entries: list[Entry]) -> dict[str, Entry]:
         if e.event != "depends":
             out[e.id] = e
     return out
+
+
+def withdrawn(entries: list[Entry]) -> dict[str, Entry]:
+    """id -> its withdraw line."""
+    return {e.id: e for e in entries if e.event == "withdraw"}
+
+
+_ID_LINE = re.compile(r"^\s*(?:-\s*)?id\s*:\s*['\"]?([^'\"#\s]+)['\"]?\s*(?:#.*)?$")
+
+
+def id_line(root: Path | None, file: str, cid: str) -> int | None:
+    """The line of `id: CID` in file (relative to root), else of a mapping key CID (the build
+    matrix's cross criteria), or None (no such line, or unreadable). A text scan: the file may be
+    any registered kind."""
+    if root is None:
+        return None
+    path = Path(file) if Path(file).is_absolute() else root / file
+    try:
+        text = inputs.read_text(path, inputs.MAX_CRITERIA, file)
+    except (OSError, HarnessError):
+        return None
+    lines = text.split("\n")
+    for n, line in enumerate(lines, 1):
+        m = _ID_LINE.match(line)
+        if m and m.group(1) == cid:
+            return n
+    key = re.compile(rf"^\s*['\"]?{re.escape(cid)}['\"]?\s*:\s*(?:#.*)?$")  # a mapping key (the matrix's cross:)
+    return next((n for n, line in enumerate(lines, 1) if key.match(line)), None)
+
+
+def where(root: Path | None, file: str, cid: str) -> str:
+    """file:line of cid, or file alone (with why) when the line is not found."""
+    n = id_line(root, file, cid)
+    if n is not None:
+        return f"{file}:{n}"
+    gone = root is not None and not (Path(file) if Path(file).is_absolute() else root / file).exists()
+    return f"{file} (now {'gone' if gone else 'without it'})" if root is not None else file
+
+
+def free_id(cid: str, taken: set[str]) -> str:
+    """An id like cid that is in no registry line and no given criterion: X1 -> X3 when X1, X2 are taken."""
+    m = re.match(r"^(.*?)(\d+)[A-Za-z]*$", cid)
+    stem, n = (m.group(1), 1) if m and m.group(1) else (cid, 2)
+    while f"{stem}{n}" in taken:
+        n += 1
+    return f"{stem}{n}"
 
 
 def current_depends(entries: list[Entry]) -> dict[str, Entry]:
@@ -183,9 +344,10 @@ def depends_map(e: Entry) -> dict[str, str]:
 
 
 def status(entries: list[Entry], c: Criterion, deps: dict[str, str] | None = None,
-           suspect: dict[str, str] | None = None) -> Status:
+           suspect: dict[str, str] | None = None, root: Path | None = None, taken: set[str] | None = None) -> Status:
     """How c stands against the registry. deps: its dependency digests now (None: not checked);
-    suspect: problems(entries), when the caller has them."""
+    suspect: problems(entries), when the caller has them; root: the project, to name the line of
+    an id registered to another file; taken: ids in use besides the registry's (for a free id)."""
     cur = current(entries).get(c.id)
     amends = [e for e in entries if e.id == c.id and e.event == "amend"]
     bad = (suspect if suspect is not None else problems(entries)).get(c.id)
@@ -193,6 +355,16 @@ def status(entries: list[Entry], c: Criterion, deps: dict[str, str] | None = Non
         return Status("suspect", cur.digest if cur else None, amends, bad, cur)
     if cur is None:
         return Status("unregistered", None, amends)
+    gone = withdrawn(entries).get(c.id)
+    free = free_id(c.id, {e.id for e in entries} | (taken or set()))
+    if gone is not None:
+        return Status("withdrawn", cur.digest, amends,
+                      f"id {c.id} was withdrawn (registry.lock:{gone.line}, {gone.time}: {gone.reason}); ids are "
+                      f"never reused: remove this criterion, or give it a free id (e.g. {free}) and register it", cur)
+    if c.file and cur.file != c.file:
+        return Status("elsewhere", cur.digest, amends,
+                      f"id {c.id} belongs to {where(root, cur.file, c.id)} (registry.lock:{cur.line}); ids are "
+                      f"unique across the project: give this criterion a free id (e.g. {free})", cur)
     if cur.digest != c.digest:
         return Status("changed", cur.digest, amends, f"digest differs from the registered {cur.digest}", cur)
     rec = current_depends(entries).get(c.id)
@@ -219,7 +391,7 @@ class Plan:
 
 
 def plan(entries: list[Entry], crits: list[Criterion], amend: list[str], reason: str | None,
-         deps: dict[str, dict[str, str]] | None = None) -> Plan:
+         deps: dict[str, dict[str, str]] | None = None, root: Path | None = None) -> Plan:
     """What `register` does with each criterion. deps: id -> dependency digests now (ids absent:
     no dependencies recorded). A criterion whose recorded dependencies changed needs --amend like
     one whose text changed; one registered before dependencies were recorded gets them recorded."""
@@ -227,13 +399,17 @@ def plan(entries: list[Entry], crits: list[Criterion], amend: list[str], reason:
     cur = current(entries)
     rec = current_depends(entries)
     bad = problems(entries)
+    taken = {e.id for e in entries} | {c.id for c in crits}
     new, same, amended, refused, depends = [], [], [], [], []
     for c in crits:
         e = cur.get(c.id)
         d = deps.get(c.id)
         deps_changed = d is not None and c.id in rec and rec[c.id].digest != dependency_digest(d)
+        st = status(entries, c, suspect=bad, root=root, taken=taken) if e is not None else None
         if c.id in bad:
             refused.append((c, bad[c.id]))
+        elif st is not None and st.state in ("withdrawn", "elsewhere"):
+            refused.append((c, st.why))  # never amended away: an amendment never moves an id
         elif e is None:
             new.append(c)
         elif e.digest == c.digest and not deps_changed:
@@ -253,42 +429,118 @@ def plan(entries: list[Entry], crits: list[Criterion], amend: list[str], reason:
     return Plan(new, same, amended, refused, depends)
 
 
-def _lacks_final_newline(path: Path) -> bool:
-    with open(path, "rb") as f:
-        if f.seek(0, os.SEEK_END) == 0:
+class Registrable(Protocol):
+    """What a registry line names: a criterion, a cross criterion of the matrix, or an Entry."""
+    id: str
+    file: str
+    digest: str
+
+
+def withdrawal(entries: list[Entry], ids: list[str], reason: str | None) -> list[tuple[Entry, str, str]]:
+    """The (entry in force, "withdraw", reason) lines that retire ids, or a HarnessError naming
+    each id that cannot be withdrawn (unknown, already withdrawn, its lines break a rule)."""
+    if not reason or not reason.strip():
+        raise HarnessError("--withdraw needs --reason TEXT (the reason is kept in the registry and shown in reports)")
+    cur, gone, bad = current(entries), withdrawn(entries), problems(entries)
+    errors = []
+    for cid in ids:
+        if cid not in cur:
+            errors.append(f"--withdraw {cid}: not registered")
+        elif cid in gone:
+            errors.append(f"--withdraw {cid}: already withdrawn at registry.lock:{gone[cid].line}")
+        elif cid in bad:
+            errors.append(f"--withdraw {cid}: {bad[cid]}")
+    if errors:
+        raise HarnessError("; ".join(errors))
+    return [(cur[cid], "withdraw", reason) for cid in dict.fromkeys(ids)]
+
+
+WRITER_WAIT_S = 120.0  # how long `register` waits for another `register` to finish
+
+
+def _writer_path(path: Path) -> Path:
+    return path.with_name(f".{path.name}.writer")
+
+
+if os.name == "nt":
+    import msvcrt
+
+    def _try_lock(fd: int) -> bool:
+        try:
+            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+            return True
+        except OSError:
             return False
-        f.seek(-1, os.SEEK_END)
-        return f.read(1) != b"\n"
+else:
+    import fcntl
+
+    def _try_lock(fd: int) -> bool:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            return False
 
 
-def append(path: Path, crits_events: list[tuple[Criterion, str, str]], now: datetime | None = None,
-           deps: list[tuple[Criterion, dict[str, str]]] | None = None) -> None:
+@contextmanager
+def writing(path: Path, wait_s: float | None = None) -> Iterator[None]:
+    """Held around `register`'s read, check and append: one writer of path at a time (an OS lock
+    on a file beside it, dropped when the holder dies), so two runs cannot both append a line."""
+    wait_s = WRITER_WAIT_S if wait_s is None else wait_s
+    lock = _writer_path(path)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    except OSError as e:
+        raise HarnessError(f"cannot open the registry's lock {lock}: {e.strerror or e}") from None
+    try:
+        deadline = time.monotonic() + wait_s
+        while not _try_lock(fd):
+            if time.monotonic() > deadline:
+                raise HarnessError(f"{path.name} is being written by another `register` (lock {lock}) for over "
+                                   f"{wait_s:g} s; try again when it has finished")
+            time.sleep(0.05)
+        yield
+    finally:
+        os.close(fd)  # drops the lock
+
+
+def append(path: Path, crits_events: list[tuple[Registrable, str, str]], now: datetime | None = None,
+           deps: list[tuple[Registrable, dict[str, str]]] | None = None) -> None:
     """Append (criterion, event, reason) lines, then a depends line for each (criterion, its
-    dependency digests); creates the file with its header. Refuses to write a time earlier than
-    the file's last line."""
+    dependency digests); creates the file with its header. Refuses a registry that does not
+    parse (a torn or hand-edited line) and one whose last line has no valid time. The new file is
+    written beside the old one and renamed over it: a kill leaves the old file or the new one,
+    never half a line. Call it inside writing(path), with the checks that led to it."""
     t = (now or datetime.now(timezone.utc)).strftime(TIME_FORMAT)
-    have = load(path)
+    try:
+        old = inputs.read_text(path, inputs.MAX_REGISTRY, "registry.lock")
+    except FileNotFoundError:
+        old = ""
+    have = parse(old)
     if have and not _is_time(have[-1].time):
         raise HarnessError(f"registry.lock: line {have[-1].line}: time {have[-1].time!r} is not in the format "
                            f"{TIME_SHOWN}; nothing appended")
-    if have and have[-1].time > t:
-        raise HarnessError(f"registry.lock: its last line (line {have[-1].line}) is dated {have[-1].time}, later "
-                           f"than now ({t}); times never go backwards: check the clock")
+    # a line dated later than now is a problem of its own id (problems()), never a block for others
     rows = [(c.id, c.file, c.digest, event, json.dumps(reason, ensure_ascii=False)) for c, event, reason in crits_events]
     for c, d in deps or []:
         rows.append((c.id, c.file, dependency_digest(d), "depends", json.dumps(canonical_json(d), ensure_ascii=False)))
     lines = []
     for cid, file, digest, event, reason in rows:
-        if "\t" in cid or "\n" in cid or "\t" in file or "\n" in file:
+        if any(ch in cid or ch in file for ch in "\t\n\r"):
             raise HarnessError(f"cannot register {cid!r}: tab or newline in id/file")
         lines.append("\t".join([cid, file, digest, t, event, reason]) + "\n")
-    new_file = not path.exists()
+    text = (old or HEADER) + "".join(lines)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a", encoding="utf-8", newline="\n") as f:
-        if new_file:
-            f.write(HEADER)
-        elif _lacks_final_newline(path):
-            f.write("\n")  # an edited file may end without one: never glue a new line onto the last
-        f.writelines(lines)
+    tmp = path.with_name(f".{path.name}.new")
+    with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+        f.write(text)
         f.flush()
         os.fsync(f.fileno())
+    os.replace(tmp, path)
+    if os.name != "nt":  # the rename itself, on disk
+        dfd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)

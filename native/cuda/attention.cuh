@@ -31,6 +31,9 @@ struct ScoresArgs {
     float *split_max;
     int *splits_done;
 };
+// k_attn_values: 32 warps, one of sum32's partials each (KC_VAL_PARTS of them a thread in general)
+#define KC_VAL_THREADS 1024
+#define KC_VAL_PARTS (KC_VAL_THREADS / 32)
 // probs [m][H][max_pos]; out [m][ldo]: the gated outputs; oq / od (null, or D % 32 == 0): the
 // same quantized per 32-block, [m][ldq] / [m][ldq / 32]. Blocks (H, m, ceil(D / 32)).
 struct ValuesArgs {

@@ -208,19 +208,18 @@ __device__ __forceinline__ void attn_scores_block(const ScoresArgs &a, const Blo
 }
 
 // The gated weighted sum of v: o[d] = sum32(t -> p[t] * v_t[d]), times sigmoid(gate[d]).
-// Blocks (h, m, z < ceil(D / 32)), 32 columns a block. Thread (g, col) = (warp, lane) owns
-// sum32's partials part = g, g + 8, g + 16, g + 24 of column d = z * 32 + col: positions t =
-// part, part + 32, ... added in order, each partial on its own; then the canonical tree over
-// the 32 partials in shared memory. A warp reads one position of 32 adjacent columns. With oq
+// Blocks (h, m, z < ceil(D / 32)) of KC_VAL_THREADS, 32 columns a block. Thread (g, col) =
+// (warp, lane) owns sum32's partials part = g, g + KC_VAL_PARTS, ... of column d = z * 32 + col:
+// positions t = part, part + 32, ... added in order, each partial on its own; then the canonical
+// tree over the 32 partials in shared memory. A warp reads one position of 32 adjacent columns. With oq
 // set (D % 32 == 0), warp 0 also quantizes its 32-block of the gated outputs into oq / od (row
 // stride ldq; k_actq mode 0's operations): the output product needs no k_actq.
-#define KC_VAL_PARTS (KC_THREADS / 32) // partial groups of a k_attn_values block (its warps)
 template <class Wait>
 __device__ __forceinline__ void attn_values_block(const ValuesArgs &a, const BlockAt &at, const Wait &wait) {
     const int g = threadIdx.x >> 5, col = threadIdx.x & 31;
     if (col == 0) {
         // the values of positions before this pass into L2 before the wait: the block's 32
-        // columns (one line) of the rows t = g, g + 8, ... that warp g adds below
+        // columns (one line) of the rows t = g, g + KC_VAL_PARTS, ... that warp g adds below
         const int pos = a.in[0];
         const float *vp = a.v_cache + at.x / (a.H / a.Hkv) * a.D + at.z * 32;
         for (int t = g; t < pos; t += KC_VAL_PARTS)
@@ -243,7 +242,7 @@ __device__ __forceinline__ void attn_values_block(const ValuesArgs &a, const Blo
     if (d < D) {
         const size_t row = (size_t)Hkv * D;
         const float *vp = v_cache + kvh * D + d;
-        // positions base + g + 8j of KC_ATT_BATCH / PG bases at a time: their loads issued
+        // positions base + g + KC_VAL_PARTS * j of KC_ATT_BATCH / PG bases at a time: loads issued
         // together, then each partial's adds in increasing t
         constexpr int NB = KC_ATT_BATCH / PG > 0 ? KC_ATT_BATCH / PG : 1;
         for (int base = 0; base < n; base += 32 * NB) {

@@ -144,7 +144,7 @@ int32_t plan_pass(kcuda_model *md, int m, int s, std::vector<PassOp> *ops) {
             ops->push_back(o);
             // the output product's activations quantized by the values op (no k_actq)
             const bool vq = quantized(l.w[KCUDA_W_ATTN_OUTPUT]) && D % 32 == 0 && m >= KC_ACTQ_MIN_M;
-            o = pass_op(OP_ATTN_VALUES, H, m, (D + 31) / 32, KC_THREADS, 0);
+            o = pass_op(OP_ATTN_VALUES, H, m, (D + 31) / 32, KC_VAL_THREADS, 0);
             o.values = ValuesArgs{md->scores, v_cache, md->q_gate, 2 * H * D, md->d_in, H, Hkv, D, max_pos,
                                   md->attn_out, H * D, vq ? md->xq2 : nullptr, vq ? md->xd2 : nullptr, md->ldx};
             ops->push_back(o);

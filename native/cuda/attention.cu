@@ -8,6 +8,6 @@ __global__ void __launch_bounds__(KC_THREADS) k_attn_scores(ScoresArgs a KC_TL_P
     KC_PASS_KERNEL(a, attn_scores_block);
 }
 
-__global__ void __launch_bounds__(KC_THREADS) k_attn_values(ValuesArgs a KC_TL_PARAMS) {
+__global__ void __launch_bounds__(KC_VAL_THREADS) k_attn_values(ValuesArgs a KC_TL_PARAMS) {
     KC_PASS_KERNEL(a, attn_values_block);
 }

@@ -31,7 +31,11 @@ struct ScoresArgs {
     float *split_max;
     int *splits_done;
 };
-// probs [m][H][max_pos]; out [m][ldo]: the gated outputs. Blocks (H, m, ceil(D / KC_ATT_COLS)).
+// k_attn_values: 32 warps, one of sum32's partials each (KC_VAL_PARTS of them a thread in general)
+#define KC_VAL_THREADS 1024
+#define KC_VAL_PARTS (KC_VAL_THREADS / 32)
+// probs [m][H][max_pos]; out [m][ldo]: the gated outputs; oq / od (null, or D % 32 == 0): the
+// same quantized per 32-block, [m][ldq] / [m][ldq / 32]. Blocks (H, m, ceil(D / 32)).
 struct ValuesArgs {
     const float *probs, *v_cache, *q_gate;
     int ld_q_gate;
@@ -39,6 +43,9 @@ struct ValuesArgs {
     int H, Hkv, D, max_pos;
     float *out;
     int ldo;
+    int8_t *oq;
+    float *od;
+    int ldq;
 };
 __global__ void k_qkprep(QkprepArgs a KC_TL_PARAMS);
 __global__ void k_attn_scores(ScoresArgs a KC_TL_PARAMS);

@@ -208,18 +208,21 @@ __device__ __forceinline__ void attn_scores_block(const ScoresArgs &a, const Blo
 }
 
 // The gated weighted sum of v: o[d] = sum32(t -> p[t] * v_t[d]), times sigmoid(gate[d]).
-// Blocks (h, m, z < ceil(D / KC_ATT_COLS)). Thread (part, col) = (threadIdx.x / KC_ATT_COLS,
-// threadIdx.x % KC_ATT_COLS) owns sum32's partial `part` of column d = z * KC_ATT_COLS + col:
-// positions t = part, part + 32, ... added in order; then the canonical tree over the 32
-// partials in shared memory. A warp reads four positions of KC_ATT_COLS adjacent columns.
+// Blocks (h, m, z < ceil(D / 32)) of KC_VAL_THREADS, 32 columns a block. Thread (g, col) =
+// (warp, lane) owns sum32's partials part = g, g + KC_VAL_PARTS, ... of column d = z * 32 + col:
+// positions t = part, part + 32, ... added in order, each partial on its own; then the canonical
+// tree over the 32 partials in shared memory. A warp reads one position of 32 adjacent columns. With oq
+// set (D % 32 == 0), warp 0 also quantizes its 32-block of the gated outputs into oq / od (row
+// stride ldq; k_actq mode 0's operations): the output product needs no k_actq.
 template <class Wait>
 __device__ __forceinline__ void attn_values_block(const ValuesArgs &a, const BlockAt &at, const Wait &wait) {
-    if (threadIdx.x % KC_ATT_COLS == 0) {
-        // the values of positions before this pass into L2 before the wait: the block's columns
-        // of the rows t = part, part + 32, ... that thread (part, col) adds below
+    const int g = threadIdx.x >> 5, col = threadIdx.x & 31;
+    if (col == 0) {
+        // the values of positions before this pass into L2 before the wait: the block's 32
+        // columns (one line) of the rows t = g, g + KC_VAL_PARTS, ... that warp g adds below
         const int pos = a.in[0];
-        const float *vp = a.v_cache + at.x / (a.H / a.Hkv) * a.D + at.z * KC_ATT_COLS;
-        for (int t = threadIdx.x / KC_ATT_COLS; t < pos; t += 32)
+        const float *vp = a.v_cache + at.x / (a.H / a.Hkv) * a.D + at.z * 32;
+        for (int t = g; t < pos; t += KC_VAL_PARTS)
             asm volatile("prefetch.global.L2 [%0];" ::"l"(vp + (size_t)t * a.Hkv * a.D));
     }
     wait();
@@ -229,36 +232,57 @@ __device__ __forceinline__ void attn_values_block(const ValuesArgs &a, const Blo
     const int n = a.in[0] + mi + 1;
     if (n > a.max_pos) return;
     const int kvh = h / (H / Hkv);
-    const int part = threadIdx.x / KC_ATT_COLS, col = threadIdx.x % KC_ATT_COLS;
-    const int d = at.z * KC_ATT_COLS + col;
+    const int d = at.z * 32 + col;
     const float *p = probs + ((size_t)mi * H + h) * a.max_pos;
-    __shared__ float partials[32][KC_ATT_COLS]; // [sum32 partial][column]
-    float s = 0.0f;
+    __shared__ float partials[32][32]; // [sum32 partial][column]
+    constexpr int PG = 32 / KC_VAL_PARTS; // partials a thread owns
+    float s[PG];
+#pragma unroll
+    for (int j = 0; j < PG; j++) s[j] = 0.0f;
     if (d < D) {
         const size_t row = (size_t)Hkv * D;
         const float *vp = v_cache + kvh * D + d;
-        int t = part;
-        // KC_ATT_BATCH positions' loads issued together, then their adds in order
-        for (; t + 32 * (KC_ATT_BATCH - 1) < n; t += 32 * KC_ATT_BATCH) {
-            float pv[KC_ATT_BATCH], vv[KC_ATT_BATCH];
+        // positions base + g + KC_VAL_PARTS * j of KC_ATT_BATCH / PG bases at a time: loads issued
+        // together, then each partial's adds in increasing t
+        constexpr int NB = KC_ATT_BATCH / PG > 0 ? KC_ATT_BATCH / PG : 1;
+        for (int base = 0; base < n; base += 32 * NB) {
+            float pv[NB][PG], vv[NB][PG];
 #pragma unroll
-            for (int u = 0; u < KC_ATT_BATCH; u++) {
-                pv[u] = p[t + 32 * u];
-                vv[u] = vp[(size_t)(t + 32 * u) * row];
-            }
+            for (int b = 0; b < NB; b++)
 #pragma unroll
-            for (int u = 0; u < KC_ATT_BATCH; u++) s = s + pv[u] * vv[u];
+                for (int j = 0; j < PG; j++) {
+                    const int t = base + 32 * b + g + KC_VAL_PARTS * j;
+                    pv[b][j] = t < n ? p[t] : 0.0f;
+                    vv[b][j] = t < n ? vp[(size_t)t * row] : 0.0f;
+                }
+#pragma unroll
+            for (int b = 0; b < NB; b++)
+#pragma unroll
+                for (int j = 0; j < PG; j++)
+                    if (base + 32 * b + g + KC_VAL_PARTS * j < n) s[j] = s[j] + pv[b][j] * vv[b][j];
         }
-        for (; t < n; t += 32) s = s + p[t] * vp[(size_t)t * row];
     }
-    partials[part][col] = s;
+#pragma unroll
+    for (int j = 0; j < PG; j++) partials[g + KC_VAL_PARTS * j][col] = s[j];
     __syncthreads();
     for (int off = 16; off > 0; off >>= 1) {
-        if (part < off) partials[part][col] = partials[part][col] + partials[part + off][col];
+#pragma unroll
+        for (int j = 0; j < PG; j++) {
+            const int part = g + KC_VAL_PARTS * j;
+            if (part < off) partials[part][col] = partials[part][col] + partials[part + off][col];
+        }
         __syncthreads();
     }
-    if (part == 0 && d < D) {
-        const float gate = a.q_gate[(size_t)mi * a.ld_q_gate + (size_t)2 * h * D + D + d];
-        a.out[(size_t)mi * a.ldo + h * D + d] = partials[0][col] * kite_sigmoidf(gate);
+    if (g == 0) {
+        float o = 0.0f;
+        if (d < D) {
+            const float gate = a.q_gate[(size_t)mi * a.ld_q_gate + (size_t)2 * h * D + D + d];
+            o = partials[0][col] * kite_sigmoidf(gate);
+            a.out[(size_t)mi * a.ldo + h * D + d] = o;
+        }
+        if (a.oq) {
+            const size_t j0 = (size_t)h * D + (size_t)at.z * 32;
+            quant_block32(o, col, a.oq + (size_t)mi * a.ldq + j0, a.od + (size_t)mi * (a.ldq >> 5) + (j0 >> 5));
+        }
     }
 }

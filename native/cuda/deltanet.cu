@@ -16,3 +16,11 @@ __global__ void __launch_bounds__(1024) // dn_warps(KC_DK_MAX) = 17 warps at mos
 k_deltanet(DeltanetArgs a KC_TL_PARAMS) {
     KC_PASS_KERNEL(a, deltanet_block);
 }
+
+__global__ void __launch_bounds__(KC_DNH_WARPS * 32) k_deltanet_head(DeltanetArgs a KC_TL_PARAMS) {
+    KC_PASS_KERNEL(a, deltanet_head_block);
+}
+
+bool deltanet_head_fits(int dk, int dv, int K) {
+    return dk == 32 * DNH_NC && dv == KC_DNH_WARPS * DNH_RW && K >= 1 && K <= 9;
+}

@@ -213,3 +213,124 @@ __device__ __forceinline__ void deltanet_block(const DeltanetArgs &a, const Bloc
     }
 }
 
+
+// k_deltanet_head (M=1): one block per value head h, KC_DNH_WARPS warps, warp w carries state rows
+// j = w, w + 32, ... (DNH_RW of them) of S[dv][dk] (dk = 32 * DNH_NC). Everything final before the
+// step is read before the PDL wait: the state rows, the conv weights and history, and the conv's
+// K - 1 history products, summed in tap order (the canonical sum's exact prefix: the current row
+// is its last tap). After the wait: the current row's tap and SiLU, the L2 norms and gates (one
+// warp each), the state rows (the same float operations as deltanet_block, row by row), then the
+// gated RMSNorm of the head's dv outputs and its quantization (k_actq mode 3's operations: every
+// quantizing warp takes the head's sum32 of o^2 by warp_dot), written to oq / od for the output
+// product. The rows' raw outputs o stay in shared memory (y is not written).
+template <class Wait>
+__device__ __forceinline__ void deltanet_head_block(const DeltanetArgs &a, const BlockAt &at, const Wait &wait) {
+    const float *qkv = a.qkv, *cw = a.conv_w, *betab = a.beta, *alphab = a.alpha;
+    const int C = a.C, K = a.K, R = a.ring_rows, Hk = a.Hk, dk = a.dk, dv = a.dv;
+    const float eps = a.eps;
+    float *ring = a.ring;
+    const int h = at.x, kh = h % Hk;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    // [q dk][k dk][v dv][beta, decay]: the conv outputs, then the gates; o [dv]: the rows' outputs
+    __shared__ float sm[2 * 32 * DNH_NC + KC_DNH_WARPS * DNH_RW + 2];
+    __shared__ float so[KC_DNH_WARPS * DNH_RW];
+    float *S = a.S + (size_t)h * dv * dk;
+    float st[DNH_RW][DNH_NC];
+#pragma unroll
+    for (int r = 0; r < DNH_RW; r++)
+#pragma unroll
+        for (int c = 0; c < DNH_NC; c++) st[r][c] = S[(size_t)(warp + KC_DNH_WARPS * r) * dk + lane + 32 * c];
+    const int pos = a.in[0];
+    const int t = threadIdx.x;
+    const bool conv = t < 2 * dk + dv;
+    const int c = conv ? dn_channel(t, kh, h, 0, Hk, dk, dv) : 0;
+    // the conv's history taps j < K - 1 (K <= 9), zero before position 0, as deltanet_block adds them
+    float acc = 0.0f, wl = 0.0f;
+    if (conv) {
+#pragma unroll
+        for (int jj = 0; jj < 8; jj++) {
+            if (jj < K - 1) {
+                const int pp = pos - (K - 1) + jj;
+                const float xv = pp >= 0 ? ring[(size_t)(pp % R) * C + c] : 0.0f;
+                acc = acc + cw[(size_t)c * K + jj] * xv;
+            }
+        }
+        wl = cw[(size_t)c * K + K - 1];
+    }
+    const float a_h = __ldg(&a.ssm_a[h]), dt_h = __ldg(&a.dt_bias[h]);
+    const int jq = (int)threadIdx.x < dv ? (int)threadIdx.x : 0; // the gated norm's element (warps < dv / 32)
+    const float nw_j = (int)threadIdx.x < dv ? __ldg(&a.norm_w[jq]) : 0.0f;
+    wait();
+    const float zj = (int)threadIdx.x < dv ? a.z[(size_t)h * dv + jq] : 0.0f;
+    float bt_in = 0.0f, al_in = 0.0f;
+    if (warp == 2 && lane == 0) {
+        bt_in = betab[h];
+        al_in = alphab[h];
+    }
+    if (conv) {
+        const float xl = qkv[c];
+        acc = acc + wl * xl;
+        sm[t] = kite_siluf(acc);
+        if (t >= 2 * dk || h < Hk) ring[(size_t)(pos % R) * C + c] = xl;
+    }
+    __syncthreads();
+    float *q = sm, *kk = sm + dk, *bd = sm + 2 * dk + dv;
+    if (warp == 0) {
+        float sq = warp_dot(q, q, dk, lane);
+        float iq = kite_rsqrtf(sq + eps), qs = kite_rsqrtf((float)dk);
+        __syncwarp();
+        for (int i = lane; i < dk; i += 32) q[i] = (q[i] * iq) * qs;
+    } else if (warp == 1) {
+        float sk = warp_dot(kk, kk, dk, lane);
+        float ik = kite_rsqrtf(sk + eps);
+        __syncwarp();
+        for (int i = lane; i < dk; i += 32) kk[i] = kk[i] * ik;
+    } else if (warp == 2 && lane == 0) {
+        float bt = kite_sigmoidf(bt_in);
+        float g = a_h * kite_softplusf(al_in + dt_h);
+        bd[0] = bt;
+        bd[1] = kite_expf(g);
+    }
+    __syncthreads();
+    const float decay = bd[1], beta = bd[0];
+    float p[DNH_RW], kv[DNH_RW];
+#pragma unroll
+    for (int r = 0; r < DNH_RW; r++) {
+        p[r] = 0.0f;
+#pragma unroll
+        for (int cc = 0; cc < DNH_NC; cc++) {
+            st[r][cc] = st[r][cc] * decay;
+            p[r] = p[r] + st[r][cc] * kk[lane + 32 * cc];
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < DNH_RW; r++) kv[r] = warp_sum32(p[r]);
+#pragma unroll
+    for (int r = 0; r < DNH_RW; r++) {
+        const int j = warp + KC_DNH_WARPS * r;
+        const float delta = (sm[2 * dk + j] - kv[r]) * beta;
+        p[r] = 0.0f;
+#pragma unroll
+        for (int cc = 0; cc < DNH_NC; cc++) {
+            st[r][cc] = st[r][cc] + kk[lane + 32 * cc] * delta;
+            p[r] = p[r] + st[r][cc] * q[lane + 32 * cc];
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < DNH_RW; r++) {
+        const float o = warp_sum32(p[r]);
+        if (lane == 0) so[warp + KC_DNH_WARPS * r] = o;
+    }
+#pragma unroll
+    for (int r = 0; r < DNH_RW; r++)
+#pragma unroll
+        for (int cc = 0; cc < DNH_NC; cc++) S[(size_t)(warp + KC_DNH_WARPS * r) * dk + lane + 32 * cc] = st[r][cc];
+    __syncthreads();
+    if ((int)threadIdx.x < dv) {
+        const float ss = warp_dot(so, so, dv, lane);
+        const float sc = kite_rsqrtf(ss / (float)dv + eps);
+        const float v = ((so[jq] * sc) * nw_j) * kite_siluf(zj);
+        const size_t j0 = (size_t)h * dv + (size_t)warp * 32;
+        quant_block32(v, lane, a.oq + j0, a.od + (j0 >> 5));
+    }
+}

@@ -64,6 +64,13 @@ static int32_t act_prepare(kcuda_model *md, std::vector<PassOp> *ops, const Matv
     return 0;
 }
 
+static bool quantized(const DeviceMatrix &w) { return w.type == KCUDA_T_Q8_0 || w.type == KCUDA_T_Q4_0; }
+
+// Activations already quantized into xq2 / xd2 by the op before the product.
+static ActIn act_from_op(kcuda_model *md) {
+    return ActIn{prologue(-1, nullptr, nullptr, 0, nullptr, 1, 0.0f), md->xq2, md->xd2, nullptr, md->ldx};
+}
+
 // One matrix product with its activation preparation.
 static int32_t gemv_in(kcuda_model *md, std::vector<PassOp> *ops, const MatvecJobs &js, int m, const Prologue &P) {
     ActIn a;
@@ -94,16 +101,28 @@ int32_t plan_pass(kcuda_model *md, int m, int s, std::vector<PassOp> *ops) {
             js.j[2] = job(l.w[KCUDA_W_SSM_BETA], md->beta, Hv, 0);
             js.j[3] = job(l.w[KCUDA_W_SSM_ALPHA], md->alpha, Hv, 0);
             CKS(gemv_in(md, ops, js, m, attn_norm));
-            const int nw = dn_warps(dk);
-            PassOp o = pass_op(OP_DELTANET, Hv, (dv + nw - 1) / nw, 1, 32 * nw, (int)dn_smem(m, dk));
-            o.deltanet = DeltanetArgs{md->qkv, C, l.v[KCUDA_W_SSM_CONV1D], K,
-                                      md->ring + (size_t)l.idx * md->ring_rows * C, md->ring_rows, md->d_in,
-                                      md->beta, md->alpha, Hv, l.v[KCUDA_W_SSM_A], l.v[KCUDA_W_SSM_DT_BIAS],
-                                      md->ssm + (size_t)l.idx * Hv * dv * dk, Hk, Hv, dk, dv, eps, md->ybuf, Hv * dv, m};
-            ops->push_back(o);
+            const DeltanetArgs da = {md->qkv, C, l.v[KCUDA_W_SSM_CONV1D], K,
+                                     md->ring + (size_t)l.idx * md->ring_rows * C, md->ring_rows, md->d_in,
+                                     md->beta, md->alpha, Hv, l.v[KCUDA_W_SSM_A], l.v[KCUDA_W_SSM_DT_BIAS],
+                                     md->ssm + (size_t)l.idx * Hv * dv * dk, Hk, Hv, dk, dv, eps, md->ybuf, Hv * dv, m,
+                                     l.v[KCUDA_W_SSM_NORM], md->z, md->xq2, md->xd2};
+            // M=1: one block a head, the gated norm and its quantization as its tail (no k_actq)
+            const bool head = m == 1 && m >= KC_ACTQ_MIN_M && deltanet_head_fits(dk, dv, K) &&
+                              quantized(l.w[KCUDA_W_SSM_OUT]);
+            if (head) {
+                PassOp o = pass_op(OP_DELTANET_HEAD, Hv, 1, 1, KC_DNH_WARPS * 32, 0);
+                o.deltanet = da;
+                ops->push_back(o);
+            } else {
+                const int nw = dn_warps(dk);
+                PassOp o = pass_op(OP_DELTANET, Hv, (dv + nw - 1) / nw, 1, 32 * nw, (int)dn_smem(m, dk));
+                o.deltanet = da;
+                ops->push_back(o);
+            }
             js.nj = 1;
             js.j[0] = job(l.w[KCUDA_W_SSM_OUT], md->x, E, 1);
-            CKS(gemv_in(md, ops, js, m, prologue(3, md->ybuf, md->z, Hv * dv, l.v[KCUDA_W_SSM_NORM], dv, eps)));
+            if (head) CKS(add_gemv(ops, js, m, act_from_op(md)));
+            else CKS(gemv_in(md, ops, js, m, prologue(3, md->ybuf, md->z, Hv * dv, l.v[KCUDA_W_SSM_NORM], dv, eps)));
         } else {
             MatvecJobs js = {};
             js.nj = 3;
@@ -123,22 +142,38 @@ int32_t plan_pass(kcuda_model *md, int m, int s, std::vector<PassOp> *ops) {
             o.scores = ScoresArgs{md->q_rope, k_cache, md->d_in, H, Hkv, D, md->scores, max_pos, md->split_max,
                                   md->splits_done};
             ops->push_back(o);
-            o = pass_op(OP_ATTN_VALUES, H, m, (D + KC_ATT_COLS - 1) / KC_ATT_COLS, KC_THREADS, 0);
+            // the output product's activations quantized by the values op (no k_actq)
+            const bool vq = quantized(l.w[KCUDA_W_ATTN_OUTPUT]) && D % 32 == 0 && m >= KC_ACTQ_MIN_M;
+            o = pass_op(OP_ATTN_VALUES, H, m, (D + 31) / 32, KC_VAL_THREADS, 0);
             o.values = ValuesArgs{md->scores, v_cache, md->q_gate, 2 * H * D, md->d_in, H, Hkv, D, max_pos,
-                                  md->attn_out, H * D};
+                                  md->attn_out, H * D, vq ? md->xq2 : nullptr, vq ? md->xd2 : nullptr, md->ldx};
             ops->push_back(o);
             js.nj = 1;
             js.j[0] = job(l.w[KCUDA_W_ATTN_OUTPUT], md->x, E, 1);
-            CKS(gemv_in(md, ops, js, m, prologue(0, md->attn_out, nullptr, H * D, nullptr, 1, eps)));
+            if (vq) CKS(add_gemv(ops, js, m, act_from_op(md)));
+            else CKS(gemv_in(md, ops, js, m, prologue(0, md->attn_out, nullptr, H * D, nullptr, 1, eps)));
         }
         MatvecJobs js = {};
         js.nj = 2;
         js.j[0] = job(l.w[KCUDA_W_FFN_GATE], md->gate, F, 0);
         js.j[1] = job(l.w[KCUDA_W_FFN_UP], md->up, F, 0);
-        CKS(gemv_in(md, ops, js, m, prologue(1, md->x, nullptr, E, l.v[KCUDA_W_POST_ATTN_NORM], 1, eps)));
+        // M=1: SwiGLU and its quantization as the epilogue of gate / up (no k_actq before down)
+        const bool glu = m == 1 && m >= KC_ACTQ_MIN_M && F % 32 == 0 && quantized(l.w[KCUDA_W_FFN_GATE]) &&
+                         quantized(l.w[KCUDA_W_FFN_UP]) && quantized(l.w[KCUDA_W_FFN_DOWN]);
+        const Prologue post_norm = prologue(1, md->x, nullptr, E, l.v[KCUDA_W_POST_ATTN_NORM], 1, eps);
+        if (glu) {
+            ActIn a;
+            CKS(act_prepare(md, ops, js, m, post_norm, &a));
+            PassOp o = pass_op(OP_GEMV_GLU, F / 32, 1, 1, KC_GLU_THREADS, 0);
+            o.glu = GluArgs{js.j[0], js.j[1], a.q, a.d, md->xq2, md->xd2};
+            ops->push_back(o);
+        } else {
+            CKS(gemv_in(md, ops, js, m, post_norm));
+        }
         js.nj = 1;
         js.j[0] = job(l.w[KCUDA_W_FFN_DOWN], md->x, E, 1);
-        CKS(gemv_in(md, ops, js, m, prologue(2, md->gate, md->up, F, nullptr, 1, eps)));
+        if (glu) CKS(add_gemv(ops, js, m, act_from_op(md)));
+        else CKS(gemv_in(md, ops, js, m, prologue(2, md->gate, md->up, F, nullptr, 1, eps)));
     }
     // The LM head in pieces of vocabulary rows, each followed by an event that the copy back
     // waits for (pass_queue): the logits of piece p travel to the host while p + 1 is computed.
@@ -175,7 +210,9 @@ static int32_t run_op(kcuda_model *md, const PassOp &o, cudaStreamCaptureStatus 
     case OP_ACT: CK(klaunch(k_act, g, b, o.smem, o.act)); break;
     case OP_ACTQ: CK(klaunch(k_actq, g, b, o.smem, o.act)); break;
     case OP_GEMV: CK(gemv_launch(GemvCall{o.gemv, o.MT, o.RPW, (unsigned)o.gx, (size_t)o.smem})); break;
+    case OP_GEMV_GLU: CK(klaunch(k_gemv_glu, g, b, o.smem, o.glu)); break;
     case OP_DELTANET: CK(klaunch(k_deltanet, g, b, o.smem, o.deltanet)); break;
+    case OP_DELTANET_HEAD: CK(klaunch(k_deltanet_head, g, b, o.smem, o.deltanet)); break;
     case OP_QKPREP: CK(klaunch(k_qkprep, g, b, o.smem, o.qkprep)); break;
     case OP_ATTN_SCORES: CK(klaunch(k_attn_scores, g, b, o.smem, o.scores)); break;
     case OP_ATTN_VALUES: CK(klaunch(k_attn_values, g, b, o.smem, o.values)); break;

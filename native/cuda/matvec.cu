@@ -15,6 +15,10 @@ k_gemv(GemvArgs a KC_TL_PARAMS) {
     KC_PASS_KERNEL(a, gemv_block<MT, RPW, PRO>);
 }
 
+__global__ void __launch_bounds__(KC_GLU_THREADS) k_gemv_glu(GluArgs a KC_TL_PARAMS) {
+    KC_PASS_KERNEL(a, gemv_glu_block);
+}
+
 // Host side: launches on g_stream, no host synchronisation (capturable).
 static int g_smem_max = 48 * 1024; // dynamic shared memory opted in for the gemv instances
 static int g_sms = 132;            // multiprocessors of the device

@@ -55,6 +55,22 @@ struct GemvCall {
     size_t smem;
 };
 
+// The FFN gate and up products of one row (M=1) with SwiGLU and its quantization as their
+// epilogue: block c computes rows [32c, 32c + 32) of both (KC_GLU_THREADS: 16 warps of 4 rows,
+// the gate's then the up's, each row's sum as the plain gemv's), then h = silu(g) * u for those
+// 32 elements and their 32-block quantized into oq / od (k_actq mode 2's operations), so the
+// down product reads them without a k_actq of its own. xq / xd: the input row, quantized.
+// Grid: gate.n / 32 blocks (gate.n == up.n, a multiple of 32; both quantized).
+#define KC_GLU_THREADS 512
+struct GluArgs {
+    MatvecJob gate, up;
+    const int8_t *xq;
+    const float *xd;
+    int8_t *oq; // [gate.n]
+    float *od;  // [gate.n / 32]
+};
+__global__ void k_gemv_glu(GluArgs a KC_TL_PARAMS);
+
 // One matrix as a job writing y (row stride ldy), added to y when add is set.
 MatvecJob job(const DeviceMatrix &w, float *y, int ldy, int add);
 // Rows r0 .. r0 + n - 1 of w as a job of their own (its output y is row r0's).

@@ -330,3 +330,30 @@ __device__ __forceinline__ void gemv_block(const GemvArgs &a, const BlockAt &at,
         gemv_rows<MT, RPW>(a, at, a.xq, a.xd, a.ldx, a.ldx >> 5, wait, waited);
     }
 }
+
+// One block of k_gemv_glu (matvec.cuh): warp w < 8 takes gate rows 32c + 4w .. + 3, warp w >= 8
+// the same rows of up; each warp's 4 sums as gemv_rows stores them (the same lane partials and
+// butterfly), then warp 0 makes the 32-block c of silu(gate) * up and quantizes it.
+template <class Wait>
+__device__ __forceinline__ void gemv_glu_block(const GluArgs &a, const BlockAt &at, const Wait &wait) {
+    __shared__ float s_gu[2][32]; // [gate, up][row of the 32-block]
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int half = warp >> 3, r0 = at.x * 32 + (warp & 7) * 4;
+    MatvecJob J = a.gate; // field by field: a kernel argument chosen at run time would go to local memory
+    if (half) {
+        J.q = a.up.q;
+        J.s = a.up.s;
+        J.type = a.up.type;
+    }
+    bool waited = false;
+    float acc[4][1];
+    warp_rows<1, 4>(J, r0, J.k, 1, a.xq, a.xd, 0, 0, nullptr, 0, lane, wait, waited, acc);
+    if (!waited) wait();
+    const float v = warp_sum32_scatter<4>(&acc[0][0], lane);
+    if ((lane & 7) == 0) s_gu[half][(warp & 7) * 4 + lane / 8] = v;
+    __syncthreads();
+    if (warp == 0) {
+        const float h = kite_siluf(s_gu[0][lane]) * s_gu[1][lane];
+        quant_block32(h, lane, a.oq + (size_t)at.x * 32, a.od + at.x);
+    }
+}

@@ -196,6 +196,8 @@ KCUDA_API int32_t kcuda_model_prepare(kcuda_model *md, int32_t max_m) {
     AL(xf, M * md->ldx * 4);
     AL(xq, M * md->ldx);
     AL(xd, M * (md->ldx / 32) * 4);
+    AL(xq2, M * md->ldx);
+    AL(xd2, M * (md->ldx / 32) * 4);
     AL(gate, M * F * 4);
     AL(up, M * F * 4);
     for (int s = 0; s < KC_SLOTS; s++) {

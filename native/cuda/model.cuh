@@ -57,6 +57,8 @@ struct kcuda_model {
     int8_t *xq = nullptr;                         // [max_m][ldx]: ... quantized per 32-block
     float *xd = nullptr;                          // [max_m][ldx / 32]: ... their block scales
     int ldx = 0;                                  // the widest product input, rounded up to 32
+    int8_t *xq2 = nullptr;                        // [max_m][ldx]: a product's input quantized by the op
+    float *xd2 = nullptr;                         // [max_m][ldx / 32]: before it (SwiGLU, attention output)
     float *qkv = nullptr;                         // [max_m][C]: DeltaNet q, k, v before the conv
     float *z = nullptr;                           // [max_m][Hv * dv]: DeltaNet output gate
     float *beta = nullptr, *alpha = nullptr;      // [max_m][Hv]: DeltaNet write strength, decay input

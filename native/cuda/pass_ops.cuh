@@ -12,7 +12,9 @@ enum PassOpKind {
     OP_ACT,          // k_act
     OP_ACTQ,         // k_actq
     OP_GEMV,         // k_gemv<MT, RPW, PRO>
+    OP_GEMV_GLU,     // k_gemv_glu: FFN gate / up with SwiGLU and its quantization (M=1)
     OP_DELTANET,     // k_deltanet
+    OP_DELTANET_HEAD, // k_deltanet_head: M=1, with the gated norm and its quantization
     OP_QKPREP,       // k_qkprep
     OP_ATTN_SCORES,  // k_attn_scores
     OP_ATTN_VALUES,  // k_attn_values
@@ -30,6 +32,7 @@ struct PassOp {
         EmbedArgs embed;
         ActArgs act;
         GemvArgs gemv;
+        GluArgs glu;
         DeltanetArgs deltanet;
         QkprepArgs qkprep;
         ScoresArgs scores;

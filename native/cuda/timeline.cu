@@ -12,7 +12,9 @@ static const char *op_name(int kind) {
     case OP_ACT: return "act";
     case OP_ACTQ: return "actq";
     case OP_GEMV: return "gemv";
+    case OP_GEMV_GLU: return "gemv_glu";
     case OP_DELTANET: return "deltanet";
+    case OP_DELTANET_HEAD: return "deltanet_head";
     case OP_QKPREP: return "qkprep";
     case OP_ATTN_SCORES: return "scores";
     case OP_ATTN_VALUES: return "values";

@@ -17,6 +17,7 @@ import yaml
 
 from harness import __version__
 from harness.build.cmake import build
+from harness.compare import cli as compare_cli
 from harness.errors import HarnessError, SchemaErrors
 from harness.matrix import cli as matrix_cli
 from harness.matrix.cross import merge_reports
@@ -295,6 +296,14 @@ def cmd_merge(args: argparse.Namespace) -> int:
     return rc
 
 
+def cmd_compare(args: argparse.Namespace) -> int:
+    return compare_cli.run_compare_cmd(args, _config(args))
+
+
+def cmd_bisect(args: argparse.Namespace) -> int:
+    return compare_cli.run_bisect_cmd(args, _config(args))
+
+
 def cmd_fuzz(args: argparse.Namespace) -> int:
     """libFuzzer over the GGUF reader and the model loader; --sanitizers for the ASan/valgrind runs."""
     return int(fuzz.run(args, _root(args)))
@@ -422,6 +431,10 @@ def make_parser() -> argparse.ArgumentParser:
               "exit status: 0 no finding, 1 a finding or a failed sanitizer run, 2 usage or harness error",
               cmd_fuzz, fuzz.DESCRIPTION)
     fuzz.add_arguments(fz)
+
+    compare_cli.add_compare_arguments(_sub(sub, "compare", compare_cli.COMPARE_HELP, compare_cli.COMPARE_EXIT,
+                                           cmd_compare))
+    compare_cli.add_bisect_arguments(_sub(sub, "bisect", compare_cli.BISECT_HELP, compare_cli.BISECT_EXIT, cmd_bisect))
     return p
 
 

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from harness.cli import main
 from tests.compare_repo import make_repo
+from tests.conftest import REPO
 
 pytestmark = pytest.mark.skipif(not (shutil.which("cmake") and shutil.which("cc") and shutil.which("git")),
                                 reason="needs cmake, a C compiler and git")
@@ -78,6 +81,18 @@ def test_fail_on_bytes_ignores_the_speed_verdict(repo, tmp_path):
     path, c, cache = repo
     rc, doc = compare(path, cache, tmp_path / "r", c[2], c[3], "--fail-on", "bytes")
     assert (rc, doc["workloads"][0]["speed"], doc["verdict"]) == (0, "regressed", "PASS")
+
+
+def test_closed_pipes_keep_the_exit_status(repo, tmp_path):
+    """`compare ... | head -1` under pipefail: stdout and stderr closed early, the regression still exits 1."""
+    path, c, cache = repo
+    p = subprocess.Popen([sys.executable, "-m", "harness", "--root", str(path), "compare", c[2], c[3], "--cache",
+                          str(cache), "--out", str(tmp_path / "r")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         cwd=REPO)
+    p.stdout.close()
+    p.stderr.close()
+    assert p.wait(timeout=300) == 1
+    assert json.loads((tmp_path / "r" / "report.json").read_text())["workloads"][0]["speed"] == "regressed"
 
 
 def test_bad_revision_is_a_usage_error(repo, tmp_path, capsys):

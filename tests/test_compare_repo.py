@@ -155,3 +155,21 @@ def test_killed_build_is_not_trusted(repo, tmp_path):
     assert (tmp_path / "cache" / rev.tree / "build-default.json").is_file()
     cfg2, res2 = cache.build(rev, "default")  # the stamp: reused, not built again
     assert res2.engine.status == "built" and res2.engine_path == res.engine_path
+
+
+def test_a_committed_link_cannot_send_the_build_outside(repo, tmp_path):
+    """A revision whose build/ is a link out of its checkout is refused before anything is deleted."""
+    from harness.compare.revisions import Cache, resolve  # noqa: PLC0415 - test-local
+    from harness.errors import HarnessError  # noqa: PLC0415
+
+    path, c, _ = repo
+    cache = Cache(tmp_path / "cache", path, lambda s: None)
+    rev = resolve(path, c[0])
+    src = cache.checkout(rev)
+    victim = tmp_path / "victim"
+    (victim / "default").mkdir(parents=True)
+    (victim / "default" / "keep").write_text("mine")
+    (src / "build").symlink_to(victim, target_is_directory=True)
+    with pytest.raises(HarnessError, match="outside the checkout"):
+        cache.build(rev, "default")
+    assert (victim / "default" / "keep").read_text() == "mine"

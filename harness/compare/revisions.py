@@ -162,8 +162,9 @@ class Cache:
                     return cfg, _result_from(json.loads(stamp.read_text(encoding="utf-8")))
                 except (ValueError, KeyError, TypeError):
                     stamp.unlink()  # unreadable: built again below
-            if cfg.build_root(name).exists():  # a build that did not finish
-                shutil.rmtree(cfg.build_root(name))
+            broot = inside(cfg.build_root(name), src)
+            if broot.exists():  # a build that did not finish
+                shutil.rmtree(broot)
             res = build(cfg, name, progress=self.say)
             if res.engine_ok and res.module.status != "failed":
                 tmp = stamp.with_suffix(".tmp")
@@ -172,6 +173,15 @@ class Cache:
             return cfg, res
         finally:
             os.close(fd)
+
+
+def inside(path: Path, root: Path) -> Path:
+    """path, when it lies inside root with every link resolved; a revision that commits a link
+    (build/ -> elsewhere) must not make the cache delete or build outside its checkout."""
+    real, base = os.path.realpath(path), os.path.realpath(root)
+    if os.path.commonpath([real, base]) != base:
+        raise HarnessError(f"{path} resolves to {real}, outside the checkout {root} (a link in the revision?)")
+    return path
 
 
 def reproducible(cfg: Config, src: Path) -> Config:

@@ -59,10 +59,13 @@ def overall(c: Compare, fail_on: str) -> str:
 def render_markdown(c: Compare, fail_on: str = "any") -> str:
     out = [f"# compare {c.base.label} → {c.head.label}: {overall(c, fail_on)}", "",
            _table(verdict_rows(c), HEADERS), ""]
-    out.append(f"Speed: {METHOD}. Intervals are at level {c.alpha:g}/{c.tested} each; regressed/improved are "
-               f"decided by Holm's step-down over the {c.tested} timed workload(s)' anytime-valid p-values "
-               f"(family-wise error ≤ {c.alpha:g}). Equivalent: the interval lies within ±margin. "
-               f"A workload with `bytes: same` fails when its bytes change, whatever its speed.")
+    if c.tested:
+        out.append(f"Speed: {METHOD}. Intervals are at level {c.alpha:g}/{c.tested} each; regressed/improved are "
+                   f"decided by Holm's step-down over the {c.tested} timed workload(s)' anytime-valid p-values "
+                   f"(family-wise error ≤ {c.alpha:g}). Equivalent: the interval lies within ±margin.")
+    else:
+        out.append("Speed: no workload was timed (identical builds, skips or errors).")
+    out[-1] += " A workload with `bytes: same` fails when its bytes change, whatever its speed."
     out.append("")
     out.append(f"- base: `{c.base.commit}` ({c.base.spec}){' with uncommitted changes' if c.base.dirty else ''}")
     out.append(f"- head: `{c.head.commit}` ({c.head.spec}){' (working tree with uncommitted changes: dirty)' if c.head.dirty else ''}")

@@ -12,7 +12,7 @@ from harness.compare import calibrate as cal
 from harness.compare.sequential import Sequence, final_verdict, holm, interval, log_evidence_no_change
 from harness.tools.calibrate import DEFAULT_DATA, load_shapes
 
-SHAPES = {s.name: s for s in load_shapes(DEFAULT_DATA)}
+SHAPES = {s.name: s for path in (DEFAULT_DATA, cal.COMPARE_DATA) for s in load_shapes(path)}
 
 
 def test_interval_is_between_order_statistics_and_shrinks():

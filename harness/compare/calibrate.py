@@ -6,6 +6,9 @@ slowdown; a wrong "equivalent" is equivalent at a true change of twice the margi
 
     python -m harness.compare.calibrate [--runs 1000] [--seed 20261202]
     python -m harness.compare.calibrate --record NAME --reports DIR/report.json ... --note TEXT
+
+Noise: the shapes of bench/data/aa_pairs.json (verify's A/A floors) and of
+bench/data/compare_aa_pairs.json (A/A compares of a revision against itself, --record).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from harness.compare.sequential import Sequence, final_verdict
 from harness.report.document import _table
 from harness.tools.calibrate import DEFAULT_DATA, NoiseShape, draw, load_shapes, shape_from_runs
 
+COMPARE_DATA = DEFAULT_DATA.with_name("compare_aa_pairs.json")
 MARGIN = 0.02
 BLOCK = 4
 # budget (pairs) per noise shape: the GPU workloads' budget for the H200, the CPU ones' for the CPU
@@ -103,7 +107,8 @@ def record(data: Path, name: str, reports: list[Path], note: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m harness.compare.calibrate", description=__doc__.split("\n\n")[0])
-    p.add_argument("--data", type=Path, default=DEFAULT_DATA, help="recorded A/A pairs (JSON)")
+    p.add_argument("--data", type=Path, nargs="+", default=[DEFAULT_DATA, COMPARE_DATA],
+                   help="recorded A/A pairs (JSON files; --record writes the last)")
     p.add_argument("--runs", type=int, default=1000, help="simulated compares per cell (default 1000)")
     p.add_argument("--seed", type=int, default=20261202, help="simulation seed (default 20261202)")
     p.add_argument("--record", metavar="NAME", help="store the pair ratios of compare --reports as noise NAME")
@@ -111,10 +116,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--note", default="", help="with --record: where the pairs come from")
     args = p.parse_args(argv)
     if args.record:
-        n = record(args.data, args.record, args.reports, args.note)
-        print(f"noise {args.record}: {n} A/A runs stored in {args.data}")
+        n = record(args.data[-1], args.record, args.reports, args.note)
+        print(f"noise {args.record}: {n} A/A runs stored in {args.data[-1]}")
         return 0
-    rows, headers = table(calibrate(load_shapes(args.data), args.runs, args.seed))
+    shapes = [s for path in args.data for s in load_shapes(path)]
+    rows, headers = table(calibrate(shapes, args.runs, args.seed))
     print(_table(rows, headers))
     return 0
 

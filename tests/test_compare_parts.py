@@ -57,6 +57,7 @@ def test_a_workload_loads():
     ("budget: {pairs: 100, seconds: 60}", "budget: {seconds: 60}", "missing required key 'pairs'"),
     ("budget: {pairs: 100, seconds: 60}", "budget: {pairs: 100, minutes: 1}", "minutes"),
     ("    margin: 0.02\n", "    margin: 0.02\n    block: 3\n", "3 is odd"),
+    ("budget: {pairs: 100, seconds: 60}", "budget: {pairs: 4}\n    block: 8", "more than the budget of 4"),
     ('args: [run, --model, "{model}"]', 'args: "run --model x"', "shell command string is not allowed"),
     ("    margin: 0.02\n", "    margin: 0.02\n    cases: [{n: '1'}]\n", "`cases` is not supported for compare"),
 ])
@@ -188,3 +189,14 @@ def test_verify_skips_a_compare_workload(tmp_path):
     out = evaluate(ctx, c)
     assert (out.verdict, out.reason) == ("SKIP", "a compare workload: run by `harness compare BASE [HEAD]` "
                                                  "(docs/COMPARE.md)")
+
+
+def test_bisect_counts_a_regression_beyond_the_margin_only():
+    from harness.compare.bisect import is_bad  # noqa: PLC0415 - test-local
+
+    small = Outcome("X", "x", "f", 1, "same", bytes="same", speed="regressed", ratio=1.01, margin=0.02)
+    large = Outcome("X", "x", "f", 1, "same", bytes="same", speed="regressed", ratio=1.03, margin=0.02)
+    changed = Outcome("X", "x", "f", 1, "may-change", bytes="changed", speed="improved", ratio=0.9, margin=0.02)
+    assert [is_bad(o, "any") for o in (small, large, changed)] == [False, True, True]
+    assert [is_bad(o, "speed") for o in (small, large, changed)] == [False, True, False]
+    assert [is_bad(o, "bytes") for o in (small, large, changed)] == [False, False, True]

@@ -52,8 +52,10 @@ class Bisect:
 
 
 def is_bad(o: Any, what: str) -> bool:
+    """Changed bytes, or a regression beyond the margin (regressed, with the median ratio at least
+    1 + margin: a slowdown smaller than the margin does not make a commit bad)."""
     bytes_bad = o.bytes == "changed"
-    speed_bad = o.speed == "regressed"
+    speed_bad = o.speed == "regressed" and o.ratio >= 1.0 + o.margin
     return {"any": bytes_bad or speed_bad, "bytes": bytes_bad, "speed": speed_bad}[what]
 
 

@@ -479,6 +479,8 @@ def _compare_workload(v: _V, path: tuple, c: dict[str, Any], names: set[str]) ->
     block = v.int_(path + ("block",), c["block"], 2, 64) if "block" in c else 4
     if block is not None and block % 2:
         v.err(path + ("block",), f"{block} is odd; a block holds whole ABBA rounds (an even number of pairs)")
+    elif block is not None and pairs is not None and block > pairs:
+        v.err(path + ("block",), f"{block} pairs a block is more than the budget of {pairs} pairs")
     warmups = v.int_(path + ("warmups",), c["warmups"], 0, 100) if "warmups" in c else 1
     floor = v.int_(path + ("noise_floor",), c["noise_floor"], 0, MAX_PAIRS) if "noise_floor" in c else 0
     if var is not None and not var.args:

@@ -166,6 +166,12 @@ def test_junit_comment_and_annotations():
     assert "bytes changed: 1 of 8 elements differ" in notes[1]
 
 
+def test_step_summary_gets_the_report(tmp_path):
+    summary = tmp_path / "summary.md"
+    report.publish(a_compare(), tmp_path, env={"GITHUB_STEP_SUMMARY": str(summary)}, stream=io.StringIO())
+    assert summary.read_text().startswith("# compare aaaaaaaaaa → bbbbbbbbbb+dirty: FAIL")
+
+
 def test_fail_on_bytes_passes_a_speed_regression_only():
     c = a_compare()
     assert c.failed("any") and c.failed("bytes")  # B's bytes changed

@@ -95,6 +95,14 @@ def test_closed_pipes_keep_the_exit_status(repo, tmp_path):
     assert json.loads((tmp_path / "r" / "report.json").read_text())["workloads"][0]["speed"] == "regressed"
 
 
+def test_out_must_be_a_new_folder(repo, tmp_path, capsys):
+    path, c, cache = repo
+    (tmp_path / "used").mkdir()
+    (tmp_path / "used" / "work").symlink_to(tmp_path)
+    rc = main(["--root", str(path), "compare", c[0], c[1], "--cache", str(cache), "--out", str(tmp_path / "used")])
+    assert rc == 2 and "not an empty folder" in capsys.readouterr().err
+
+
 def test_bad_revision_is_a_usage_error(repo, tmp_path, capsys):
     path, c, cache = repo
     rc = main(["--root", str(path), "compare", "no-such-rev", "--cache", str(cache), "--out", str(tmp_path / "r")])

@@ -95,6 +95,8 @@ def _options(args: argparse.Namespace, base: str, head: str) -> Options:
 
 def _folder(args: argparse.Namespace, cfg: Config) -> Path:
     if args.out:
+        if args.out.is_symlink() or (args.out.exists() and (not args.out.is_dir() or any(args.out.iterdir()))):
+            raise HarnessError(f"--out {args.out}: not an empty folder (a report is written into a new one)")
         args.out.mkdir(parents=True, exist_ok=True)
         return args.out
     return new_report_dir(cfg.root / cfg.reports_dir, "compare")

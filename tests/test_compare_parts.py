@@ -206,3 +206,30 @@ def test_bisect_counts_a_regression_beyond_the_margin_only():
     assert [is_bad(o, "any") for o in (small, large, changed)] == [False, True, True]
     assert [is_bad(o, "speed") for o in (small, large, changed)] == [False, True, False]
     assert [is_bad(o, "bytes") for o in (small, large, changed)] == [False, False, True]
+
+
+class FakeRun:
+    """A workload runner whose times alternate so that the interval stays wide."""
+
+    def __init__(self, spec: C.CompareSpec):
+        self.spec = spec
+        self.crit = type("Crit", (), {"id": "W"})()
+        self.n = 0
+
+    def timed(self, key: str, label: str) -> float:
+        self.n += 1
+        return 10.0 + (3.0 if self.n % 3 else -3.0)
+
+
+def test_seconds_budget_ends_timing_inconclusive():
+    from harness.compare.workload import sequential  # noqa: PLC0415 - test-local
+
+    (c,) = load(GOOD)
+    run = FakeRun(c.spec)  # budget: 100 pairs or 60 s
+    ticks = iter(range(0, 10_000, 25))  # 25 s a look
+    out = Outcome("W", "t", "f", 1, "same", margin=0.02)
+    lines: list[str] = []
+    seq = sequential(run, out, 0.05, lines.append, clock=lambda: float(next(ticks)))  # type: ignore[arg-type]
+    assert seq.pairs == 12 and seq.decided() is None  # looks at 25, 50, 75 s: the third is past 60 s
+    assert len(lines) == 3 and lines[0].startswith("  [W] 4 pairs: ratio ")
+    assert run.n == 2 + 2 * 12  # one warm-up a side, then the pairs

@@ -163,6 +163,9 @@ def test_killed_build_is_not_trusted(repo, tmp_path):
     assert (tmp_path / "cache" / rev.tree / "build-default.json").is_file()
     cfg2, res2 = cache.build(rev, "default")  # the stamp: reused, not built again
     assert res2.engine.status == "built" and res2.engine_path == res.engine_path
+    Path(res.engine_path).unlink()  # a stamp whose engine is gone is not trusted either
+    cfg3, res3 = cache.build(rev, "default")
+    assert res3.engine.status == "built" and Path(res3.engine_path).is_file()
 
 
 def test_a_committed_link_cannot_send_the_build_outside(repo, tmp_path):

@@ -159,9 +159,12 @@ class Cache:
             stamp = self._entry(rev) / f"build-{name}.json"
             if stamp.is_file():
                 try:
-                    return cfg, _result_from(json.loads(stamp.read_text(encoding="utf-8")))
+                    done = _result_from(json.loads(stamp.read_text(encoding="utf-8")))
+                    if Path(done.engine_path).is_file():
+                        return cfg, done
                 except (ValueError, KeyError, TypeError):
-                    stamp.unlink()  # unreadable: built again below
+                    pass
+                stamp.unlink()  # unreadable, or its engine is gone: built again below
             broot = inside(cfg.build_root(name), src)
             if broot.exists():  # a build that did not finish
                 shutil.rmtree(broot)

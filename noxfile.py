@@ -67,6 +67,15 @@ def ab(session: nox.Session) -> None:
 
 
 @nox.session
+def compare(session: nox.Session) -> None:
+    """Head against base, bytes and speed: nox -s compare -- BASE [HEAD] [--only ID ...] (docs/COMPARE.md)"""
+    if not session.posargs:
+        session.error("name the base: nox -s compare -- BASE [HEAD]")
+    _install(session, *RUNTIME)
+    _harness(session, "compare", *session.posargs)
+
+
+@nox.session
 def register(session: nox.Session) -> None:
     """Register criteria digests: nox -s register -- regressions/suite.yaml [--amend ID --reason TEXT]"""
     _install(session, *RUNTIME)

@@ -17,6 +17,7 @@ import yaml
 
 from harness import __version__, console
 from harness.build.cmake import build
+from harness.compare import cli as compare_cli
 from harness.errors import HarnessError, SchemaErrors
 from harness.history import cli as history_cli
 from harness.matrix import cli as matrix_cli
@@ -313,6 +314,14 @@ def cmd_history(args: argparse.Namespace) -> int:
     return history_cli.run(args)
 
 
+def cmd_compare(args: argparse.Namespace) -> int:
+    return compare_cli.run_compare_cmd(args, _config(args))
+
+
+def cmd_bisect(args: argparse.Namespace) -> int:
+    return compare_cli.run_bisect_cmd(args, _config(args))
+
+
 def cmd_fuzz(args: argparse.Namespace) -> int:
     """libFuzzer over the GGUF reader and the model loader; --sanitizers for the ASan/valgrind runs."""
     return int(fuzz.run(args, _root(args)))
@@ -447,6 +456,9 @@ def make_parser() -> argparse.ArgumentParser:
     hi = _sub(sub, "history", "keep reports by commit; change points, pictures, a static page",
               history_cli.EXIT, cmd_history, history_cli.DESCRIPTION)
     history_cli.add_arguments(hi)
+    compare_cli.add_compare_arguments(_sub(sub, "compare", compare_cli.COMPARE_HELP, compare_cli.COMPARE_EXIT,
+                                           cmd_compare))
+    compare_cli.add_bisect_arguments(_sub(sub, "bisect", compare_cli.BISECT_HELP, compare_cli.BISECT_EXIT, cmd_bisect))
     return p
 
 

@@ -20,7 +20,7 @@ STAGES = {
     "models": 2, "build": 2,  # the inputs the runs need: model files, built programs
     "run": 3,
     "report": 4,
-    "matrix": 5, "tools": 5, "history": 5,
+    "matrix": 5, "tools": 5, "history": 5, "compare": 5,
     "verify": 6,
     "cli": 7, "__main__": 8,
 }

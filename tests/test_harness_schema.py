@@ -551,11 +551,12 @@ BAD = {
                         "stay inside it"]),
     "unknown_kind_and_key": (EQ.replace("kind: equivalence", "kind: speed\n    foo: 1"),
                              ["4: criteria[0] (Q).kind: 'speed' is not allowed; allowed: equivalence, ab_timing, run, "
-                              "artifact",
+                              "artifact, compare",
                               "5: criteria[0] (Q).foo: unknown key 'foo' in a criterion; allowed: id, title, kind, "
                               "requires, description, model, timeout_s, cases, build, env, args, variants, compare, a, "
                               "b, same_run, pairs, warmups, order, metric, metric_a, metric_b, ratio, pass_if, "
-                              "confidence, bootstrap, noise_floor, interval, runs, files"]),
+                              "confidence, bootstrap, noise_floor, interval, runs, files, dumps, bytes, margin, budget, "
+                              "block, preconditions"]),
     "artifact_unknown_key": ("criteria:\n  - {id: F, title: t, kind: artifact, files: [{path: x}], foo: 1}\n",
                              ["2: criteria[0] (F).foo: unknown key 'foo' in an artifact criterion; allowed: id, title, "
                               "kind, requires, description, model, timeout_s, cases, build, files"]),

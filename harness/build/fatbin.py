@@ -59,3 +59,32 @@ def embedded_code(cuobjdump: str, module: Path, logs: Path | None = None) -> dic
             raise HarnessError(f"cuobjdump --list-{kind} failed: {r.describe()}")
         out[kind] = parse_cuobjdump_list(r.stdout)
     return out
+
+
+FATBIN_COMPRESSED = 0x2000  # entry flag: the payload is compressed (nvcc -compress)
+
+
+def fatbin_entries(data: bytes) -> list[dict[str, object]]:
+    """Every code object of every fat binary in `data`: {kind: elf|ptx, arch: sm_XX, compressed,
+    payload: bytes} (entry flags u64 at offset 40; the layout of scan_fatbin)."""
+    out: list[dict[str, object]] = []
+    magic = struct.pack("<I", FATBIN_MAGIC)
+    i = data.find(magic)
+    while i >= 0:
+        try:
+            _, ver, hsize, fsize = struct.unpack_from("<IHHQ", data, i)
+        except struct.error:
+            break
+        if ver == 1 and hsize == 16 and 0 < fsize <= len(data) - i - 16:
+            p, end = i + hsize, i + hsize + fsize
+            while p + 48 <= end:
+                kind, _, ehs, size = struct.unpack_from("<HHIQ", data, p)
+                arch, = struct.unpack_from("<I", data, p + 28)
+                flags, = struct.unpack_from("<Q", data, p + 40)
+                if ehs < 48 or kind not in (1, 2) or p + ehs + size > end:
+                    break
+                out.append({"kind": "ptx" if kind == 1 else "elf", "arch": f"sm_{arch}",
+                            "compressed": bool(flags & FATBIN_COMPRESSED), "payload": data[p + ehs:p + ehs + size]})
+                p += ehs + size
+        i = data.find(magic, i + 4)
+    return out

@@ -523,8 +523,14 @@ def run_artifact(ctx: Context, crit: C.Criterion, work: Path) -> Outcome:
     return Outcome("PASS", f"{len(files)} file check{'s' if len(files) != 1 else ''} hold", details)
 
 
+def run_compare_workload(ctx: Context, crit: C.Criterion, work: Path) -> Outcome:
+    """A `kind: compare` workload runs two revisions: `harness compare BASE HEAD` does it, not verify."""
+    return Outcome("SKIP", "a compare workload: run by `harness compare BASE [HEAD]` (docs/COMPARE.md)")
+
+
 RUNNERS: dict[str, Callable[[Context, C.Criterion, Path], Outcome]] = {
-    "equivalence": run_equivalence, "ab_timing": run_ab, "run": run_run, "artifact": run_artifact}
+    "equivalence": run_equivalence, "ab_timing": run_ab, "run": run_run, "artifact": run_artifact,
+    "compare": run_compare_workload}
 
 
 def evaluate(ctx: Context, crit: C.Criterion) -> Outcome:

@@ -10,7 +10,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-KINDS = ("equivalence", "ab_timing", "run", "artifact")
+KINDS = ("equivalence", "ab_timing", "run", "artifact", "compare")
+BYTES = ("same", "may-change")  # a compare workload's dumps: must stay identical, or may change
 REQUIREMENTS = ("gpu", "no_gpu", "nvcc", "host_cc", "host_cxx", "cmake", "clang", "mingw", "wine", "valgrind",
                 "linux", "windows", "x86_64")
 LAYOUTS = ("normal", "engine_only")
@@ -133,7 +134,22 @@ class ArtifactSpec:
     files: list[FileCheck]
 
 
-Spec = EquivalenceSpec | ABSpec | RunSpec | ArtifactSpec
+@dataclass(frozen=True)
+class CompareSpec:
+    """A workload of `harness compare`: one engine invocation run on a base and a head build."""
+    variant: Variant
+    dumps: list[str]
+    bytes: str  # same | may-change
+    metric: Metric
+    margin: float  # relative: 0.02 = 2 %
+    budget_pairs: int
+    budget_seconds: float | None
+    block: int  # pairs between two looks at the interval
+    warmups: int
+    noise_floor: int  # A/A pairs of the base against itself (0: none)
+
+
+Spec = EquivalenceSpec | ABSpec | RunSpec | ArtifactSpec | CompareSpec
 
 
 @dataclass(frozen=True)
@@ -162,6 +178,8 @@ class Criterion:
             return [s.a] + ([s.b] if s.b else [])
         if isinstance(s, RunSpec):
             return [st.variant for st in s.steps]
+        if isinstance(s, CompareSpec):
+            return [s.variant]
         return []
 
     def runs_foreign_code(self) -> bool:
@@ -176,6 +194,8 @@ class Criterion:
             names = [s.a.build] + ([s.b.build] if s.b else [])
         elif isinstance(s, RunSpec):
             names = [st.variant.build for st in s.steps]
+        elif isinstance(s, CompareSpec):
+            names = [s.variant.build]
         else:
             names = [s.build]
         return list(dict.fromkeys(names))

@@ -38,7 +38,11 @@ KIND_KEYS: dict[str, dict[str, bool]] = {
                   "bootstrap": False, "noise_floor": False, "interval": False},
     "run": {"build": False, "env": False, "args": False, "runs": True},
     "artifact": {"build": False, "files": True},
+    "compare": {"build": False, "env": False, "args": True, "dumps": False, "bytes": False, "metric": False,
+                "margin": True, "budget": True, "block": False, "warmups": False, "noise_floor": False,
+                "preconditions": False},
 }
+COMPARE_BUDGET_KEYS = {"pairs": True, "seconds": False}
 EXPECT_KEYS = {"exit": False, "passes_min": False, "must_match": False, "must_not_match": False,
                "json": False}
 COMPARE_KEYS = {"dumps": True, "mode": False, "max_abs": False, "max_ulp": False, "nmse": False,
@@ -194,7 +198,8 @@ def _criterion(v: _V, path: tuple, c: Any, rel: str) -> C.Criterion | None:
             allowed.update({k: False for k in kk})
     else:
         allowed = {**COMMON, **KIND_KEYS[kind]}
-    v.keys(path, c, allowed, f"{'an' if kind in ('equivalence', 'ab_timing', 'artifact') else 'a'} {kind} criterion"
+    v.keys(path, c, allowed, f"{'an' if kind in ('equivalence', 'ab_timing', 'artifact') else 'a'} {kind} "
+           f"{'workload' if kind == 'compare' else 'criterion'}"
            if kind in C.KINDS else "a criterion")
     cid = v.str_(path + ("id",), c["id"], ID_RE, "use a letter then letters, digits, '_', '.', '-'") \
         if "id" in c else None
@@ -214,15 +219,16 @@ def _criterion(v: _V, path: tuple, c: Any, rel: str) -> C.Criterion | None:
     cases: list[dict[str, str]] = []
     case_keys: set[str] = set()
     if "cases" in c:
-        if kind == "ab_timing":
-            v.err(path + ("cases",), "`cases` is not supported for ab_timing (each case has its own threshold): "
+        if kind in ("ab_timing", "compare"):
+            v.err(path + ("cases",), f"`cases` is not supported for {kind} (each case has its own threshold): "
                   "write one criterion per case")
         else:
             cases, case_keys = _cases(v, path + ("cases",), c["cases"])
     names = set(C.PLACEHOLDERS) | case_keys | {C.ENV_PREFIX + n for n in v.env_names}
     spec: C.Spec | None = None
     if kind in C.KINDS:
-        spec = {"equivalence": _equivalence, "ab_timing": _ab, "run": _run, "artifact": _artifact}[kind](
+        spec = {"equivalence": _equivalence, "ab_timing": _ab, "run": _run, "artifact": _artifact,
+                "compare": _compare_workload}[kind](
             v, path, c, names)
     if len(v.errors) > n0 or spec is None or cid is None or title is None:
         return None
@@ -447,6 +453,43 @@ def _ab(v: _V, path: tuple, c: dict[str, Any], names: set[str]) -> C.ABSpec | No
                     metric_b=mb, ratio=ratio, pass_stat=pm.group(1), pass_op=pm.group(2),
                     pass_value=float(pm.group(3)), confidence=conf, resamples=resamples, seed=seed,
                     noise_floor=bool(noise), interval=interval)
+
+
+def _compare_workload(v: _V, path: tuple, c: dict[str, Any], names: set[str]) -> C.CompareSpec | None:
+    """`kind: compare`: a workload of `harness compare BASE HEAD` (docs/COMPARE.md)."""
+    n0 = len(v.errors)
+    var = _variant(v, path, {k: c[k] for k in ("preconditions",) if k in c}, c, names, "run", "a workload")
+    dumps = v.strlist(path + ("dumps",), c["dumps"]) if "dumps" in c else []
+    for i, d in enumerate(dumps or []):
+        if d not in v.dumps:
+            v.err(path + ("dumps", i), f"unknown dump {d!r}; dumps in configs/engine.yaml: {', '.join(v.dumps)}")
+    if dumps is not None and len(set(dumps)) != len(dumps):
+        v.err(path + ("dumps",), "names a dump twice")
+    how = v.enum(path + ("bytes",), c["bytes"], C.BYTES) if "bytes" in c else "same"
+    if how == "same" and not dumps:
+        v.err(path + ("bytes",), "`bytes: same` needs `dumps` (the dumps that must stay byte-identical)")
+    metric = _metric(v, path + ("metric",), c["metric"]) if "metric" in c else C.Metric("timings.request_ms")
+    margin = v.num(path + ("margin",), c["margin"], 0.001, 0.5) if "margin" in c else None
+    pairs, seconds = None, None
+    bud = c.get("budget")
+    if "budget" in c and v.keys(path + ("budget",), bud, COMPARE_BUDGET_KEYS, "budget"):
+        pairs = v.int_(path + ("budget", "pairs"), bud["pairs"], 4, MAX_PAIRS) if "pairs" in bud else None
+        if "seconds" in bud:
+            seconds = v.num(path + ("budget", "seconds"), bud["seconds"], 1.0, 86400.0)
+    block = v.int_(path + ("block",), c["block"], 2, 64) if "block" in c else 4
+    if block is not None and block % 2:
+        v.err(path + ("block",), f"{block} is odd; a block holds whole ABBA rounds (an even number of pairs)")
+    elif block is not None and pairs is not None and block > pairs:
+        v.err(path + ("block",), f"{block} pairs a block is more than the budget of {pairs} pairs")
+    warmups = v.int_(path + ("warmups",), c["warmups"], 0, 100) if "warmups" in c else 1
+    floor = v.int_(path + ("noise_floor",), c["noise_floor"], 0, MAX_PAIRS) if "noise_floor" in c else 0
+    if var is not None and not var.args:
+        v.err(path + ("args",), "no `args`: give the engine argv")
+    if (len(v.errors) > n0 or var is None or dumps is None or how is None or metric is None or margin is None
+            or pairs is None or block is None or warmups is None or floor is None):
+        return None
+    return C.CompareSpec(variant=var, dumps=list(dumps), bytes=how, metric=metric, margin=float(margin),
+                         budget_pairs=pairs, budget_seconds=seconds, block=block, warmups=warmups, noise_floor=floor)
 
 
 def _run(v: _V, path: tuple, c: dict[str, Any], names: set[str]) -> C.RunSpec | None:

@@ -1,0 +1,1 @@
+"""`harness compare` and `harness bisect`: head against base, bytes and speed (docs/COMPARE.md)."""

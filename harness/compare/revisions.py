@@ -1,0 +1,213 @@
+"""Revisions of a compare: each git revision checked out once into a worktree in the cache (never in
+the user's tree) and built there from its own engine.yaml. The working tree, uncommitted changes
+included, is a revision too ("dirty"): its files are snapshotted into a git tree through a
+temporary index. A build is trusted only with its completion stamp, written after it succeeded;
+a killed checkout or build leaves no stamp and is redone. One lock per revision in the cache."""
+
+from __future__ import annotations
+
+import dataclasses
+import fcntl
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.build.cmake import BuildResult, PartResult, build
+from harness.errors import HarnessError
+from harness.process import run_process
+from harness.spec.config import Config, ProjectSpec, load_config
+
+WORKTREE = "WORKTREE"  # the name of the working tree as a revision (HEAD's default)
+CACHE_ENV = "KITE_COMPARE_CACHE"
+GIT_TIMEOUT = 120.0
+# a fixed author for the snapshot commit of a working tree: the same files give the same commit
+_SNAPSHOT_ENV = {"GIT_AUTHOR_NAME": "kite compare", "GIT_AUTHOR_EMAIL": "compare@kite.invalid",
+                 "GIT_COMMITTER_NAME": "kite compare", "GIT_COMMITTER_EMAIL": "compare@kite.invalid",
+                 "GIT_AUTHOR_DATE": "2000-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2000-01-01T00:00:00Z"}
+
+
+@dataclass(frozen=True)
+class Revision:
+    spec: str  # as the user wrote it (a git revision, or WORKTREE)
+    commit: str  # the commit checked out (for the working tree: a snapshot commit on top of HEAD)
+    tree: str  # the git tree of its files: the cache key (same files, same build)
+    label: str  # short commit, "+dirty" for a working tree with uncommitted changes
+    dirty: bool = False
+
+    def to_json(self) -> dict[str, object]:
+        return dataclasses.asdict(self)
+
+
+def default_cache() -> Path:
+    env = os.environ.get(CACHE_ENV)
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "kite" / "compare"
+
+
+def git(repo: Path, *args: str, env: dict[str, str] | None = None) -> str:
+    """One git command (argv, never a shell); its stdout, or a HarnessError with git's message."""
+    r = run_process(["git", "-C", str(repo), *args], env, timeout=GIT_TIMEOUT)
+    if not r.ok:
+        msg = (r.stderr.strip().splitlines() or [r.describe()])[-1]
+        raise HarnessError(f"git {' '.join(args[:3])}: {msg}")
+    return r.stdout
+
+
+def repo_root(root: Path) -> Path:
+    if not shutil.which("git"):
+        raise HarnessError("compare needs git on PATH")
+    return Path(git(root, "rev-parse", "--show-toplevel").strip())
+
+
+def resolve(repo: Path, spec: str) -> Revision:
+    """A git revision (anything `git rev-parse` takes), or WORKTREE: the files as they are now."""
+    if spec == WORKTREE:
+        return snapshot(repo)
+    if spec.startswith("-"):
+        raise HarnessError(f"{spec!r} is not a revision (it starts with '-')")
+    r = run_process(["git", "-C", str(repo), "rev-parse", "--verify", "--quiet", "--end-of-options",
+                     spec + "^{commit}"], timeout=GIT_TIMEOUT)
+    if not r.ok or not r.stdout.strip():
+        raise HarnessError(f"{spec!r} is not a commit of {repo}")
+    commit = r.stdout.strip()
+    tree = git(repo, "rev-parse", commit + "^{tree}").strip()
+    return Revision(spec, commit, tree, commit[:10])
+
+
+def snapshot(repo: Path) -> Revision:
+    """The working tree as a commit: HEAD's index plus every change and untracked file git does not
+    ignore, written through a temporary index (the user's index is not touched)."""
+    head = git(repo, "rev-parse", "HEAD").strip()
+    head_tree = git(repo, "rev-parse", "HEAD^{tree}").strip()
+    with tempfile.TemporaryDirectory(prefix="kite-compare-index-") as tmp:
+        env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
+        git(repo, "read-tree", "HEAD", env=env)
+        git(repo, "add", "--all", "--", ".", env=env)
+        tree = git(repo, "write-tree", env=env).strip()
+    if tree == head_tree:
+        return Revision(WORKTREE, head, tree, head[:10])
+    commit = git(repo, "commit-tree", tree, "-p", head, "-m", "kite compare: the working tree",
+                 env=_SNAPSHOT_ENV).strip()
+    return Revision(WORKTREE, commit, tree, head[:10] + "+dirty", dirty=True)
+
+
+def first_parent_path(repo: Path, good: str, bad: str) -> list[str]:
+    """The commits after `good` up to `bad` along first parents, oldest first."""
+    out = git(repo, "rev-list", "--first-parent", "--reverse", f"{good}..{bad}", "--")
+    return [ln for ln in out.split() if ln]
+
+
+def parent(repo: Path, commit: str) -> str:
+    return git(repo, "rev-parse", commit + "^").strip()
+
+
+class Cache:
+    """<dir>/<tree>/: `src/` (a git worktree of the revision), `checkout.done`, `build-<name>.json`
+    (the stamp of a finished build); `<tree>.lock` serialises two compares on one revision."""
+
+    def __init__(self, directory: Path, repo: Path, say: Callable[[str], None]):
+        self.dir = directory
+        self.repo = repo
+        self.say = say
+
+    def _entry(self, rev: Revision) -> Path:
+        d = self.dir / rev.tree
+        if d.is_symlink():
+            raise HarnessError(f"{d} is a symbolic link; the cache holds only its own folders")
+        return d
+
+    def _lock(self, rev: Revision) -> int:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.dir / f"{rev.tree}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return fd
+
+    def checkout(self, rev: Revision) -> Path:
+        """The revision's files in the cache (checked out once)."""
+        d = self._entry(rev)
+        src = d / "src"
+        if (d / "checkout.done").is_file() and (src / ".git").exists():
+            return src
+        if d.exists():  # a checkout that did not finish: nothing in it is trusted
+            shutil.rmtree(d)
+            git(self.repo, "worktree", "prune")
+        d.mkdir(parents=True)
+        self.say(f"compare: checking out {rev.label} into {src}")
+        git(self.repo, "worktree", "add", "--detach", "--force", str(src), rev.commit)
+        (d / "checkout.done").write_text(rev.commit + "\n", encoding="utf-8")
+        return src
+
+    def build(self, rev: Revision, name: str) -> tuple[Config, BuildResult]:
+        """Build `name` of the revision's own engine.yaml, once; later calls read the stamp."""
+        fd = self._lock(rev)
+        try:
+            src = self.checkout(rev)
+            try:
+                cfg = load_config(src)
+            except HarnessError as e:
+                raise HarnessError(f"{rev.label}: {e}") from None
+            if name not in cfg.builds:
+                raise HarnessError(f"{rev.label}: its configs/engine.yaml has no build {name!r} "
+                                   f"(builds: {', '.join(cfg.builds)})")
+            cfg = reproducible(cfg, src)
+            stamp = self._entry(rev) / f"build-{name}.json"
+            if stamp.is_file():
+                try:
+                    done = _result_from(json.loads(stamp.read_text(encoding="utf-8")))
+                    if Path(done.engine_path).is_file():
+                        return cfg, done
+                except (ValueError, KeyError, TypeError):
+                    pass
+                stamp.unlink()  # unreadable, or its engine is gone: built again below
+            broot = inside(cfg.build_root(name), src)
+            if broot.exists():  # a build that did not finish
+                shutil.rmtree(broot)
+            res = build(cfg, name, progress=self.say)
+            if res.engine_ok and res.module.status != "failed":
+                tmp = stamp.with_suffix(".tmp")
+                tmp.write_text(json.dumps(dataclasses.asdict(res), indent=1), encoding="utf-8")
+                os.replace(tmp, stamp)
+            return cfg, res
+        finally:
+            os.close(fd)
+
+
+def inside(path: Path, root: Path) -> Path:
+    """path, when it lies inside root with every link resolved; a revision that commits a link
+    (build/ -> elsewhere) must not make the cache delete or build outside its checkout."""
+    real, base = os.path.realpath(path), os.path.realpath(root)
+    if os.path.commonpath([real, base]) != base:
+        raise HarnessError(f"{path} resolves to {real}, outside the checkout {root} (a link in the revision?)")
+    return path
+
+
+def reproducible(cfg: Config, src: Path) -> Config:
+    """The revision's builds with the checkout's own path mapped away (-ffile-prefix-map), so that
+    the same source gives the same binary in any cache folder."""
+    flag = f"-ffile-prefix-map={src}=."
+
+    def with_flag(p: ProjectSpec | None) -> ProjectSpec | None:
+        if p is None:
+            return None
+        opts = dict(p.options)
+        for key in ("CMAKE_C_FLAGS", "CMAKE_CXX_FLAGS"):
+            opts[key] = (opts[key] + " " + flag).strip() if key in opts else flag
+        return dataclasses.replace(p, options=opts)
+
+    builds = {n: dataclasses.replace(b, engine=with_flag(b.engine), extras=tuple(with_flag(x) for x in b.extras))
+              for n, b in cfg.builds.items()}
+    return dataclasses.replace(cfg, builds=builds)
+
+
+def _result_from(doc: dict[str, object]) -> BuildResult:
+    parts = {k: PartResult(**doc[k]) for k in ("engine", "module")}  # type: ignore[arg-type]
+    extras = {k: PartResult(**v) for k, v in (doc.get("extras") or {}).items()}  # type: ignore[union-attr]
+    return BuildResult(str(doc["name"]), str(doc["bin_dir"]), str(doc["engine_path"]), str(doc["module_path"]),
+                       parts["engine"], parts["module"], float(doc.get("seconds") or 0.0),  # type: ignore[arg-type]
+                       dict(doc.get("options") or {}), extras)  # type: ignore[arg-type]

@@ -1,0 +1,236 @@
+"""One workload of a compare, run on the base and the head build: their dumps compared byte for byte,
+then sequential paired timing (ABBA) until the interval is clear or the budget is spent."""
+
+from __future__ import annotations
+
+import math
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.build.cmake import BuildResult
+from harness.compare.sequential import Sequence
+from harness.process import KEEP_WHOLE, run_process
+from harness.run import timing
+from harness.run.compare import compare_bytes
+from harness.run.probes import Probes
+from harness.run.runner import Context, CriterionFail, Prepared, prepare
+from harness.spec import criteria as C
+from harness.spec import inputs
+from harness.spec.config import Config
+
+SIDES = ("base", "head")
+
+
+@dataclass
+class Side:
+    """One revision as a workload sees it: its configuration and its build."""
+    label: str
+    cfg: Config
+    build: BuildResult
+
+
+@dataclass
+class Outcome:
+    id: str
+    title: str
+    file: str
+    line: int
+    bytes_rule: str  # same | may-change
+    bytes: str = "not compared"  # same | changed | not compared
+    bytes_detail: list[dict[str, Any]] = field(default_factory=list)
+    speed: str = "not run"  # a sequential verdict, "identical build", "skipped", "error"
+    reason: str = ""
+    ratio: float = math.nan
+    interval: tuple[float, float] = (math.nan, math.nan)
+    pairs: int = 0
+    detectable: float = math.inf
+    p_value: float = 1.0
+    margin: float = 0.0
+    seconds: float = 0.0
+    stable: bool = True
+    stability: str = ""
+    noise_floor: dict[str, Any] | None = None
+    pair_log: list[dict[str, Any]] = field(default_factory=list)
+    seq: Sequence | None = None
+
+    @property
+    def bytes_failed(self) -> bool:
+        return self.bytes_rule == "same" and self.bytes == "changed"
+
+    def failed(self) -> bool:
+        return self.bytes_failed or self.speed in ("regressed", "error")
+
+    def to_json(self) -> dict[str, Any]:
+        def num(x: float) -> float | None:
+            return x if math.isfinite(x) else None
+        return {"id": self.id, "title": self.title, "file": self.file, "line": self.line,
+                "bytes_rule": self.bytes_rule, "bytes": self.bytes, "bytes_detail": self.bytes_detail,
+                "speed": self.speed, "reason": self.reason, "ratio": num(self.ratio),
+                "interval": [num(self.interval[0]), num(self.interval[1])], "pairs": self.pairs,
+                "detectable": num(self.detectable), "p_value": self.p_value, "margin": self.margin,
+                "seconds": round(self.seconds, 3), "stable": self.stable, "stability": self.stability,
+                "noise_floor": self.noise_floor, "pair_log": self.pair_log, "failed": self.failed()}
+
+
+class Runner:
+    """Runs a workload's engine invocations on both sides. Logs go to <report>/logs/<id>/."""
+
+    def __init__(self, crit: C.Criterion, sides: dict[str, Side], model: Callable[[dict[str, Any] | None], Path],
+                 report_dir: Path, say: Callable[[str], None]):
+        self.crit = crit
+        self.spec: C.CompareSpec = crit.spec  # type: ignore[assignment]
+        self.say = say
+        self.report_dir = report_dir
+        self.prepared: dict[str, Prepared] = {}
+        self.cfgs = {k: s.cfg for k, s in sides.items()}
+        self.runs = 0
+        for key, side in sides.items():
+            ctx = Context(cfg=side.cfg, report_dir=report_dir, probes=Probes(gpu_info=lambda: None),
+                          ensure_build=lambda name, b=side.build: b, model_path=model, progress=say)
+            self.prepared[key] = prepare(ctx, crit, self.spec.variant, report_dir / "work" / crit.id / key, {})
+
+    def _run(self, key: str, extra: list[str], label: str) -> Any:
+        p = self.prepared[key]
+        timeout = self.crit.timeout_s or self.cfgs[key].timeout("run", 180)
+        self.runs += 1
+        r = run_process(p.argv + extra, p.env, timeout=timeout,
+                        log_prefix=self.report_dir / "logs" / self.crit.id / f"{label}")
+        if not r.ok:
+            raise CriterionFail(f"{label}: engine {r.describe()}")
+        return r
+
+    def _check(self, meta: Any, label: str) -> None:
+        bad = [m for k, x in self.spec.variant.preconditions.items() if (m := C.check_expectation(meta, k, x))]
+        if bad:
+            raise CriterionFail(f"vacuous: {label}: precondition failed: " + "; ".join(bad))
+
+    def dumps(self, key: str) -> tuple[dict[str, Any], dict[str, bytes]]:
+        """One run with the dump flag: meta.json and the dump files (read through the safe reader,
+        at most the size their shape gives)."""
+        cfg = self.cfgs[key]
+        dump = self.prepared[key].work / "dump"
+        if dump.exists():
+            shutil.rmtree(dump)
+        self._run(key, [cfg.dump_flag, str(dump)], f"{key}.dump")
+        try:
+            meta = inputs.json_loads(inputs.read_text(dump / cfg.meta_file, inputs.MAX_META, cfg.meta_file))
+        except (OSError, ValueError, inputs.FileRefused) as e:
+            raise CriterionFail(f"{key}: {cfg.meta_file}: {e}") from None
+        self._check(meta, f"{key} dump run")
+        data = {}
+        for name in self.spec.dumps:
+            ds = cfg.dumps.get(name)
+            if ds is None:
+                raise CriterionFail(f"{key}: its configs/engine.yaml declares no dump {name!r}")
+            shape = C.lookup(meta, ds.shape)
+            size = {"f32": 4, "i32": 4, "f16": 2, "bf16": 2}[ds.dtype]
+            cap = (math.prod(shape) * size if isinstance(shape, list) and all(
+                isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in shape) else inputs.MAX_META)
+            try:
+                data[name] = inputs.read_bytes(dump / ds.file, cap, f"{key} {ds.file}")
+            except (OSError, inputs.FileRefused) as e:
+                raise CriterionFail(f"{key}: dump {ds.file}: {e}") from None
+        return meta, data
+
+    def timed(self, key: str, label: str) -> float:
+        cfg = self.cfgs[key]
+        extra = [] if cfg.json_flag in self.prepared[key].argv else [cfg.json_flag]
+        r = self._run(key, extra, label)
+        if not r.stdout_whole:
+            raise CriterionFail(f"{label}: stdout larger than {KEEP_WHOLE} bytes: not the JSON meta object")
+        try:
+            meta = inputs.json_loads(r.stdout)
+        except ValueError:
+            raise CriterionFail(f"{label}: stdout is not the JSON meta object ({cfg.json_flag})") from None
+        self._check(meta, label)
+        v = C.lookup(meta, self.spec.metric.field)
+        if v is C._MISSING:
+            raise CriterionFail(f"{label}: metric field {self.spec.metric.field} missing from the meta object")
+        try:
+            x = timing.reduce_values(v, self.spec.metric.reduce)
+        except ValueError as e:
+            raise CriterionFail(f"{label}: metric {self.spec.metric.field}: {e}") from None
+        if not (x > 0 and math.isfinite(x)):
+            raise CriterionFail(f"{label}: metric {self.spec.metric.field} is {x}: not a positive time")
+        return x
+
+
+def compare_dumps(run: Runner, out: Outcome) -> None:
+    """memcmp of every dump, base against head; on a difference, where and by how much."""
+    metas, datas = {}, {}
+    for key in SIDES:
+        metas[key], datas[key] = run.dumps(key)
+    changed = False
+    for name in run.spec.dumps:
+        ds = run.cfgs["head"].dumps[name]
+        shape_a, shape_b = C.lookup(metas["base"], ds.shape), C.lookup(metas["head"], ds.shape)
+        shape_a = shape_a if isinstance(shape_a, list) else None
+        shape_b = shape_b if isinstance(shape_b, list) else None
+        row = int(shape_a[-1]) if shape_a and isinstance(shape_a[-1], int) else 0
+        d = compare_bytes(datas["base"][name], datas["head"][name], row, shape_a=shape_a, shape_b=shape_b,
+                          dtype=ds.dtype)
+        changed |= not d.identical
+        out.bytes_detail.append({"dump": name, **d.to_json()})
+    out.bytes = "changed" if changed else "same"
+
+
+def sequential(run: Runner, out: Outcome, alpha: float, say: Callable[[str], None],
+               clock: Callable[[], float] = time.monotonic) -> Sequence:
+    """Warm-ups, the A/A floor when asked, then ABBA blocks with a look after each one."""
+    s = run.spec
+    for i in range(s.warmups):
+        for key in SIDES:
+            run.timed(key, f"warmup{i + 1}.{key}")
+    if s.noise_floor:
+        aa = []
+        for i, order in enumerate(timing.schedule(s.noise_floor)):
+            v = {side: run.timed("base", f"aa{i + 1}.{side}") for side in order}
+            aa.append(v["B"] / v["A"])
+        st = timing.order_median_ci(aa)
+        out.noise_floor = {"pairs": len(aa), "median": st.median, "ci": [st.ci_lower, st.ci_upper],
+                           "ratios": aa}
+    seq = Sequence(s.margin, alpha)
+    t0 = clock()
+    n = 0
+    while True:
+        block = []
+        for order in timing.schedule(s.block):
+            n += 1
+            v = {}
+            for side in order:  # A: base, B: head; ABBA alternates who runs first
+                key = "base" if side == "A" else "head"
+                v[key] = run.timed(key, f"pair{n}.{key}")
+            block.append(v["head"] / v["base"])
+            out.pair_log.append({"pair": n, "order": "".join(order), "base": v["base"], "head": v["head"],
+                                 "ratio": v["head"] / v["base"]})
+        seq.add(block)
+        lo, hi = seq.ratio_interval()
+        say(f"  [{run.crit.id}] {seq.pairs} pairs: ratio {seq.ratio():.4f}, interval [{lo:.4f}, {hi:.4f}] "
+            f"(equivalent within [{1 / (1 + s.margin):.4f}, {1 + s.margin:.4f}])")
+        if seq.decided() is not None:
+            break
+        spent = clock() - t0
+        if seq.pairs + s.block > s.budget_pairs or (s.budget_seconds is not None and spent >= s.budget_seconds):
+            break
+    return seq
+
+
+def finish_speed(out: Outcome, seq: Sequence, verdict: str) -> None:
+    out.seq = seq
+    out.speed = verdict
+    out.ratio = seq.ratio()
+    out.interval = seq.ratio_interval()
+    out.pairs = seq.pairs
+    out.detectable = seq.detectable()
+    out.p_value = seq.p_value
+    ratios = [math.exp(x) for x in seq.log_ratios]
+    floor = None
+    if out.noise_floor:
+        lo, hi = out.noise_floor["ci"]
+        floor = timing.Stats(out.noise_floor["pairs"], out.noise_floor["median"], lo, hi, 0.95, 0, 0, "order")
+    st = timing.stability(ratios, 1 + out.margin, floor)
+    out.stable, out.stability = st.stable, st.note()

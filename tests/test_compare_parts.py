@@ -1,0 +1,235 @@
+"""The parts of `harness compare`: the `kind: compare` schema, per-kernel hashes of a module's fat
+binary, the report writers (verdict table first, JUnit, comment, GitHub annotations), and verify's
+SKIP of a compare workload."""
+
+from __future__ import annotations
+
+import io
+import math
+import struct
+
+import pytest
+
+from harness.build.fatbin import FATBIN_MAGIC
+from harness.compare import identity, report
+from harness.compare.revisions import Revision
+from harness.compare.sequential import Sequence
+from harness.compare.session import Compare
+from harness.compare.workload import Outcome, finish_speed
+from harness.errors import SchemaErrors
+from harness.spec import criteria as C
+from harness.spec import schema
+
+BUILDS = ["default", "stub"]
+DUMPS = ["h_out", "logits"]
+GOOD = """criteria:
+  - id: W
+    title: t
+    kind: compare
+    build: stub
+    args: [run, --model, "{model}"]
+    dumps: [h_out]
+    bytes: same
+    metric: {field: timings.decode_ms, reduce: median}
+    margin: 0.02
+    budget: {pairs: 100, seconds: 60}
+"""
+
+
+def load(text: str) -> list[C.Criterion]:
+    return schema.load_text(text, "regressions/c.yaml", BUILDS, DUMPS)
+
+
+def test_a_workload_loads():
+    (c,) = load(GOOD)
+    s = c.spec
+    assert isinstance(s, C.CompareSpec) and c.builds() == ["stub"]
+    assert (s.bytes, s.margin, s.budget_pairs, s.budget_seconds, s.block, s.warmups) == ("same", 0.02, 100, 60.0, 4, 1)
+    assert s.variant.args == ["run", "--model", "{model}"]
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ("bytes: same", "bytes: maybe", "'maybe' is not allowed; allowed: same, may-change"),
+    ("    dumps: [h_out]\n", "", "`bytes: same` needs `dumps`"),
+    ("dumps: [h_out]", "dumps: [h_in]", "unknown dump 'h_in'"),
+    ("margin: 0.02", "margin: 2", "margin"),
+    ("    margin: 0.02\n", "", "missing required key 'margin'"),
+    ("budget: {pairs: 100, seconds: 60}", "budget: {seconds: 60}", "missing required key 'pairs'"),
+    ("budget: {pairs: 100, seconds: 60}", "budget: {pairs: 100, minutes: 1}", "minutes"),
+    ("    margin: 0.02\n", "    margin: 0.02\n    block: 3\n", "3 is odd"),
+    ("budget: {pairs: 100, seconds: 60}", "budget: {pairs: 4}\n    block: 8", "more than the budget of 4"),
+    ('args: [run, --model, "{model}"]', 'args: "run --model x"', "shell command string is not allowed"),
+    ("    margin: 0.02\n", "    margin: 0.02\n    cases: [{n: '1'}]\n", "`cases` is not supported for compare"),
+])
+def test_bad_workloads_are_refused_with_the_line(old, new, message):
+    assert old in GOOD
+    with pytest.raises(SchemaErrors) as e:
+        load(GOOD.replace(old, new))
+    text = "\n".join(e.value.messages)
+    assert message in text and "regressions/c.yaml:" in text
+
+
+def test_registered_default_workloads_load():
+    from harness.spec.config import load_config  # noqa: PLC0415 - test-local
+    from tests.conftest import REPO  # noqa: PLC0415
+
+    cfg = load_config(REPO)
+    ws = schema.load_file(REPO / "regressions" / "compare.yaml", REPO, list(cfg.builds), list(cfg.dumps),
+                          list(cfg.env_names))
+    assert all(c.kind == "compare" and c.spec.bytes == "same" for c in ws)
+    gpu = [c for c in ws if "gpu" in c.requires]
+    assert {c.model["qtype"] for c in gpu} == {"q8_0", "q4_0"} and len(ws) - len(gpu) == 2
+
+
+# ---- per-kernel hashes ------------------------------------------------------------------------
+
+def cubin(sections: dict[str, bytes]) -> bytes:
+    """A minimal little-endian ELF64 with these sections (and the section-name table)."""
+    names = b"\0" + b"".join(n.encode() + b"\0" for n in sections) + b".shstrtab\0"
+    body = b"".join(sections.values())
+    data_off = 64
+    str_off = data_off + len(body)
+    sh_off = str_off + len(names)
+    heads = [bytes(64)]
+    at, name_at = data_off, 1
+    for n, code in sections.items():
+        heads.append(struct.pack("<IIQQQQIIQQ", name_at, 1, 6, 0, at, len(code), 0, 0, 16, 0))
+        at += len(code)
+        name_at += len(n) + 1
+    heads.append(struct.pack("<IIQQQQIIQQ", name_at, 3, 0, 0, str_off, len(names), 0, 0, 1, 0))
+    hdr = bytearray(64)
+    hdr[:6] = b"\x7fELF\x02\x01"
+    struct.pack_into("<Q", hdr, 0x28, sh_off)
+    struct.pack_into("<HHH", hdr, 0x3A, 64, len(heads), len(heads) - 1)
+    return bytes(hdr) + body + names + b"".join(heads)
+
+
+def fatbin(elf: bytes, arch: int = 90, flags: int = 0) -> bytes:
+    entry = bytearray(64)
+    struct.pack_into("<HHIQ", entry, 0, 2, 0x101, 64, len(elf))
+    struct.pack_into("<I", entry, 28, arch)
+    struct.pack_into("<Q", entry, 40, flags)
+    payload = bytes(entry) + elf
+    return b"junk" + struct.pack("<IHHQ", FATBIN_MAGIC, 1, 16, len(payload)) + payload + b"tail"
+
+
+def test_kernel_hashes_name_the_changed_kernel():
+    a = fatbin(cubin({".text.gemv": b"\x01" * 32, ".text.norm": b"\x02" * 16, ".nv.info": b"x"}))
+    b = fatbin(cubin({".text.gemv": b"\x01" * 32, ".text.norm": b"\x03" * 16, ".nv.info": b"y"}))
+    ka, kb = identity.kernels(a), identity.kernels(b)
+    assert set(ka) == {"sm_90 gemv", "sm_90 norm"}
+    base = identity.BuildFacts("e", "m1", ka)
+    head = identity.BuildFacts("e", "m2", kb)
+    assert identity.changes(base, head) == ["module: m1 -> m2", "kernel sm_90 norm: code changed"]
+    assert identity.changes(base, base) == []
+
+
+def test_a_compressed_cubin_is_hashed_whole():
+    k = identity.kernels(fatbin(b"compressed bytes", 80, 0x2000))
+    assert list(k) == ["sm_80 elf#0 (compressed)"]
+
+
+# ---- the report ---------------------------------------------------------------------------------
+
+def a_compare() -> Compare:
+    rev = Revision("A", "a" * 40, "t" * 40, "aaaaaaaaaa")
+    slow = Outcome("S|1", "slow", "regressions/c.yaml", 3, "same", bytes="same", margin=0.02)
+    seq = Sequence(0.02, 0.025)
+    for _ in range(6):
+        seq.add([1.1] * 4)
+    finish_speed(slow, seq, "regressed")
+    changed = Outcome("B", "bytes", "regressions/c.yaml", 14, "same", bytes="changed", speed="identical build",
+                      bytes_detail=[{"dump": "h_out", "identical": False, "reason": "1 of 8 elements differ"}])
+    skipped = Outcome("G", "gpu", "regressions/c.yaml", 25, "same", speed="skipped", reason="no GPU: x")
+    return Compare(rev, Revision("B", "b" * 40, "u" * 40, "bbbbbbbbbb+dirty", True), [slow, changed, skipped], {},
+                   0.05, 2)
+
+
+def test_report_opens_with_the_verdict_table():
+    md = report.render_markdown(a_compare())
+    lines = md.splitlines()
+    assert lines[0] == "# compare aaaaaaaaaa → bbbbbbbbbb+dirty: FAIL"
+    assert [h.strip() for h in lines[2].strip("|").split("|")] == report.HEADERS
+    assert "S\\|1" in md and "CHANGED (must stay same)" in md and "Holm" in md
+    assert "working tree with uncommitted changes: dirty" in md
+
+
+def test_junit_comment_and_annotations():
+    c = a_compare()
+    junit = report.render_junit(c)
+    assert 'tests="3" failures="2" skipped="1"' in junit
+    assert report.render_comment(c).startswith("**kite compare** `aaaaaaaaaa` → `bbbbbbbbbb+dirty`: **FAIL**")
+    stream = io.StringIO()
+    report.publish(c, __import__("pathlib").Path("."), env={"GITHUB_ACTIONS": "true"}, stream=stream)
+    notes = stream.getvalue().splitlines()
+    assert len(notes) == 2 and notes[0].startswith("::error file=regressions/c.yaml,line=3,")
+    assert "bytes changed: 1 of 8 elements differ" in notes[1]
+
+
+def test_step_summary_gets_the_report(tmp_path):
+    summary = tmp_path / "summary.md"
+    report.publish(a_compare(), tmp_path, env={"GITHUB_STEP_SUMMARY": str(summary)}, stream=io.StringIO())
+    assert summary.read_text().startswith("# compare aaaaaaaaaa → bbbbbbbbbb+dirty: FAIL")
+
+
+def test_fail_on_bytes_passes_a_speed_regression_only():
+    c = a_compare()
+    assert c.failed("any") and c.failed("bytes")  # B's bytes changed
+    c.outcomes.pop(1)
+    assert c.failed("any") and not c.failed("bytes")
+
+
+def test_json_has_no_infinite_numbers():
+    o = Outcome("X", "x", "f", 1, "may-change")
+    doc = o.to_json()
+    assert doc["detectable"] is None and doc["ratio"] is None and not math.isnan(doc["p_value"])
+
+
+def test_verify_skips_a_compare_workload(tmp_path):
+    from harness.run.probes import Probes  # noqa: PLC0415 - test-local
+    from harness.run.runner import Context, evaluate  # noqa: PLC0415
+
+    (c,) = load(GOOD)
+    ctx = Context(cfg=None, report_dir=tmp_path, probes=Probes(gpu_info=lambda: None),  # type: ignore[arg-type]
+                  ensure_build=None, model_path=None)  # type: ignore[arg-type]
+    out = evaluate(ctx, c)
+    assert (out.verdict, out.reason) == ("SKIP", "a compare workload: run by `harness compare BASE [HEAD]` "
+                                                 "(docs/COMPARE.md)")
+
+
+def test_bisect_counts_a_regression_beyond_the_margin_only():
+    from harness.compare.bisect import is_bad  # noqa: PLC0415 - test-local
+
+    small = Outcome("X", "x", "f", 1, "same", bytes="same", speed="regressed", ratio=1.01, margin=0.02)
+    large = Outcome("X", "x", "f", 1, "same", bytes="same", speed="regressed", ratio=1.03, margin=0.02)
+    changed = Outcome("X", "x", "f", 1, "may-change", bytes="changed", speed="improved", ratio=0.9, margin=0.02)
+    assert [is_bad(o, "any") for o in (small, large, changed)] == [False, True, True]
+    assert [is_bad(o, "speed") for o in (small, large, changed)] == [False, True, False]
+    assert [is_bad(o, "bytes") for o in (small, large, changed)] == [False, False, True]
+
+
+class FakeRun:
+    """A workload runner whose times alternate so that the interval stays wide."""
+
+    def __init__(self, spec: C.CompareSpec):
+        self.spec = spec
+        self.crit = type("Crit", (), {"id": "W"})()
+        self.n = 0
+
+    def timed(self, key: str, label: str) -> float:
+        self.n += 1
+        return 10.0 + (3.0 if self.n % 3 else -3.0)
+
+
+def test_seconds_budget_ends_timing_inconclusive():
+    from harness.compare.workload import sequential  # noqa: PLC0415 - test-local
+
+    (c,) = load(GOOD)
+    run = FakeRun(c.spec)  # budget: 100 pairs or 60 s
+    ticks = iter(range(0, 10_000, 25))  # 25 s a look
+    out = Outcome("W", "t", "f", 1, "same", margin=0.02)
+    lines: list[str] = []
+    seq = sequential(run, out, 0.05, lines.append, clock=lambda: float(next(ticks)))  # type: ignore[arg-type]
+    assert seq.pairs == 12 and seq.decided() is None  # looks at 25, 50, 75 s: the third is past 60 s
+    assert len(lines) == 3 and lines[0].startswith("  [W] 4 pairs: ratio ")
+    assert run.n == 2 + 2 * 12  # one warm-up a side, then the pairs

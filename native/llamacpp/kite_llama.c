@@ -226,13 +226,27 @@ static void parse_run_options(int argc, char **argv, run_options *o) {
         o->gpu_layers = gpu_device_count() > 0 ? 100000 : 0;
 }
 
-/* Greedy pick: the largest logit, the lowest index on a tie (kite's rule). */
+/* Greedy pick: the largest logit, the lowest index on a tie (kite's rule). Two passes, so the
+ * first vectorizes: the largest value over LANES running maxima (a select, not fmaxf: NaNs never
+ * win, as with `>`), then its first index. The same pick as one pass tracking the index. */
 static int32_t greedy(const float *logits, int n_vocab) {
-    int32_t best = 0;
-    for (int32_t i = 1; i < n_vocab; i++)
-        if (logits[i] > logits[best])
-            best = i;
-    return best;
+    enum { LANES = 16 };
+    float lane_max[LANES]; /* [LANES] running maxima of the strided columns */
+    for (int j = 0; j < LANES; j++)
+        lane_max[j] = logits[0];
+    int i = 0;
+    for (; i + LANES <= n_vocab; i += LANES)
+        for (int j = 0; j < LANES; j++)
+            lane_max[j] = logits[i + j] > lane_max[j] ? logits[i + j] : lane_max[j];
+    float best = logits[0];
+    for (int j = 0; j < LANES; j++)
+        best = lane_max[j] > best ? lane_max[j] : best;
+    for (; i < n_vocab; i++)
+        best = logits[i] > best ? logits[i] : best;
+    for (int32_t k = 0; k < n_vocab; k++)
+        if (logits[k] == best)
+            return k;
+    return 0; /* logits[0] is NaN and nothing exceeds it: the one-pass rule keeps index 0 */
 }
 
 static void decode_or_die(struct llama_context *ctx, struct llama_batch batch, const char *what) {

@@ -16,12 +16,14 @@ run turned back on, one at a time, and all together (the timed path of 690ea7b):
 Within a round every configuration runs once, the order reversed every other round (A B B A ...);
 each figure is the median over rounds of the run's median tok/s, each ratio the median (and range)
 of the within-round ratios to llama-bench's decode tok/s. The adapter's per-step timers
-(`timings.step_decode_ms`, `step_greedy_ms`, `step_copy_ms`) are printed per step. The machine
-should be otherwise idle; the load average is printed.
+(`timings.step_decode_ms`, `step_greedy_ms`, `step_copy_ms`) are printed per step, and each run's
+CPU time (user + system). The machine should be otherwise idle; the load average is printed.
+It runs whatever build it is given: the adapter and llama-bench of `llamacpp-cuda` (with --ngl 99)
+give the same table on a GPU.
 
     python3 bench/cpu_llama.py --adapter build/llamacpp/bin/kite-llama [--model M.gguf] [--costs]
                                [--prompt-len 4] [--steps 16] [--iters 3] [--rounds 5] [--threads T]
-                               [--json OUT.json]
+                               [--ngl L] [--json OUT.json]
 
 Exit status: 0, 1 if a run failed or did not take the claimed path, 2 usage.
 """
@@ -31,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -49,6 +52,13 @@ COSTS = {
     "dump_path": ("--embeddings", "on", "--keep-rows", "on", "--prompt-logits", "all", "--threadpool", "off"),
 }
 BENCH = "llama-bench"
+
+
+def cpu_seconds() -> float:
+    """User + system time of this process's finished children: a run's work, which a loaded machine
+    stretches less than its wall-clock time (with one thread; spinning threads add to both)."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def run_adapter(adapter: str, model: Path, prompt_len: int, steps: int, iters: int, threads: int | None,
@@ -81,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--iters", type=int, default=3, help="requests per adapter run, repetitions per llama-bench run")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--threads", type=int)
+    ap.add_argument("--ngl", type=int, help="GPU layers for both (a CUDA build; default: each one's own)")
     ap.add_argument("--costs", action="store_true", help="also the adapter with each dump cost turned on")
     ap.add_argument("--json", type=Path, help="write the raw numbers here")
     args = ap.parse_args(argv)
@@ -96,6 +107,8 @@ def main(argv: list[str] | None = None) -> int:
         from harness.models import ensure_model
 
         model = ensure_model("qwen35-0.8b", args.models_dir, "q8_0")
+    ngl = ("-ngl", str(args.ngl)) if args.ngl is not None else ()
+    adapter_ngl = ("--ngl", str(args.ngl)) if args.ngl is not None else ()
     configs = list(COSTS) if args.costs else ["timed"]
     order = configs + [BENCH]
     raw: dict[str, list[dict]] = {c: [] for c in order}
@@ -103,13 +116,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for r in range(args.rounds):
             for name in order if r % 2 == 0 else order[::-1]:
+                cpu0 = cpu_seconds()
                 if name == BENCH:
                     raw[name].append(run_bench(bench_argv(bench, model, args.prompt_len, args.steps, args.iters,
-                                                          "decode", args.threads)))
+                                                          "decode", args.threads, ngl)))
+                    raw[name][-1]["cpu_s"] = cpu_seconds() - cpu0
                     continue
                 meta = run_adapter(args.adapter, model, args.prompt_len, args.steps, args.iters, args.threads,
-                                   COSTS[name])
-                raw[name].append({**adapter_tok_s(meta, args.prompt_len, args.steps),
+                                   COSTS[name] + adapter_ngl)
+                raw[name].append({**adapter_tok_s(meta, args.prompt_len, args.steps), "cpu_s": cpu_seconds() - cpu0,
                                   "decode_ms_step": per_step(meta, "step_decode_ms", args.steps),
                                   "greedy_ms_step": per_step(meta, "step_greedy_ms", args.steps),
                                   "copy_ms_step": per_step(meta, "step_copy_ms", args.steps),
@@ -123,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     lines = [f"model {model.name}, P={args.prompt_len}, N={args.steps}, {args.iters} requests a run, "
              f"{args.rounds} rounds; load average {load[0]:.2f} at start, {os.getloadavg()[0]:.2f} at end", "",
              "| configuration | decode tok/s | / llama-bench: median (range) | ms a step: llama_decode | greedy | "
-             "copies | prefill ms |", "| --- | ---: | --- | ---: | ---: | ---: | ---: |"]
+             "copies | prefill ms | CPU s a run |", "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |"]
     summary = {}
     for name in order:
         rows = raw[name]
@@ -133,13 +148,14 @@ def main(argv: list[str] | None = None) -> int:
                          "ratio_min": min(ratios), "ratio_max": max(ratios)}
         if name == BENCH:
             lines.append(f"| llama-bench `-n {args.steps} -d {args.prompt_len}` | {statistics.median(tok):.2f} | "
-                         "1 | | | | |")
+                         f"1 | | | | | {statistics.median(x['cpu_s'] for x in rows):.2f} |")
             continue
         med = {k: statistics.median(x[k] for x in rows) for k in ("decode_ms_step", "greedy_ms_step", "copy_ms_step",
-                                                                   "prefill_ms")}
+                                                                   "prefill_ms", "cpu_s")}
         lines.append(f"| adapter {name} | {statistics.median(tok):.2f} | {summary[name]['ratio_median']:.3f} "
                      f"({min(ratios):.3f}-{max(ratios):.3f}) | {med['decode_ms_step']:.2f} | "
-                     f"{med['greedy_ms_step']:.3f} | {med['copy_ms_step']:.3f} | {med['prefill_ms']:.1f} |")
+                     f"{med['greedy_ms_step']:.3f} | {med['copy_ms_step']:.3f} | {med['prefill_ms']:.1f} | "
+                     f"{med['cpu_s']:.2f} |")
         summary[name].update(med)
     print("\n".join(lines))
     if args.json:

@@ -292,3 +292,23 @@ def test_llama_bench_missing_or_off_the_gpu_is_an_error(bench_env, monkeypatch, 
     monkeypatch.setenv("FAKE_LLAMA_BENCH_BACKENDS", "CPU")
     assert _llama_main(gpu_decode, model, tmp_path, "--no-copy", "--rounds", "1", "--decode-only") == 1
     assert "llama-bench, m-q8_0.gguf, graphs on: did not run on the GPU (backends 'CPU'" in capsys.readouterr().err
+
+
+def test_cpu_llama_alternates_the_adapter_and_llama_bench_and_prints_ratios(bench_env, monkeypatch, capsys):
+    tmp_path, model = bench_env
+    monkeypatch.setenv("FAKE_BENCH_LOG", str(tmp_path / "bench.log"))
+    cpu_llama = _bench("cpu_llama")
+    assert cpu_llama.main(["--adapter", str(FAKE_LLAMA), "--bench", str(FAKE_BENCH), "--model", str(model),
+                           "--costs", "--rounds", "2", "--steps", "4", "--iters", "2", "--threads", "1",
+                           "--json", str(tmp_path / "c.json")]) == 0
+    out = capsys.readouterr().out
+    # fake adapter 2.0 ms a step, fake llama-bench 1.5 ms: the adapter at 0.75 of llama-bench in every row
+    assert "| adapter timed | 500.00 | 0.750 (0.750-0.750) | 1.80 | 0.200 | 0.000 | 2.0 |" in out
+    assert "| llama-bench `-n 4 -d 4` | 666.67 | 1 |" in out
+    llama_runs = [ln.split() for ln in (tmp_path / "argv.log").read_text().splitlines()]
+    bench_runs = (tmp_path / "bench.log").read_text().splitlines()
+    assert len(llama_runs) == 2 * 6 and len(bench_runs) == 2
+    # round 1 in the listed order, round 2 reversed: dump_path last of round 1 and first of round 2
+    assert [_opt(a, "--embeddings") for a in llama_runs[5:7]] == ["on", "on"]
+    summary = json.loads((tmp_path / "c.json").read_text())["summary"]
+    assert summary["+embeddings"]["ratio_median"] == pytest.approx(0.75)

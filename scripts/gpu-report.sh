@@ -20,4 +20,8 @@ llama=()
 [ -x build/llamacpp-cuda/bin/kite-llama ] && llama=(--llama build/llamacpp-cuda/bin/kite-llama)
 [ -x build/llamacpp-cuda/bin/llama-bench ] && llama+=(--llama-bench build/llamacpp-cuda/bin/llama-bench)
 timeout "${KITE_BENCH_TIMEOUT:-600}" python3 bench/gpu_decode.py --kite build/default/bin/kite ${llama[@]+"${llama[@]}"} --models models/qwen35-0.8b-q8_0-*.gguf models/qwen35-0.8b-q4_0-*.gguf --md "$out/gpu-bench.md" --json "$out/gpu-bench.json" 2>&1 | tail -40 | tee "$out/gpu-bench.log"
+# where the adapter's time goes on the GPU: each dump cost turned back on, against llama-bench (issue 36)
+if [ -x build/llamacpp-cuda/bin/llama-bench ]; then
+  timeout "${KITE_BENCH_TIMEOUT:-600}" python3 bench/cpu_llama.py --adapter build/llamacpp-cuda/bin/kite-llama --ngl 99 --costs --model models/qwen35-0.8b-q8_0-*.gguf --prompt-len 8 --steps 64 --iters 5 --rounds 3 --json "$out/llama-costs.json" > "$out/llama-costs.md" 2> "$out/llama-costs.log"
+fi
 exit "$rc"

@@ -10,12 +10,12 @@ out="${1:?usage: scripts/gpu-report.sh OUTDIR [--no-build]}"; shift
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$out/gpu.txt" 2>&1 || true
+# llama.cpp's CUDA build (the adapter and llama-bench) first, outside verify's time limit
+case " $* " in *" --no-build "*) ;; *) python3 -m harness build llamacpp-cuda > "$out/build-llamacpp-cuda.log" 2>&1 ;; esac
 timeout "${KITE_VERIFY_TIMEOUT:-1800}" python3 -m harness verify "$@" 2>&1 | tee "$out/verify.log"
 rc=${PIPESTATUS[0]}
 cp reports/latest/report.md reports/latest/report.json reports/latest/junit.xml "$out/" 2>/dev/null || true
-# llama.cpp beside kite: the adapter and llama-bench of the llamacpp-cuda build (verify builds it for
-# L6-L15; built here too, so the benchmark has it whatever verify ran)
-case " $* " in *" --no-build "*) ;; *) python3 -m harness build llamacpp-cuda > "$out/build-llamacpp-cuda.log" 2>&1 ;; esac
+# llama.cpp beside kite: the adapter and llama-bench of the llamacpp-cuda build (L6-L15 and the benchmark)
 llama=()
 [ -x build/llamacpp-cuda/bin/kite-llama ] && llama=(--llama build/llamacpp-cuda/bin/kite-llama)
 [ -x build/llamacpp-cuda/bin/llama-bench ] && llama+=(--llama-bench build/llamacpp-cuda/bin/llama-bench)

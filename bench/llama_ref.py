@@ -102,7 +102,8 @@ def bench_lines(results: list[dict]) -> list[str]:
             f"with the same environment: `llama-bench {' '.join(argv['decode'])}` (its decode test: the steps "
             f"after a context of the prompt's length, timed alone, as the adapter's decode window) and "
             f"`llama-bench {' '.join(argv['request'])}` (prompt and steps in one window, tokens / time, beside the "
-            "adapter's (P + N) / request time). Ratios: llama-bench's step time over the adapter's, and over "
+            "adapter's (P + N) / request time; llama-bench's prompt in one micro-batch, its default, the "
+            "adapter's in micro-batches of the run's --mt rows). Ratios: llama-bench's step time over the adapter's, and over "
             "kite's, within each round, median (range).",
             "",
             "| model | CUDA graphs | adapter tok/s | llama-bench tok/s | adapter / llama-bench | kite / llama-bench "

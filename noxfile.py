@@ -149,7 +149,8 @@ def matrix(session: nox.Session, entry: str) -> None:
 @nox.session
 def llamacpp(session: nox.Session) -> None:
     """llama.cpp as a second engine under kite's criteria (regressions/engines/llamacpp.yaml): fetches
-    llama.cpp's source pinned by hash, builds it, runs the criteria (GPU ones SKIP without a GPU).
+    llama.cpp's source pinned by hash, builds the adapter and llama-bench from it, runs the criteria
+    (on the CPU L1-L5, L3f and L12, the adapter against llama-bench; GPU ones SKIP without a GPU).
     The adapter's tests gate the session; the criteria's verdicts are findings about two engines,
     reported in reports/latest, so a FAIL verdict (exit 1) passes the session and an error (2) fails it."""
     _install(session, *TESTS)

@@ -10,6 +10,8 @@ import re
 import statistics
 import time
 
+from llama_ref import bench_lines
+
 REQUIRE_RE = re.compile(r"^(q4_over_q8|copy_fraction|tok_s)>=(\d+(?:\.\d+)?)$")
 
 
@@ -195,5 +197,5 @@ def llama_lines(results: list[dict], copy: dict | None) -> list[str]:
             lines.append(f"| {r['model']} | {graphs} | {k['tokens_per_s']:.0f} | {_pct(k, copy)} "
                          f"| {ll['tokens_per_s']:.0f} | {_pct(ll, copy)} "
                          f"| {ratio_cell(r['llama']['kite_over_llama'][label])} |")
-    return lines
+    return lines + bench_lines(results)
 

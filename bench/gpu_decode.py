@@ -27,6 +27,9 @@ run of the same configuration (graphs on; off: GGML_CUDA_DISABLE_GRAPHS=1) with 
 and steps, and adds a table: both engines' tok/s and % of copy bandwidth, and kite over llama.cpp
 (llama.cpp's step time over kite's within each round). Its meta must show the GPU (gpu_layers and
 gpu_devices above 0), graphs as asked and finite logits. --require judges kite alone.
+Right after each adapter run, llama-bench of the same build (--llama-bench, default: beside the
+adapter) runs its decode test `-p 0 -n N -d P` and its `-pg P,N` test with the same environment
+(bench/llama_ref.py), and a further table puts the adapter, llama-bench and kite side by side.
 
     python3 bench/gpu_decode.py --kite build/x/bin/kite --gen q8_0 q4_0 --md report.md
 """
@@ -44,6 +47,7 @@ from pathlib import Path
 
 from decode_report import (REQUIRE_RE, add_copy_fractions, claims, decode_summary, judge, markdown, median,
                            round_ratios)
+from llama_ref import adapter_tok_s, bench_argv, bench_path, run_bench
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -116,6 +120,7 @@ PREFILL = (("prefill_mt1", 1, {}), ("prefill_mt4", 4, {}), ("prefill_mt4_graph_m
 LLAMA_ENV = {"graph": {}, "stream": {"GGML_CUDA_DISABLE_GRAPHS": "1"}}
 # llama.cpp's own defaults (the adapter's are kite's numerics), as its speed criteria run it
 LLAMA_ARGS = ("--kv-type", "f16", "--flash-attn", "auto")
+LLAMA_BENCH_NGL = 99  # llama-bench: every layer on the GPU, as the adapter's default
 
 
 def _checked(label: str, mt: int, env: dict[str, str], c: dict) -> None:
@@ -144,6 +149,35 @@ def _checked_llama(label: str, model: Path, meta: dict) -> None:
         raise RuntimeError(f"{where}: {meta['nonfinite']['logits']} non-finite logits")
 
 
+def _checked_bench(label: str, model: Path, test: dict) -> None:
+    """llama-bench's JSON must show the path its figure claims: CUDA, every layer on the GPU."""
+    where = f"llama-bench, {model.name}, graphs {'off' if label == 'stream' else 'on'}"
+    if "CUDA" not in str(test.get("backends")) or test.get("n_gpu_layers") != LLAMA_BENCH_NGL:
+        raise RuntimeError(f"{where}: did not run on the GPU (backends {test.get('backends')!r}, "
+                           f"n_gpu_layers {test.get('n_gpu_layers')}; the CPU build?)")
+
+
+def _record_bench(lres: dict, label: str, bench: Path, model: Path, plen: int, steps: int, iters: int,
+                  threads: int | None, adapter_meta: dict, check: bool) -> None:
+    """llama-bench's decode and -pg tests beside the adapter run just made: both engines' figures
+    of one round into lres["bench"][label]."""
+    env = LLAMA_ENV[label]
+    extra = ("-ngl", str(LLAMA_BENCH_NGL))
+    decode = run_bench(bench_argv(bench, model, plen, steps, iters, "decode", threads, extra), env)
+    request = run_bench(bench_argv(bench, model, plen, steps, iters, "request", threads, extra), env)
+    if check:
+        _checked_bench(label, model, decode)
+    entry = lres.setdefault("bench", {}).setdefault(label, {})
+    mine = adapter_tok_s(adapter_meta, plen, steps)
+    for key, value in (("bench_step_ms", decode["ms"] / steps), ("bench_request_tok_s", request["tok_s"]),
+                       ("adapter_request_tok_s", mine["request_tok_s"])):
+        entry.setdefault(key + "_rounds", []).append(value)
+    entry["argv"] = {"decode": bench_argv("llama-bench", Path(model.name), plen, steps, iters, "decode", threads,
+                                          extra)[1:],
+                     "request": bench_argv("llama-bench", Path(model.name), plen, steps, iters, "request", threads,
+                                           extra)[1:]}
+
+
 def _record_decode(entry: dict, rounds: list[float], meta: dict, steps: int) -> None:
     """One run of a decode configuration: its step times (ms) into the entry, their median into rounds."""
     dec = [d / steps for d in meta["timings"]["decode_ms"]]
@@ -158,7 +192,8 @@ def bench_prompt(n: int) -> list[int]:
 
 def bench_model(
     kite: Engine, model: Path, prompt_len: int, steps: int, iters: int, check: bool = True, rounds: int = 1,
-    decode_only: bool = False, long_context: int = 0, llama: Engine | None = None
+    decode_only: bool = False, long_context: int = 0, llama: Engine | None = None, bench: Path | None = None,
+    threads: int | None = None
 ) -> dict:
     prompt = bench_prompt(prompt_len)
     res: dict = {"model": model.name, "rounds": rounds}
@@ -187,6 +222,8 @@ def bench_model(
                 _record_decode(lres.setdefault(label, {}), llama_per.setdefault(label, []), meta, steps)
                 lres.update({"args": list(LLAMA_ARGS), "model_bytes": meta["model"]["bytes"],
                              "backend": meta["backend"], "options": meta.get("options", {})})
+                if bench:  # llama-bench right after the adapter: the same round, file, prompt and steps
+                    _record_bench(lres, label, bench, model, plen, steps, iters, threads, meta, check)
         for key, mt, env in () if decode_only else PREFILL:
             meta = run_engine(kite, model, prompt, 0, mt, iters, env)
             if check:
@@ -199,6 +236,11 @@ def bench_model(
         if llama:  # kite's weight bytes: the bytes a step of either engine reads from the same file
             res["llama"][label].update(decode_summary(llama_per[label], wb))
             res["llama"].setdefault("kite_over_llama", {})[label] = round_ratios(llama_per[label], per[label])
+            b = res["llama"].get("bench", {}).get(label)
+            if b:  # per round: llama-bench's step time over the adapter's, and over kite's
+                b.update(decode_summary(b["bench_step_ms_rounds"], wb))
+                b["adapter_over_bench"] = round_ratios(b["bench_step_ms_rounds"], llama_per[label])
+                b["kite_over_bench"] = round_ratios(b["bench_step_ms_rounds"], per[label])
     if long_context:
         res["long_context"] = {"tokens": long_context, "ctx64_ms_rounds": per["ctx64"],
                                "ctx_long_ms_rounds": per["ctx_long"],
@@ -244,6 +286,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--llama", metavar="PATH",
                     help="also time llama.cpp's decode on the same files: the adapter of the llamacpp-cuda build "
                          "(build/llamacpp-cuda/bin/kite-llama), its runs alternating with kite's")
+    ap.add_argument("--llama-bench", metavar="PATH",
+                    help="llama-bench of the same build, run beside the adapter (default: beside --llama)")
+    ap.add_argument("--no-llama-bench", action="store_true", help="with --llama: the adapter alone")
     ap.add_argument("--md", type=Path, help="write the Markdown table here")
     ap.add_argument("--json", type=Path, help="write the raw numbers here")
     args = ap.parse_args(argv)
@@ -253,6 +298,12 @@ def main(argv: list[str] | None = None) -> int:
     llama = Engine(args.llama, threads + LLAMA_ARGS) if args.llama else None
     if llama and not Path(llama.path).is_file():
         ap.error(f"--llama {llama.path}: no such file (build it with `python3 -m harness build llamacpp-cuda`)")
+    bench = None
+    if llama and not args.no_llama_bench:
+        bench = Path(args.llama_bench) if args.llama_bench else bench_path(llama.path)
+        if not bench.is_file():
+            ap.error(f"--llama-bench {bench}: no such file (the llamacpp-cuda build makes it beside the adapter; "
+                     "--no-llama-bench: the adapter alone)")
     for spec in args.require:
         if not REQUIRE_RE.match(spec.replace(" ", "")):
             ap.error(f"--require {spec!r}: write NAME>=X with NAME one of q4_over_q8, copy_fraction, tok_s")
@@ -273,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         results = [
             bench_model(kite, m, args.prompt_len, args.steps, args.iters, not args.no_check, args.rounds,
-                        args.decode_only, args.long_context, llama)
+                        args.decode_only, args.long_context, llama, bench, args.threads)
             for m in models
         ]
     except RuntimeError as e:  # a run failed or did not take the path its figure claims

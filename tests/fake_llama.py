@@ -53,8 +53,14 @@ def main():
             "options": {"kv_type": opt(argv, "--kv-type", "f32"), "flash_attn": opt(argv, "--flash-attn", "off")},
             "counters": {"gpu_layers": gpu_layers, "gpu_devices": devices, "graph_reuses": 0},
             "nonfinite": {"h_out": 0, "logits": int(os.environ.get("FAKE_LLAMA_NAN", "0"))},
+            "outputs": {"embeddings": "--dump" in argv or opt(argv, "--embeddings", "off") == "on",
+                        "keep_rows": "--dump" in argv or opt(argv, "--keep-rows", "off") == "on",
+                        "prompt_logits": opt(argv, "--prompt-logits", "all" if "--dump" in argv else "last"),
+                        "threadpool": opt(argv, "--threadpool", "on") == "on", "logits_rows_checked": 1},
             "timings": {"load_ms": 1.0, "prepare_ms": 0.5, "request_ms": [prefill_ms + steps * step_ms] * iters,
-                        "prefill_ms": [prefill_ms] * iters, "decode_ms": [steps * step_ms] * iters}}
+                        "prefill_ms": [prefill_ms] * iters, "decode_ms": [steps * step_ms] * iters,
+                        "step_decode_ms": [steps * step_ms * 0.9] * iters, "step_greedy_ms": [steps * step_ms * 0.1] * iters,
+                        "step_copy_ms": [0.0] * iters}}
     if "--json" in argv:
         print(json.dumps(meta))
     return 0

@@ -1141,3 +1141,45 @@ def test_equivalence_empty_dumps_are_vacuous(ctx, monkeypatch, shape):
     assert out.verdict == "FAIL"
     assert out.reason == ("vacuous: variant a: dump h_out.f32 is empty" + (" (meta.json shape [0, 3])" if shape else "")
                           + ": no element to compare"), out.reason
+
+
+# ---- A/B against another program of the same build (llama-bench beside the llama.cpp adapter) ----
+
+AB_PROGRAM = """\
+criteria:
+  - id: T9
+    title: the adapter within 5% of llama-bench
+    kind: ab_timing
+    a: {name: adapter, args: [run, --model, "{model}"]}
+    b: {name: bench, program: llama-bench, args: [-m, "{model}", -o, json], preconditions: {0.n_gen: 16}}
+    metric_a: {field: timings.decode_ms, reduce: median}
+    metric_b: {field: 0.samples_ns, reduce: median, scale: 1.0e-6}
+    ratio: b/a
+    pairs: 2
+    warmups: 0
+    pass_if: "median >= 0.95"
+    bootstrap: {resamples: 200, seed: 1}
+"""
+
+
+def test_ab_program_runs_the_builds_other_program_and_scales_its_metric(ctx, monkeypatch):
+    bins = Path(ctx.ensure_build("default").bin_dir)
+    (bins / "llama-bench").write_text("bench")
+
+    def plan(name, argv, env):
+        if Path(argv[0]).name == "llama-bench":
+            return {"stdout": json.dumps([{"n_gen": 16, "samples_ns": [9.0e6, 10.0e6, 11.0e6]}])}
+        return {"stdout": json.dumps({"timings": {"decode_ms": [10.0, 10.5]}})}
+
+    eng = Engine(plan)
+    out = evaluate(ctx, AB_PROGRAM, eng, monkeypatch)
+    bench_calls = [c[1] for c in eng.calls if c[0].endswith(".B")]
+    assert bench_calls and all(a[0] == str(bins / "llama-bench") and "--json" not in a for a in bench_calls)
+    assert all(c[1][0] == str(bins / "kite") and c[1][-1] == "--json" for c in eng.calls if c[0].endswith(".A"))
+    assert [(p["a"], p["b"]) for p in out.details["pairs"]] == [(10.25, 10.0), (10.25, 10.0)]
+    assert out.verdict == "PASS", out.reason
+
+
+def test_ab_program_missing_fails_with_its_path(ctx, monkeypatch):
+    out = evaluate(ctx, AB_PROGRAM, Engine(lambda *a: {}), monkeypatch)
+    assert out.verdict == "FAIL" and "program" in out.reason and "llama-bench not found" in out.reason

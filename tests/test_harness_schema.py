@@ -122,6 +122,13 @@ CASES += [
     ("ab_cases", AB + "    cases: [{n: 1}]\n", ["t.yaml:10", "not supported for ab_timing"]),
     ("ab_reduce", AB + "    metric: {field: timings.request_ms, reduce: p99}\n",
      ["t.yaml:10", "'p99' is not allowed", "median, mean"]),
+    ("ab_program_path", AB.replace("b: {name: on}", "b: {name: on, program: ../bin/llama-bench}"),
+     ["t.yaml:7", "program", "a file name in the build's bin folder"]),
+    ("ab_program_layout", AB.replace("b: {name: on}", "b: {name: on, program: llama-bench, layout: engine_only}"),
+     ["t.yaml:7", "`program` runs from the build's bin folder"]),
+    ("equivalence_program", GOOD.replace("{name: a", "{name: a, program: llama-bench", 1),
+     ["program", "`program` is for `ab_timing` and `run`"]),
+    ("ab_metric_scale", AB + "    metric_b: {field: 0.samples_ns, scale: 0}\n", ["t.yaml:10", "scale", "must be > 0"]),
     ("artifact_missing_files", "criteria:\n  - {id: F, title: t, kind: artifact}\n",
      ["t.yaml:2", "missing required key 'files'"]),
     ("run_exit_type", "criteria:\n  - id: R\n    title: t\n    kind: run\n    runs:\n"
@@ -340,7 +347,7 @@ def test_exact_messages_more(text, message):
 @pytest.mark.parametrize("text,message", [
     (AB_T % "b: {name: b, nope: 1}",
      "t.yaml:7: criteria[0] (T1).b.nope: unknown key 'nope' in variant b; allowed: name, build, layout, place, env, "
-     "args, extra_args, preconditions, wrapper"),
+     "args, extra_args, preconditions, wrapper, program"),
     (AB_T.replace("{field: timings.request_ms}", "{field: 'a..b'}") % "b: {name: b}",
      "t.yaml:8: criteria[0] (T1).metric.field: 'a..b' is not valid: a dotted field of meta.json like "
      "timings.request_ms"),
@@ -419,10 +426,10 @@ BAD = {
                      ["2: criteria[0] (T): missing required key 'a' in an ab_timing criterion"]),
     "ab_a_unknown_key": (AB_X.replace("a: {name: x}", "a: {name: x, nmae: 1}"),
                          ["6: criteria[0] (T).a.nmae: unknown key 'nmae' in variant a; allowed: name, build, layout, "
-                          "place, env, args, extra_args, preconditions, wrapper"]),
+                          "place, env, args, extra_args, preconditions, wrapper, program"]),
     "ab_b_unknown_key": (AB_X.replace("b: {name: y}", "b: {name: y, nmae: 1}"),
                          ["7: criteria[0] (T).b.nmae: unknown key 'nmae' in variant b; allowed: name, build, layout, "
-                          "place, env, args, extra_args, preconditions, wrapper"]),
+                          "place, env, args, extra_args, preconditions, wrapper, program"]),
     "ab_a_bad_name": (AB_X.replace("a: {name: x}", "a: {name: '-x'}"),
                       ["6: criteria[0] (T).a.name: '-x' is not valid: letters, digits, '_', '.', '-'"]),
     "ab_b_missing": (AB_X.replace("    b: {name: y}\n", ""),
@@ -436,7 +443,7 @@ BAD = {
                          "first, last, sum, rest_median"]),
     "ab_metric_unknown_key": (AB_X + "    metric: {field: t, reduction: min}\n",
                               ["10: criteria[0] (T).metric.reduction: unknown key 'reduction' in metric; "
-                               "allowed: field, reduce"]),
+                               "allowed: field, reduce, scale"]),
     "ab_metric_no_field": (AB_X + "    metric: {reduce: min}\n",
                            ["10: criteria[0] (T).metric: missing required key 'field' in metric"]),
     "ab_ratio_bad": (AB_X + "    ratio: a-b\n", ["10: criteria[0] (T).ratio: 'a-b' is not allowed; allowed: a/b, b/a"]),
@@ -501,7 +508,7 @@ BAD = {
                               "7: criteria[0] (R).runs[1]: a run must be a mapping, not a string"]),
     "run_unknown_key": (RUN + "      - {args: [x], nmae: y}\n",
                         ["6: criteria[0] (R).runs[0].nmae: unknown key 'nmae' in a run; allowed: name, build, layout, "
-                         "place, env, args, extra_args, preconditions, wrapper"]),
+                         "place, env, args, extra_args, preconditions, wrapper, program"]),
     "run_bad_variant_then_good": (RUN + "      - {args: [x], layout: bare}\n      - {args: [y]}\n",
                                   ["6: criteria[0] (R).runs[0].layout: 'bare' is not allowed; allowed: normal, "
                                    "engine_only"]),

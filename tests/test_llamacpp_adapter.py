@@ -48,3 +48,46 @@ def test_adapter_usage_and_runtime_errors(llama_bin, tmp_path):
     bad.write_bytes(b"not a gguf")
     res = run_kite(llama_bin, "run", "--model", bad, "--prompt", "1")
     assert res.returncode == 1 and "kite-llama: error:" in res.stderr
+
+
+def _run_json(llama_bin, *args):
+    res = run_kite(llama_bin, "run", *args, "--json")
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout)
+
+
+def test_timed_run_pays_for_no_dump_and_picks_the_same_tokens(llama_bin, qwen35_fixtures, tmp_path):
+    """Without --dump: no embeddings, the last prompt row's logits only, nothing copied, a thread
+    pool; the greedy tokens are those of the dump run (issue 36)."""
+    fx = qwen35_fixtures / "tiny-a"
+    common = ("--model", fx / "tiny-a-q8_0.gguf", "--prompt", tokens_of(fx), "--steps", "6", "--threads", "2")
+    timed = _run_json(llama_bin, *common)
+    dumped = _run_json(llama_bin, *common, "--dump", tmp_path)
+    assert timed["outputs"] == {"embeddings": False, "keep_rows": False, "prompt_logits": "last",
+                                "threadpool": True, "logits_rows_checked": 1}
+    assert dumped["outputs"] == {"embeddings": True, "keep_rows": True, "prompt_logits": "all",
+                                 "threadpool": True, "logits_rows_checked": 24 + 6}
+    assert timed["tokens"] == dumped["tokens"] and len(timed["tokens"]) == 6
+    assert timed["nonfinite"]["logits"] == 0
+    assert all(len(timed["timings"][k]) == 1 for k in ("step_decode_ms", "step_greedy_ms", "step_copy_ms"))
+
+
+def test_dump_refuses_a_switch_that_drops_rows(llama_bin, qwen35_fixtures, tmp_path):
+    fx = qwen35_fixtures / "tiny-a"
+    for switch in (("--embeddings", "off"), ("--keep-rows", "off"), ("--prompt-logits", "last")):
+        res = run_kite(llama_bin, "run", "--model", fx / "tiny-a-q8_0.gguf", "--prompt", "1,2", "--dump", tmp_path,
+                       *switch)
+        assert res.returncode == 2 and "--dump keeps every row" in res.stderr, switch
+    res = run_kite(llama_bin, "run", "--model", fx / "tiny-a-q8_0.gguf", "--prompt", "1", "--threadpool", "maybe")
+    assert res.returncode == 2
+
+
+def test_llama_bench_is_built_beside_the_adapter(llama_bin, qwen35_fixtures):
+    """The same build makes llama.cpp's llama-bench (the timing reference of L12-L15) from the same source."""
+    bench = llama_bin.with_name("llama-bench" + llama_bin.suffix)
+    fx = qwen35_fixtures / "tiny-a" / "tiny-a-q8_0.gguf"
+    res = run_kite(bench, "-m", fx, "-p", "0", "-n", "4", "-d", "3", "-r", "2", "-t", "1", "-o", "json")
+    assert res.returncode == 0, res.stderr
+    (test,) = json.loads(res.stdout)
+    assert (test["backends"], test["n_prompt"], test["n_gen"], test["n_depth"]) == ("CPU", 0, 4, 3)
+    assert len(test["samples_ns"]) == 2 and min(test["samples_ns"]) > 0

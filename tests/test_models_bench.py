@@ -123,6 +123,7 @@ def test_require_judges_claims_and_fails_what_it_cannot_measure(tmp_path, capsys
 # llama.cpp beside kite: the fake adapter's step is 2.0 ms (3.0 with its graphs off); the fake engine's
 # 8-token prompt and 4 steps at noise 0 give kite 0.667 ms (graph) and 0.833 ms (stream) a step.
 FAKE_LLAMA = REPO / "tests" / "fake_llama.py"
+FAKE_BENCH = REPO / "tests" / "fake_llama_bench.py"  # llama-bench's step: 1.5 ms (2.25 with graphs off)
 COPY = {"bytes": 1 << 30, "seconds": 0.1, "gbps_rw": 20.0, "device": "Fake GPU"}
 
 
@@ -142,7 +143,8 @@ def bench_env(tmp_path, monkeypatch):
 
 
 def _llama_main(gpu_decode, model: Path, tmp_path: Path, *extra: str) -> int:
-    return gpu_decode.main(["--kite", str(FAKE), "--llama", str(FAKE_LLAMA), "--models", str(model), "--iters", "2",
+    return gpu_decode.main(["--kite", str(FAKE), "--llama", str(FAKE_LLAMA), "--llama-bench", str(FAKE_BENCH),
+                            "--models", str(model), "--iters", "2",
                             "--steps", "4", "--prompt-len", "8", "--json", str(tmp_path / "b.json"),
                             "--md", str(tmp_path / "b.md"), *extra])
 
@@ -207,7 +209,7 @@ def test_llama_beside_kite_leaves_the_verdicts_alone(bench_env, capsys):
               "--require", "copy_fraction>=0.5"]
     gpu_decode = _bench("gpu_decode")
     outputs = []
-    for extra in ([], ["--llama", str(FAKE_LLAMA)]):
+    for extra in ([], ["--llama", str(FAKE_LLAMA), "--llama-bench", str(FAKE_BENCH)]):
         assert gpu_decode.main(common + extra) == 1
         outputs.append(capsys.readouterr().out)
     verdicts = [[ln for ln in out.splitlines() if ln.startswith(("PASS ", "FAIL "))] for out in outputs]
@@ -242,7 +244,7 @@ def test_llama_must_be_the_adapter(bench_env, capsys):
     with pytest.raises(SystemExit):
         gpu_decode.main(["--kite", str(FAKE), "--llama", str(tmp_path / "no-such"), "--models", str(model)])
     assert "no such file (build it with `python3 -m harness build llamacpp-cuda`)" in capsys.readouterr().err
-    assert gpu_decode.main(["--kite", str(FAKE), "--llama", str(FAKE), "--models", str(model), "--no-copy",
+    assert gpu_decode.main(["--kite", str(FAKE), "--llama", str(FAKE), "--no-llama-bench", "--models", str(model), "--no-copy",
                             "--rounds", "1", "--iters", "1", "--steps", "4", "--decode-only"]) == 1
     assert "backend.engine is None: --llama takes the llama.cpp adapter" in capsys.readouterr().err
 
@@ -284,3 +286,68 @@ def test_f3_reports_the_ratio_without_a_bar(tmp_path, capsys):
     assert meets(rc, text)
     rc, text = output(models[:1])  # Q8_0 alone: no ratio measured, the diagnostic fails
     assert not meets(rc, text)
+
+
+def test_llama_bench_runs_right_after_the_adapter_with_its_prompt_and_steps(bench_env, monkeypatch):
+    tmp_path, model = bench_env
+    monkeypatch.setenv("FAKE_BENCH_LOG", str(tmp_path / "bench.log"))
+    assert _llama_main(_bench("gpu_decode"), model, tmp_path, "--no-copy", "--rounds", "2", "--threads", "3") == 0
+    runs = [ln.split() for ln in (tmp_path / "bench.log").read_text().splitlines()]
+    one_round = [("on", "-d", "8"), ("on", "-pg", "8,4"), ("off", "-d", "8"), ("off", "-pg", "8,4")]
+    assert [(a[0].split("=")[1], *(("-d", _opt(a, "-d")) if "-d" in a else ("-pg", _opt(a, "-pg")))) for a in runs] \
+        == one_round * 2
+    for a in runs:
+        assert (_opt(a, "-m"), _opt(a, "-r"), _opt(a, "-t"), _opt(a, "-ngl"), _opt(a, "-o")) == (
+            str(model), "2", "3", "99", "json")
+        assert _opt(a, "-n") == ("4" if "-d" in a else "0") and _opt(a, "-p") == "0"
+
+
+def test_llama_bench_figures_beside_the_adapters_and_kites(bench_env):
+    tmp_path, model = bench_env
+    assert _llama_main(_bench("gpu_decode"), model, tmp_path, "--no-copy", "--rounds", "3") == 0
+    bench = json.loads((tmp_path / "b.json").read_text())["results"][0]["llama"]["bench"]
+    # adapter 2.0 / 3.0 ms a step, llama-bench 1.5 / 2.25, kite 0.667 / 0.833 (graphs on / off)
+    for label, (adapter_ms, bench_ms, kite_ms) in {"graph": (2.0, 1.5, 2 / 3), "stream": (3.0, 2.25, 5 / 6)}.items():
+        b = bench[label]
+        assert b["bench_step_ms_rounds"] == pytest.approx([bench_ms] * 3)
+        assert b["adapter_over_bench"]["median"] == pytest.approx(bench_ms / adapter_ms)
+        assert b["kite_over_bench"]["median"] == pytest.approx(bench_ms / kite_ms, rel=1e-3)
+        # -pg 8,4: 12 tokens over the prompt (0.25 ms a token) and the steps
+        assert b["bench_request_tok_s_rounds"] == pytest.approx([12 / (2 + 4 * bench_ms) * 1e3] * 3)
+        assert b["adapter_request_tok_s_rounds"] == pytest.approx([12 / (4 + 4 * adapter_ms) * 1e3] * 3)
+    table = (tmp_path / "b.md").read_text()
+    assert "## llama.cpp: the adapter beside llama-bench" in table
+    assert "`llama-bench -m m-q8_0.gguf -p 0 -n 4 -d 8 -r 2 -o json -ngl 99`" in table
+    assert "| m-q8_0.gguf | on | 500 | 667 | 0.75x (0.75-0.75) | 2.25x (2.25-2.25) | 1000 | 1500 |" in table
+    assert "| m-q8_0.gguf | off | 333 | 444 | 0.75x (0.75-0.75) | 2.70x (2.70-2.70) | 750 | 1091 |" in table
+
+
+def test_llama_bench_missing_or_off_the_gpu_is_an_error(bench_env, monkeypatch, capsys):
+    tmp_path, model = bench_env
+    gpu_decode = _bench("gpu_decode")
+    with pytest.raises(SystemExit):  # FAKE_LLAMA's sibling llama-bench does not exist
+        gpu_decode.main(["--kite", str(FAKE), "--llama", str(FAKE_LLAMA), "--models", str(model)])
+    assert "llama-bench" in capsys.readouterr().err
+    monkeypatch.setenv("FAKE_LLAMA_BENCH_BACKENDS", "CPU")
+    assert _llama_main(gpu_decode, model, tmp_path, "--no-copy", "--rounds", "1", "--decode-only") == 1
+    assert "llama-bench, m-q8_0.gguf, graphs on: did not run on the GPU (backends 'CPU'" in capsys.readouterr().err
+
+
+def test_cpu_llama_alternates_the_adapter_and_llama_bench_and_prints_ratios(bench_env, monkeypatch, capsys):
+    tmp_path, model = bench_env
+    monkeypatch.setenv("FAKE_BENCH_LOG", str(tmp_path / "bench.log"))
+    cpu_llama = _bench("cpu_llama")
+    assert cpu_llama.main(["--adapter", str(FAKE_LLAMA), "--bench", str(FAKE_BENCH), "--model", str(model),
+                           "--costs", "--rounds", "2", "--steps", "4", "--iters", "2", "--threads", "1",
+                           "--json", str(tmp_path / "c.json")]) == 0
+    out = capsys.readouterr().out
+    # fake adapter 2.0 ms a step, fake llama-bench 1.5 ms: the adapter at 0.75 of llama-bench in every row
+    assert "| adapter timed | 500.00 | 0.750 (0.750-0.750) | 1.80 | 0.200 | 0.000 | 2.0 |" in out
+    assert "| llama-bench `-n 4 -d 4` | 666.67 | 1 |" in out
+    llama_runs = [ln.split() for ln in (tmp_path / "argv.log").read_text().splitlines()]
+    bench_runs = (tmp_path / "bench.log").read_text().splitlines()
+    assert len(llama_runs) == 2 * 6 and len(bench_runs) == 2
+    # round 1 in the listed order, round 2 reversed: dump_path last of round 1 and first of round 2
+    assert [_opt(a, "--embeddings") for a in llama_runs[5:7]] == ["on", "on"]
+    summary = json.loads((tmp_path / "c.json").read_text())["summary"]
+    assert summary["+embeddings"]["ratio_median"] == pytest.approx(0.75)

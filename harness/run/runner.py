@@ -148,6 +148,11 @@ def prepare(ctx: Context, crit: C.Criterion, var: C.Variant, work: Path, case: d
     confined.makedirs(*_inside(ctx, work))
     vals = _values(ctx, crit, var, work, case, _uses(var, "model"))
     engine = Path(vals["engine"])
+    if var.program:  # another program of the same build (llama-bench beside the llama.cpp adapter)
+        suffix = ".exe" if engine.name.endswith(".exe") else ""
+        engine = Path(vals["bin"]) / (var.program + suffix)
+        if not engine.is_file():
+            raise CriterionFail(f"variant {var.name}: program {engine} not found (build {var.build!r} makes it?)")
     if var.layout == "engine_only":
         edir = work / "engine"
         confined.rmtree(*_inside(ctx, edir))
@@ -281,7 +286,8 @@ def run_equivalence(ctx: Context, crit: C.Criterion, work: Path) -> Outcome:
 
 def _timed_run(ctx: Context, crit: C.Criterion, p: Prepared, var: C.Variant, label: str) -> tuple[dict[str, Any],
                                                                                                    ProcResult]:
-    extra = [] if ctx.cfg.json_flag in p.argv else [ctx.cfg.json_flag]
+    # the engine's JSON flag; a `program` is asked for JSON by its own args
+    extra = [] if var.program or ctx.cfg.json_flag in p.argv else [ctx.cfg.json_flag]
     r = _run(ctx, crit, p, extra, label)
     if not r.ok:
         raise CriterionFail(f"{label}: engine {r.describe()}")
@@ -303,9 +309,14 @@ def _metric(meta: dict[str, Any], m: C.Metric, label: str) -> float:
     if v is C._MISSING:
         raise CriterionFail(f"{label}: metric field {m.field} missing from meta.json")
     try:
-        return timing.reduce_values(v, m.reduce)
+        return timing.reduce_values(v, m.reduce) * m.scale
     except ValueError as e:
         raise CriterionFail(f"{label}: metric {m.field}: {e}") from None
+
+
+def _metric_json(m: C.Metric) -> dict[str, Any]:
+    """field and reduce; the scale only where one is set."""
+    return {"field": m.field, "reduce": m.reduce, **({"scale": m.scale} if m.scale != 1.0 else {})}
 
 
 def _pairs(ctx: Context, crit: C.Criterion, s: C.ABSpec, pa: Prepared, pb: Prepared, vb: C.Variant, mb: C.Metric,
@@ -338,7 +349,7 @@ def run_ab(ctx: Context, crit: C.Criterion, work: Path) -> Outcome:
     runs: list[dict[str, Any]] = []
     floor: timing.Stats | None = None
     details: dict[str, Any] = {"pass_if": s.pass_if, "ratio": s.ratio, "order": s.order, "runs": runs,
-                               "metric_a": vars(s.metric_a), "metric_b": vars(s.metric_b)}
+                               "metric_a": _metric_json(s.metric_a), "metric_b": _metric_json(s.metric_b)}
     try:
         if s.same_run:
             for w in range(s.warmups):

@@ -45,6 +45,7 @@ class Variant:
     args: list[str] = field(default_factory=list)
     preconditions: dict[str, Any] = field(default_factory=dict)
     wrapper: list[str] = field(default_factory=list)  # argv prefix, e.g. [valgrind, --error-exitcode=99]
+    program: str = ""  # a program of the build's bin/ run instead of the engine (e.g. llama-bench)
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,7 @@ class Compare:
 class Metric:
     field: str
     reduce: str = "median"
+    scale: float = 1.0  # the reduced value times this: another program's unit into the engine's (ns -> ms)
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,8 @@ TOP_KEYS = {"version": False, "description": False, "definitions": False, "crite
 COMMON = {"id": True, "title": True, "kind": True, "requires": False, "description": False,
           "model": False, "timeout_s": False, "cases": False}
 VARIANT_KEYS = {"name": False, "build": False, "layout": False, "place": False, "env": False,
-                "args": False, "extra_args": False, "preconditions": False, "wrapper": False}
+                "args": False, "extra_args": False, "preconditions": False, "wrapper": False, "program": False}
+PROGRAM_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$")  # a file name in the build's bin/, nothing more
 KIND_KEYS: dict[str, dict[str, bool]] = {
     "equivalence": {"build": False, "env": False, "args": False, "variants": True, "compare": True},
     "ab_timing": {"build": False, "env": False, "args": False, "a": True, "b": False, "same_run": False,
@@ -330,10 +331,17 @@ def _variant(v: _V, path: tuple, m: Any, crit: dict[str, Any], names: set[str], 
         args = args + (v.argv(path + ("extra_args",), m["extra_args"], names) or [])
     pre = v.expectations(path + ("preconditions",), m["preconditions"]) if "preconditions" in m else {}
     wrapper = (v.argv(path + ("wrapper",), m["wrapper"], names) or []) if "wrapper" in m else []
+    program = ""
+    if "program" in m:
+        program = v.str_(path + ("program",), m["program"], PROGRAM_RE, "a file name in the build's bin folder") or ""
+        if crit.get("kind") not in ("ab_timing", "run"):
+            v.err(path + ("program",), "`program` is for `ab_timing` and `run` (it writes no dumps)")
+        elif layout != "normal":
+            v.err(path + ("program",), "`program` runs from the build's bin folder: it needs `layout: normal`")
     if len(v.errors) > n0 or name is None or layout is None:
         return None
     return C.Variant(name=name, build=build, layout=layout, place=place, env=env, args=args,
-                     preconditions=pre or {}, wrapper=wrapper)
+                     preconditions=pre or {}, wrapper=wrapper, program=program)
 
 
 def _equivalence(v: _V, path: tuple, c: dict[str, Any], names: set[str]) -> C.EquivalenceSpec | None:
@@ -390,12 +398,13 @@ def _compare(v: _V, path: tuple, m: Any) -> C.Compare | None:
 def _metric(v: _V, path: tuple, m: Any) -> C.Metric | None:
     if isinstance(m, str):
         m = {"field": m}
-    if not v.keys(path, m, {"field": True, "reduce": False}, "metric"):
+    if not v.keys(path, m, {"field": True, "reduce": False, "scale": False}, "metric"):
         return None
     f = v.str_(path + ("field",), m.get("field"), re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$"),
                "a dotted field of meta.json like timings.request_ms") if "field" in m else None
     r = v.enum(path + ("reduce",), m["reduce"], C.REDUCERS) if "reduce" in m else "median"
-    return C.Metric(f, r) if f and r else None
+    scale = v.num(path + ("scale",), m["scale"], 0, None, open_lo=True) if "scale" in m else 1.0
+    return C.Metric(f, r, float(scale)) if f and r and scale is not None else None
 
 
 def _ab(v: _V, path: tuple, c: dict[str, Any], names: set[str]) -> C.ABSpec | None:

@@ -3,11 +3,18 @@
  *   kite-llama info [--json]
  *   kite-llama run --model M.gguf --prompt 1,2,3 [--steps N] [--mt M] [--threads T] [--iters K]
  *                  [--ngl L] [--kv-type f32|f16] [--flash-attn off|on|auto] [--dump DIR] [--json]
+ *                  [--embeddings on|off] [--keep-rows on|off] [--prompt-logits all|last]
+ *                  [--threadpool on|off]
  *
  * A request: clear the sequence (outside the window), then inside the timed window decode the P
  * prompt tokens as one batch (llama.cpp splits it into micro-batches of --mt rows) and greedily
- * decode N steps, each generated token fed back. Every row's final normed hidden state
- * (embeddings, pooling none) and logits are kept: h_out.f32 [P+N, E], logits.f32 [P+N, V].
+ * decode N steps, each generated token fed back.
+ * With --dump every row's final normed hidden state (embeddings, pooling none) and logits are
+ * kept: h_out.f32 [P+N, E], logits.f32 [P+N, V]. Without it the run is timed as llama.cpp's users
+ * (and llama-bench) run it: no embeddings, logits of the last prompt row and of each step only,
+ * read in place by the greedy pick, nothing copied. The four toggles set each of these costs
+ * apart (docs/ENGINES.md measures them); a persistent CPU thread pool is attached as llama-bench
+ * does (--threadpool off: ggml's pool made anew for every graph).
  * Defaults follow kite's numerics (KV cache in f32, flash attention off), as llama.cpp's reference
  * logits in tests/data/qwen35 were made; `--kv-type f16 --flash-attn auto` are llama.cpp's own defaults.
  * Exit status as kite's: 0 success, 1 runtime failure ("kite-llama: error: ..."), 2 usage. */
@@ -39,6 +46,10 @@ typedef struct run_options {
     int kv_f16;     /* --kv-type f16 (default f32) */
     enum llama_flash_attn_type flash_attn;
     int json;
+    int embeddings;   /* --embeddings: -1 = on with --dump, else off */
+    int keep_rows;    /* --keep-rows: copy each row's outputs into the run's buffers; -1 = as --dump */
+    int prompt_all;   /* --prompt-logits all (1) | last (0); -1 = all with --dump, else last */
+    int threadpool;   /* --threadpool: a persistent CPU thread pool (default on) */
 } run_options;
 
 static void die(const char *fmt, ...) {
@@ -57,7 +68,8 @@ static void usage(const char *why) {
             "usage: kite-llama info [--json]\n"
             "       kite-llama run --model M.gguf --prompt 1,2,3 [--steps N] [--mt M] [--threads T]\n"
             "                      [--iters K] [--ngl L] [--kv-type f32|f16] [--flash-attn off|on|auto]\n"
-            "                      [--dump DIR] [--json]\n",
+            "                      [--dump DIR] [--json] [--embeddings on|off] [--keep-rows on|off]\n"
+            "                      [--prompt-logits all|last] [--threadpool on|off]\n",
             why);
     exit(2);
 }
@@ -78,6 +90,14 @@ static int parse_int(const char *s, int lo, int hi, int *out) {
     if (errno || end == s || *end || v < lo || v > hi)
         return -1;
     *out = (int)v;
+    return 0;
+}
+
+/* "on" / "off" (1 / 0) into *out; -1 for anything else. */
+static int parse_switch(const char *s, const char *on, const char *off, int *out) {
+    if (!strcmp(s, on)) *out = 1;
+    else if (!strcmp(s, off)) *out = 0;
+    else return -1;
     return 0;
 }
 
@@ -154,6 +174,8 @@ static void parse_run_options(int argc, char **argv, run_options *o) {
     o->iters = 1;
     o->gpu_layers = -1;
     o->flash_attn = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    o->embeddings = o->keep_rows = o->prompt_all = -1;
+    o->threadpool = 1;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -181,6 +203,10 @@ static void parse_run_options(int argc, char **argv, run_options *o) {
             else if (!strcmp(v, "auto")) o->flash_attn = LLAMA_FLASH_ATTN_TYPE_AUTO;
             else bad = 1;
         }
+        else if (!strcmp(a, "--embeddings")) bad = parse_switch(v, "on", "off", &o->embeddings);
+        else if (!strcmp(a, "--keep-rows")) bad = parse_switch(v, "on", "off", &o->keep_rows);
+        else if (!strcmp(a, "--prompt-logits")) bad = parse_switch(v, "all", "last", &o->prompt_all);
+        else if (!strcmp(a, "--threadpool")) bad = parse_switch(v, "on", "off", &o->threadpool);
         else usage("unknown option for run");
         if (bad)
             usage("an option has a bad value");
@@ -188,19 +214,39 @@ static void parse_run_options(int argc, char **argv, run_options *o) {
     }
     if (!o->model_path || !o->n_prompt)
         usage("run needs --model and --prompt");
+    const int dump = o->dump_dir != NULL;
+    if (dump && (o->embeddings == 0 || o->keep_rows == 0 || o->prompt_all == 0))
+        usage("--dump keeps every row: it needs --embeddings on, --keep-rows on, --prompt-logits all");
+    if (o->embeddings < 0) o->embeddings = dump;
+    if (o->keep_rows < 0) o->keep_rows = dump;
+    if (o->prompt_all < 0) o->prompt_all = dump;
     if (o->threads == 0)
         o->threads = kt_cpu_count();
     if (o->gpu_layers < 0)
         o->gpu_layers = gpu_device_count() > 0 ? 100000 : 0;
 }
 
-/* Greedy pick: the largest logit, the lowest index on a tie (kite's rule). */
+/* Greedy pick: the largest logit, the lowest index on a tie (kite's rule). Two passes, so the
+ * first vectorizes: the largest value over LANES running maxima (a select, not fmaxf: NaNs never
+ * win, as with `>`), then its first index. The same pick as one pass tracking the index. */
 static int32_t greedy(const float *logits, int n_vocab) {
-    int32_t best = 0;
-    for (int32_t i = 1; i < n_vocab; i++)
-        if (logits[i] > logits[best])
-            best = i;
-    return best;
+    enum { LANES = 16 };
+    float lane_max[LANES]; /* [LANES] running maxima of the strided columns */
+    for (int j = 0; j < LANES; j++)
+        lane_max[j] = logits[0];
+    int i = 0;
+    for (; i + LANES <= n_vocab; i += LANES)
+        for (int j = 0; j < LANES; j++)
+            lane_max[j] = logits[i + j] > lane_max[j] ? logits[i + j] : lane_max[j];
+    float best = logits[0];
+    for (int j = 0; j < LANES; j++)
+        best = lane_max[j] > best ? lane_max[j] : best;
+    for (; i < n_vocab; i++)
+        best = logits[i] > best ? logits[i] : best;
+    for (int32_t k = 0; k < n_vocab; k++)
+        if (logits[k] == best)
+            return k;
+    return 0; /* logits[0] is NaN and nothing exceeds it: the one-pass rule keeps index 0 */
 }
 
 static void decode_or_die(struct llama_context *ctx, struct llama_batch batch, const char *what) {
@@ -209,14 +255,51 @@ static void decode_or_die(struct llama_context *ctx, struct llama_batch batch, c
         die("llama_decode (%s) returned %d", what, rc);
 }
 
-static void copy_row(struct llama_context *ctx, int32_t index, float *h_row, int n_embd, float *logits_row,
-                     int n_vocab) {
-    const float *h = llama_get_embeddings_ith(ctx, index);
+/* Output row `index` of the last decode: its logits [V] into logits_row, and with embeddings on
+ * its hidden state [E] into h_row. */
+static void copy_row(struct llama_context *ctx, int32_t index, int embeddings, float *h_row, int n_embd,
+                     float *logits_row, int n_vocab) {
     const float *l = llama_get_logits_ith(ctx, index);
-    if (!h || !l)
+    const float *h = embeddings ? llama_get_embeddings_ith(ctx, index) : NULL;
+    if (!l || (embeddings && !h))
         die("llama.cpp returned no output for row %d", index);
-    memcpy(h_row, h, (size_t)n_embd * sizeof(float));
+    if (embeddings)
+        memcpy(h_row, h, (size_t)n_embd * sizeof(float));
     memcpy(logits_row, l, (size_t)n_vocab * sizeof(float));
+}
+
+/* The logits [V] greedy reads for the next token: the kept row, or llama.cpp's last output in place. */
+static const float *last_logits(struct llama_context *ctx, const float *kept_row) {
+    if (kept_row)
+        return kept_row;
+    const float *l = llama_get_logits_ith(ctx, -1);
+    if (!l)
+        die("llama.cpp returned no logits for the last row");
+    return l;
+}
+
+/* A persistent CPU thread pool, as llama-bench and llama.cpp's own programs attach one (without
+ * it ggml starts and joins its threads for every graph). NULL when the CPU backend has none. */
+static struct ggml_threadpool *attach_threadpool(struct llama_context *ctx, int threads) {
+    ggml_backend_reg_t cpu = ggml_backend_reg_by_name("CPU");
+    typedef struct ggml_threadpool *(*new_fn)(struct ggml_threadpool_params *);
+    new_fn make = cpu ? (new_fn)ggml_backend_reg_get_proc_address(cpu, "ggml_threadpool_new") : NULL;
+    if (!make)
+        return NULL;
+    struct ggml_threadpool_params tpp = ggml_threadpool_params_default(threads);
+    struct ggml_threadpool *pool = make(&tpp);
+    if (!pool)
+        die("cannot start a CPU thread pool of %d threads", threads);
+    llama_attach_threadpool(ctx, pool, NULL);
+    return pool;
+}
+
+static void free_threadpool(struct ggml_threadpool *pool) {
+    ggml_backend_reg_t cpu = ggml_backend_reg_by_name("CPU");
+    typedef void (*free_fn)(struct ggml_threadpool *);
+    free_fn release = cpu ? (free_fn)ggml_backend_reg_get_proc_address(cpu, "ggml_threadpool_free") : NULL;
+    if (pool && release)
+        release(pool);
 }
 
 static int64_t count_nonfinite(const float *x, size_t n) {
@@ -260,7 +343,7 @@ static int cmd_run(int argc, char **argv) {
     cp.n_seq_max = 1;
     cp.n_threads = o.threads;
     cp.n_threads_batch = o.threads;
-    cp.embeddings = true;
+    cp.embeddings = o.embeddings != 0;
     cp.pooling_type = LLAMA_POOLING_TYPE_NONE;
     cp.no_perf = false;
     cp.op_offload = o.gpu_layers > 0; /* a CPU run stays on the CPU */
@@ -271,17 +354,24 @@ static int cmd_run(int argc, char **argv) {
     struct llama_context *ctx = llama_init_from_model(model, cp);
     if (!ctx)
         die("llama.cpp could not create a context of %d rows", rows);
+    struct ggml_threadpool *pool = o.threadpool ? attach_threadpool(ctx, o.threads) : NULL;
     double prepare_ms = kt_now_ms() - t0;
 
-    float *h_all = malloc((size_t)rows * n_embd * sizeof(float));          /* [P+N, E] */
-    float *logits_all = malloc((size_t)rows * n_vocab * sizeof(float));    /* [P+N, V] */
+    /* kept rows: every row with --keep-rows on, else none (the greedy pick reads llama.cpp's output) */
+    const size_t kept = o.keep_rows ? (size_t)rows : 1;
+    float *h_all = calloc(kept * n_embd, sizeof(float));         /* [P+N, E] */
+    float *logits_all = calloc(kept * n_vocab, sizeof(float));   /* [P+N, V] */
     int32_t *tokens = malloc((size_t)(o.steps > 0 ? o.steps : 1) * sizeof(int32_t)); /* [N] */
-    double *request_ms = calloc((size_t)o.iters, sizeof(double));
+    double *request_ms = calloc((size_t)o.iters, sizeof(double));  /* [K] each, one per iteration */
     double *prefill_ms = calloc((size_t)o.iters, sizeof(double));
     double *decode_ms = calloc((size_t)o.iters, sizeof(double));
+    double *step_decode_ms = calloc((size_t)o.iters, sizeof(double)); /* the N llama_decode calls */
+    double *step_greedy_ms = calloc((size_t)o.iters, sizeof(double)); /* the N greedy picks */
+    double *step_copy_ms = calloc((size_t)o.iters, sizeof(double));   /* the N row copies */
     struct llama_batch prompt_batch = llama_batch_init(o.n_prompt, 0, 1);
     struct llama_batch step_batch = llama_batch_init(1, 0, 1);
-    if (!h_all || !logits_all || !tokens || !request_ms || !prefill_ms || !decode_ms)
+    if (!h_all || !logits_all || !tokens || !request_ms || !prefill_ms || !decode_ms || !step_decode_ms ||
+        !step_greedy_ms || !step_copy_ms)
         die("out of memory for %d rows", rows);
 
     for (int iter = 0; iter < o.iters; iter++) {
@@ -292,30 +382,52 @@ static int cmd_run(int argc, char **argv) {
             prompt_batch.pos[i] = i;
             prompt_batch.n_seq_id[i] = 1;
             prompt_batch.seq_id[i][0] = 0;
-            prompt_batch.logits[i] = 1; /* every prompt row's outputs are kept */
+            prompt_batch.logits[i] = o.prompt_all || i == o.n_prompt - 1; /* all rows' outputs, or the last */
         }
         double start = kt_now_ms();
         decode_or_die(ctx, prompt_batch, "prompt");
-        for (int i = 0; i < o.n_prompt; i++)
-            copy_row(ctx, i, h_all + (size_t)i * n_embd, n_embd, logits_all + (size_t)i * n_vocab, n_vocab);
+        if (o.keep_rows)
+            for (int i = 0; i < o.n_prompt; i++)
+                if (prompt_batch.logits[i])
+                    copy_row(ctx, i, o.embeddings, h_all + (size_t)i * n_embd, n_embd,
+                             logits_all + (size_t)i * n_vocab, n_vocab);
         double prompt_done = kt_now_ms();
+        double in_decode = 0, in_greedy = 0, in_copy = 0;
         for (int s = 0; s < o.steps; s++) {
             const int row = o.n_prompt + s;
-            tokens[s] = greedy(logits_all + (size_t)(row - 1) * n_vocab, n_vocab);
+            double t_pick = kt_now_ms();
+            const float *kept_row = o.keep_rows ? logits_all + (size_t)(row - 1) * n_vocab : NULL;
+            tokens[s] = greedy(last_logits(ctx, kept_row), n_vocab);
             step_batch.n_tokens = 1;
             step_batch.token[0] = tokens[s];
             step_batch.pos[0] = row;
             step_batch.n_seq_id[0] = 1;
             step_batch.seq_id[0][0] = 0;
             step_batch.logits[0] = 1;
+            double t_decode = kt_now_ms();
             decode_or_die(ctx, step_batch, "decode step");
-            copy_row(ctx, 0, h_all + (size_t)row * n_embd, n_embd, logits_all + (size_t)row * n_vocab, n_vocab);
+            double t_copy = kt_now_ms();
+            if (o.keep_rows)
+                copy_row(ctx, 0, o.embeddings, h_all + (size_t)row * n_embd, n_embd,
+                         logits_all + (size_t)row * n_vocab, n_vocab);
+            double t_done = kt_now_ms();
+            in_greedy += t_decode - t_pick;
+            in_decode += t_copy - t_decode;
+            in_copy += t_done - t_copy;
         }
         double end = kt_now_ms();
         request_ms[iter] = end - start;
         prefill_ms[iter] = prompt_done - start;
         decode_ms[iter] = end - prompt_done;
+        step_decode_ms[iter] = in_decode;
+        step_greedy_ms[iter] = in_greedy;
+        step_copy_ms[iter] = in_copy;
     }
+    /* non-finite outputs: every kept row; without kept rows, the last row llama.cpp holds */
+    const int64_t bad_h = o.keep_rows && o.embeddings ? count_nonfinite(h_all, (size_t)rows * n_embd) : 0;
+    const float *last = o.keep_rows ? NULL : llama_get_logits_ith(ctx, -1);
+    const int64_t bad_logits = o.keep_rows ? count_nonfinite(logits_all, (size_t)rows * n_vocab)
+                                           : last ? count_nonfinite(last, (size_t)n_vocab) : 1;
 
     kt_json j;
     json_init(&j);
@@ -362,9 +474,16 @@ static int cmd_run(int argc, char **argv) {
     json_int(&j, "gpu_devices", gpu_device_count());
     json_int(&j, "graph_reuses", llama_perf_context(ctx).n_reused);
     json_obj_end(&j);
+    json_obj_begin(&j, "outputs"); /* what a run computed and kept beyond greedy decoding's needs */
+    json_bool(&j, "embeddings", o.embeddings);
+    json_bool(&j, "keep_rows", o.keep_rows);
+    json_str(&j, "prompt_logits", o.prompt_all ? "all" : "last");
+    json_bool(&j, "threadpool", pool != NULL);
+    json_int(&j, "logits_rows_checked", o.keep_rows ? rows : 1);
+    json_obj_end(&j);
     json_obj_begin(&j, "nonfinite");
-    json_int(&j, "h_out", count_nonfinite(h_all, (size_t)rows * n_embd));
-    json_int(&j, "logits", count_nonfinite(logits_all, (size_t)rows * n_vocab));
+    json_int(&j, "h_out", bad_h);
+    json_int(&j, "logits", bad_logits);
     json_obj_end(&j);
     json_obj_begin(&j, "timings");
     json_num(&j, "load_ms", load_ms);
@@ -372,6 +491,9 @@ static int cmd_run(int argc, char **argv) {
     json_doubles(&j, "request_ms", request_ms, o.iters);
     json_doubles(&j, "prefill_ms", prefill_ms, o.iters);
     json_doubles(&j, "decode_ms", decode_ms, o.iters);
+    json_doubles(&j, "step_decode_ms", step_decode_ms, o.iters);
+    json_doubles(&j, "step_greedy_ms", step_greedy_ms, o.iters);
+    json_doubles(&j, "step_copy_ms", step_copy_ms, o.iters);
     json_obj_end(&j);
     json_obj_end(&j);
     if (j.oom)
@@ -397,8 +519,12 @@ static int cmd_run(int argc, char **argv) {
     free(request_ms);
     free(prefill_ms);
     free(decode_ms);
+    free(step_decode_ms);
+    free(step_greedy_ms);
+    free(step_copy_ms);
     free(o.prompt);
     llama_free(ctx);
+    free_threadpool(pool);
     llama_model_free(model);
     return 0;
 }

@@ -80,6 +80,39 @@ def reproduce_command(c: Criterion, exploratory: bool) -> str:
     return f"python -m harness verify {c.file} --only {c.id}" + (" --exploratory" if exploratory else "")
 
 
+def builds_needed(cfg: Config, crits: list[Criterion]) -> list[str]:
+    """The builds these criteria need, in order of first use: their variants' builds and, for
+    `requires: gpu` / `no_gpu`, the build whose `info` answers the GPU probe."""
+    out: list[str] = []
+    for c in crits:
+        names = list(c.builds())
+        if {"gpu", "no_gpu"} & set(c.requires) and cfg.gpu.build in cfg.builds:
+            names.append(cfg.gpu.build)
+        out += [n for n in names if n not in out]
+    return out
+
+
+def build_failure(name: str, b: BuildResult, needs_gpu: bool) -> str | None:
+    """One line that points a criterion at its failed build (the errors themselves are reported
+    once, with the build), or None when what the criterion needs was built."""
+    parts = [("engine", b.engine), *((Path(k).name, v) for k, v in b.extras.items())]
+    if needs_gpu:
+        parts.append(("module", b.module))
+    for label, part in parts:
+        if part.status == "failed":
+            first = part.errors[0] if part.errors else part.reason
+            more = f" (+{len(part.errors) - 1} more)" if len(part.errors) > 1 else ""
+            log = f"; log: logs/build/{name}/{label}.log" if part.log else ""
+            return f"build {name} failed ({label}): {first}{more} [reported once, with the build{log}]"
+    return None
+
+
+def failed_builds(builds: dict[str, BuildResult]) -> list[str]:
+    """Names of the builds with a part that failed to build."""
+    return [n for n, b in builds.items()
+            if any(p.status == "failed" for p in (b.engine, b.module, *b.extras.values()))]
+
+
 def not_run(crits: list[Criterion], rep: report.Report) -> list[str]:
     """Ids of the criteria with no verdict in the report for their current text."""
     out = []
@@ -232,26 +265,37 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
     probes = Probes(gpu_info=sess.engine_info, overrides=dict(opts.probe_overrides), gpu=cfg.gpu)
     ctx = Context(cfg=cfg, report_dir=rdir, probes=probes, ensure_build=sess.ensure_build,
                   model_path=sess.model_path, progress=say)
+    def refuse(c: Criterion, st: registry.Status, reg: dict[str, Any]) -> str | None:
+        if opts.strict and st.ok and reg.get("uncommitted"):
+            return (f"registration not committed: registry.lock line(s) {', '.join(map(str, reg['uncommitted']))} "
+                    "are in no commit yet (--strict: commit the registration before taking results)")
+        gpu = bool({"gpu", "no_gpu"} & set(c.requires))
+        for n in builds_needed(cfg, [c]):
+            why = build_failure(n, sess.builds[n], gpu) if n in sess.builds else None
+            if why:
+                return why
+        return None
+
     how = Judged(entries, opts.exploratory, "run `harness register`, or use --exploratory",
-                 notes=lambda c: [f"build {n}: module {b.module.status}: {b.module.reason}"
-                                  for n, b in sess.builds.items() if n in c.builds() and b.module.status == "failed"],
-                 fail_details=lambda c: {"build_errors": e} if (e := {n: b.errors() for n, b in sess.builds.items()
-                                                                     if n in c.builds() and b.errors()}) else {},
-                 reproduce=reproduce_command, models=lambda: sorted(sess.models.used),
-                 refuse=lambda c, st, reg: (f"registration not committed: registry.lock line(s) "
-                                            f"{', '.join(map(str, reg['uncommitted']))} are in no commit yet "
-                                            "(--strict: commit the registration before taking results)")
-                 if opts.strict and st.ok and reg.get("uncommitted") else None)
+                 reproduce=reproduce_command, models=lambda: sorted(sess.models.used), refuse=refuse)
     if not crits:
         say("no criteria selected" + ("" if files else " (no criteria files under regressions/)"))
-    if not opts.no_build and "default" in cfg.builds and crits:
-        sess.ensure_build("default")
+
+    def kept(c: Criterion) -> bool:
+        prev = rep.result_for(c.id)
+        return bool(prev and prev.get("digest") == c.digest and prev.get("verdict") in ("PASS", "FAIL", "SKIP"))
+
     try:
-        if crits:
+        # builds first, once, and only those that the criteria left to run need: a failure is
+        # reported here, with its first errors, and each criterion needing it FAILs pointing at it
+        needed = builds_needed(cfg, [c for c in crits if not kept(c)])
+        for n in needed:
+            sess.ensure_build(n)
+        if cfg.gpu.build in needed:
             rep.doc["engine_info"] = sess.engine_info()
         for i, c in enumerate(crits, 1):
             prev = rep.result_for(c.id)
-            if prev and prev.get("digest") == c.digest and prev.get("verdict") in ("PASS", "FAIL", "SKIP"):
+            if kept(c) and prev:
                 say(f"[{i}/{len(crits)}] {c.id}: {prev['verdict']} (kept from the interrupted run)")
                 continue
             deps = depends.dependency_digests(cfg, c)
@@ -286,9 +330,12 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
     say(f"{s['passed']} passed, {s['failed']} failed, {s['skipped']} skipped -> {rdir / 'report.md'}"
         + (f"; partial{' (' + narrowed + ')' if narrowed else ''}: {len(missing)} not run: "
            f"{', '.join(missing)}" if missing else ""))
+    broken = failed_builds(sess.builds)
+    if broken:  # a run with a failed build never passes, whatever its criteria said
+        say(f"build{'s' if len(broken) > 1 else ''} {', '.join(broken)} failed: see the first errors above")
     selected = {c.id for c in crits}
     failed = any(r["verdict"] == "FAIL" for r in rep.results if r["id"] in selected)
-    return 1 if failed else 0
+    return 1 if failed or broken else 0
 
 
 def _run_one(c: Criterion, ctx: Context, sess: Session, how: Judged, st: registry.Status, shown: str,

@@ -82,12 +82,13 @@ def test_planted_build_error_reaches_console_report_and_junit(fake_repo):
     console = [m.strip() for m in msgs]
     assert any(m.startswith(first) and "undeclared_thing" in m for m in console), msgs
     r = fake_repo.result("B1")
-    assert f"build 'broken' failed: cmake build: exit status 1: {first}" in r["reason"]
-    assert r["details"]["build_errors"]["broken"][0].startswith(first)
+    assert r["reason"].startswith(f"build broken failed (engine): {first}")
+    error = fake_repo.report()["builds"]["broken"]["engine"]["errors"][0]
+    assert error.startswith(first) and error in r["reason"]
     md = (fake_repo.reports / "latest" / "report.md").read_text()
-    assert "First errors of build `broken` (engine;" in md and r["details"]["build_errors"]["broken"][0] in md
+    assert "First errors of build `broken` (engine;" in md and error in md
     body = ET.parse(fake_repo.reports / "latest" / "junit.xml").getroot().find("testcase").find("failure").text
-    assert "compiler errors (build broken):" in body and r["details"]["build_errors"]["broken"][0] in body
+    assert error in body
 
 
 # ---- reproduce command, folders, JUnit -------------------------------------------------------------

@@ -93,7 +93,7 @@ def test_engine_missing(fake_repo):
     setup(fake_repo, eq())
     (fake_repo.root / "fakebin" / "gpu" / "kite").unlink()
     assert fake_repo.verify() == 1
-    assert "build 'gpu' failed" in fake_repo.result("EQ")["reason"]
+    assert "build gpu failed" in fake_repo.result("EQ")["reason"]
 
 
 def test_requires_skip(fake_repo):

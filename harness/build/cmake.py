@@ -209,11 +209,20 @@ def _differs(a: Path, b: Path) -> bool:
     return sa.st_size != sb.st_size or sa.st_mtime_ns != sb.st_mtime_ns
 
 
-def _say_errors(say: Progress, part: PartResult) -> None:
+def _say_errors(say: Progress, part: PartResult, root: Path) -> None:
     if part.status == "failed" and part.errors:
-        say(f"  first errors (full log: {part.log}):")
+        log = Path(part.log) if part.log else None
+        if log is not None and log.is_relative_to(root):
+            log = log.relative_to(root)
+        say(f"  first errors (full log: {log}):")
         for e in part.errors:
             say(f"    {e}")
+
+
+def _shown(part: PartResult) -> str:
+    """` (reason)` for a status line; a first compiler error is left to _say_errors (said once)."""
+    reason = part.reason.split(f": {part.errors[0]}", 1)[0] if part.errors else part.reason
+    return f" ({reason})" if reason else ""
 
 
 def build(cfg: Config, name: str, *, force: bool = False, progress: Progress | None = None) -> BuildResult:
@@ -229,6 +238,8 @@ def build(cfg: Config, name: str, *, force: bool = False, progress: Progress | N
         res.engine = PartResult("prebuilt" if ok else "failed", "" if ok else f"{bin_dir / binary} not found")
         res.module = PartResult("prebuilt" if (bin_dir / cfg.module).exists() else "skipped",
                                 "" if (bin_dir / cfg.module).exists() else "no module in the prebuilt folder")
+        if not ok:
+            say(f"build {name}: engine failed ({res.engine.reason})")
         return res
     root = cfg.build_root(name)
     bin_dir.mkdir(parents=True, exist_ok=True)
@@ -252,16 +263,23 @@ def build(cfg: Config, name: str, *, force: bool = False, progress: Progress | N
             if not exe.exists():
                 res.engine = PartResult("failed", f"build succeeded but {binary} not found in "
                                                   f"{bin_dir} or {root / 'engine'}", res.engine.log)
-        say(f"build {name}: engine {res.engine.status}" + (f" ({res.engine.reason})" if res.engine.reason else "")
-            + f" [{res.engine.seconds:.1f} s]")
-        _say_errors(say, res.engine)
+        say(f"build {name}: engine {res.engine.status}{_shown(res.engine)} [{res.engine.seconds:.1f} s]")
+        _say_errors(say, res.engine, cfg.root)
+    if spec.engine and not res.engine_ok:
+        # nothing can run without the engine: its other parts are not started (minutes of nvcc saved)
+        why = f"not started: the engine of build {name} failed"
+        res.extras = {proj.source: PartResult("skipped", why) for proj in spec.extras}
+        if spec.module:
+            res.module = PartResult("skipped", why)
+        res.seconds = time.perf_counter() - t0
+        return res
     for proj in spec.extras:
         label = Path(proj.source).name
         say(f"build {name}: {label} ({proj.source})")
         res.extras[proj.source] = cmake_project(cfg, proj, root / label, {"KITE_OUTPUT_DIR": str(bin_dir)},
                                                  root / "logs" / f"{label}.log", [], tools, force, progress=say)
-        say(f"build {name}: {label} {res.extras[proj.source].status}")
-        _say_errors(say, res.extras[proj.source])
+        say(f"build {name}: {label} {res.extras[proj.source].status}{_shown(res.extras[proj.source])}")
+        _say_errors(say, res.extras[proj.source], cfg.root)
     if spec.module:
         res.options["module"] = dict(spec.module.options)
         nvcc = find_nvcc()
@@ -275,7 +293,7 @@ def build(cfg: Config, name: str, *, force: bool = False, progress: Progress | N
             if res.module.status in ("built", "up-to-date") and not (bin_dir / cfg.module).exists():
                 res.module = PartResult("failed", f"build succeeded but {cfg.module} not found in {bin_dir}",
                                         res.module.log)
-        say(f"build {name}: module {res.module.status}" + (f" ({res.module.reason})" if res.module.reason else ""))
-        _say_errors(say, res.module)
+        say(f"build {name}: module {res.module.status}{_shown(res.module)}")
+        _say_errors(say, res.module, cfg.root)
     res.seconds = time.perf_counter() - t0
     return res

@@ -22,8 +22,8 @@ from harness.matrix import cli as matrix_cli
 from harness.matrix.cross import merge_reports
 from harness.matrix.spec import load_matrix, registrable
 from harness.models import cli as models_cli
-from harness.process import run_process
-from harness.report.document import Report, render_junit, render_markdown, resolve_latest
+from harness.process import interrupts, run_process
+from harness.report.document import Report, render_junit, render_markdown, resolve_latest, resume_target
 from harness.report.document import _table as table
 from harness.run.probes import Probes
 from harness.run.runner import Context, CriterionFail, prepare
@@ -85,7 +85,7 @@ def _verify_opts(args: argparse.Namespace, cfg: Config, kinds: list[str] | None 
     resume = None
     if getattr(args, "resume", None) is not None:
         if args.resume == "latest":
-            resume = resolve_latest(Path(args.reports) if args.reports else cfg.root / cfg.reports_dir)
+            resume = resume_target(Path(args.reports) if args.reports else cfg.root / cfg.reports_dir)
             if resume is None:
                 raise HarnessError("--resume: no previous report (reports/latest) to continue")
         else:
@@ -428,7 +428,8 @@ def make_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = make_parser().parse_args(sys.argv[1:] if argv is None else list(argv))
     try:
-        return int(args.fn(args))
+        with interrupts():
+            return int(args.fn(args))
     except SchemaErrors as e:
         criteria = type(e) is SchemaErrors  # ConfigError, MatrixError: a configuration file
         if len(e.messages) == 1 and not criteria:
@@ -442,9 +443,9 @@ def main(argv: list[str] | None = None) -> int:
     except HarnessError as e:
         _err(str(e))
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         _err("interrupted")
-        return 130
+        return 128 + getattr(e, "signum", 2)
     except BrokenPipeError:
         return 0
     except Exception as e:  # noqa: BLE001 - never a traceback at the top level

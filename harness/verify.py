@@ -257,14 +257,11 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
     if opts.resume is not None:
         rep.doc["resumed"].append(report.utc_now())
     rep.write(status="running")
-    if opts.resume is None and not narrowed:
-        report.point_latest(reports_dir, rdir)  # as soon as there is a report: a killed run can resume
-    rep.doc["system"] = sysinfo.system(cfg.root)
-    rep.write()
     sess = Session(cfg, opts, say, rdir)
     probes = Probes(gpu_info=sess.engine_info, overrides=dict(opts.probe_overrides), gpu=cfg.gpu)
     ctx = Context(cfg=cfg, report_dir=rdir, probes=probes, ensure_build=sess.ensure_build,
                   model_path=sess.model_path, progress=say)
+
     def refuse(c: Criterion, st: registry.Status, reg: dict[str, Any]) -> str | None:
         if opts.strict and st.ok and reg.get("uncommitted"):
             return (f"registration not committed: registry.lock line(s) {', '.join(map(str, reg['uncommitted']))} "
@@ -286,6 +283,8 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
         return bool(prev and prev.get("digest") == c.digest and prev.get("verdict") in ("PASS", "FAIL", "SKIP"))
 
     try:
+        rep.doc["system"] = sysinfo.system(cfg.root)
+        rep.write()
         # builds first, once, and only those that the criteria left to run need: a failure is
         # reported here, with its first errors, and each criterion needing it FAILs pointing at it
         needed = builds_needed(cfg, [c for c in crits if not kept(c)])
@@ -312,11 +311,17 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
             if res.verdict == "FAIL":
                 for line in report.triage_lines(res.to_json(), rdir):
                     say(f"    {line}")
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:  # Ctrl-C, SIGTERM, SIGHUP, the parent's death: the command tree is ended
+        for n, b in sess.builds.items():
+            rep.doc["builds"][n] = b.to_json()
         rep.doc["not_run"] = not_run(every, rep)
+        rep.doc["interrupted_by"] = str(e) or "SIGINT"
         rep.write(final=True, status="interrupted")
-        say(f"interrupted; report so far: {rdir} (continue with --resume)")
-        return 130
+        s = rep.summarize()
+        say(f"interrupted ({rep.doc['interrupted_by']}) after {s['total']} criteria ({s['passed']} passed, "
+            f"{s['failed']} failed, {s['skipped']} skipped); report so far: {rdir} "
+            f"(continue with --resume {rdir})")
+        return 128 + getattr(e, "signum", 2)
     for n, b in sess.builds.items():
         rep.doc["builds"][n] = b.to_json()
     work = rdir / "work"
@@ -325,6 +330,8 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
     missing = not_run(every, rep)
     rep.doc["not_run"] = missing
     rep.write(final=True, status="partial" if missing else "complete")
+    if not narrowed:  # reports/latest names the last finished full run, never one in progress
+        report.point_latest(reports_dir, rdir)
     github.publish(rep.doc, rdir)
     s = rep.summarize()
     say(f"{s['passed']} passed, {s['failed']} failed, {s['skipped']} skipped -> {rdir / 'report.md'}"

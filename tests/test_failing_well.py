@@ -70,3 +70,125 @@ def test_broken_engine_fails_only_run_once_and_stops_builds(tmp_path):
     assert b["module"]["status"] == "skipped" and "not started" in b["module"]["reason"]
     assert not (root / "build" / "default" / "testmod").exists() and not (root / "build" / "default" / "cuda").exists()
     assert "kept dumps" not in err
+
+
+# ---- the process tree ---------------------------------------------------------------------------
+
+# a build job that moves to a process group of its own, as ninja puts every job it starts
+_JOB = """\
+import os, sys, time
+os.setpgid(0, 0)
+with open(sys.argv[1] + ".tmp", "w") as f:
+    f.write(str(os.getpid()))
+os.replace(sys.argv[1] + ".tmp", sys.argv[1])
+time.sleep(600)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _wait_for(what, seconds: float = 120.0) -> bool:
+    """Poll until what() holds (an event, not a guessed delay); False if it never did."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if what():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def slow_build_project(tmp_path: Path) -> tuple[Path, Path]:
+    """A project whose engine build runs a job that hangs in its own process group."""
+    root = tmp_path / "proj"
+    (root / "native").mkdir(parents=True)
+    (root / "configs").mkdir()
+    (root / "regressions").mkdir()
+    pidfile = tmp_path / "job.pid"
+    (root / "native" / "job.py").write_text(_JOB)
+    (root / "native" / "main.c").write_text("int main(void) { return 0; }\n")
+    (root / "native" / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.16)\nproject(kite C)\n"
+        f'add_custom_target(slow ALL COMMAND "{sys.executable}" "${{CMAKE_SOURCE_DIR}}/job.py" "{pidfile}")\n'
+        "add_executable(kite main.c)\nadd_dependencies(kite slow)\n")
+    (root / "configs" / "engine.yaml").write_text(
+        "engine: {binary: kite, module: libkite_cuda.so}\nbuilds:\n  default:\n    engine: {source: native}\n"
+        "models: {dir: models, default: {path: models/none.gguf}}\nbuild: {jobs: 1}\n")
+    (root / "regressions" / "suite.yaml").write_text(
+        "criteria:\n  - {id: P1, title: runs, kind: run, runs: [{args: [selftest]}]}\n")
+    return root, pidfile
+
+
+@needs_cc
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize("how", ["SIGINT", "SIGTERM", "parent-death"])
+def test_interrupt_during_build_ends_the_whole_tree(tmp_path, how):
+    """A signal to the harness (or its parent's death) while a build job that left the build's
+    process group runs: the harness ends that job before it exits (was: the job went on), and the
+    report says "interrupted" and what had run; reports/latest does not move to it."""
+    import json
+    import signal
+
+    root, pidfile = slow_build_project(tmp_path)
+    cmd = [sys.executable, "-m", "harness", "--root", str(root), "verify", "--exploratory"]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    harness_pid_file = tmp_path / "harness.pid"
+    if how == "parent-death":
+        parent = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time\n"
+                                   f"p = subprocess.Popen({cmd!r})\n"
+                                   f"open({str(harness_pid_file)!r}, 'w').write(str(p.pid))\ntime.sleep(600)"],
+                                  cwd=root, env=env, start_new_session=True, stderr=subprocess.DEVNULL)
+    else:
+        parent = subprocess.Popen(cmd, cwd=root, env=env, start_new_session=True, stderr=subprocess.PIPE, text=True)
+        harness_pid_file.write_text(str(parent.pid))
+    job = 0
+    try:
+        assert _wait_for(pidfile.exists), "the build job never started"
+        job = int(pidfile.read_text())
+        harness_pid = int(harness_pid_file.read_text())
+        if how == "parent-death":
+            os.kill(parent.pid, signal.SIGKILL)
+            parent.wait(timeout=30)
+            assert _wait_for(lambda: not _alive(harness_pid)), "the harness outlived its parent"
+        else:
+            os.kill(parent.pid, getattr(signal, how))
+            _, err = parent.communicate(timeout=120)
+            assert parent.returncode == 128 + getattr(signal, how), err
+        # the harness ends the tree before it exits: no waiting for the job to go
+        assert not _alive(job), f"build job {job} outlived the harness"
+    finally:
+        for pid in (job, parent.pid):
+            if pid and _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+    [rdir] = list((root / "reports").glob("2*"))
+    doc = json.loads((rdir / "report.json").read_text())
+    assert doc["status"] == "interrupted" and doc["not_run"] == ["P1"]
+    md = (rdir / "report.md").read_text()
+    assert "status **interrupted**" in md and "- **interrupted** by SIG" in md and "what had run: no criterion" in md
+    assert not (root / "reports" / "latest").exists()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_engine_helper_in_its_own_session_is_ended(fake_repo, tmp_path):
+    """An engine that leaves a helper in a session of its own (setsid): the helper is ended once
+    the engine has been reaped (was: it went on, free to write into the finished report)."""
+    import signal
+
+    helper = tmp_path / "helper.pid"
+    fake_repo.criteria("criteria:\n  - {id: H1, title: helper, kind: run, runs: [{args: [selftest], env: "
+                       f"{{FAKE_SPAWN_HELPER: '{helper}'}}}}]}}\n")
+    pid = 0
+    try:
+        assert fake_repo.verify("--exploratory") == 0
+        pid = int(helper.read_text())
+        assert not _alive(pid), "the engine's helper outlived the run"
+    finally:
+        if pid and _alive(pid):
+            os.kill(pid, signal.SIGKILL)

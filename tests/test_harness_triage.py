@@ -257,7 +257,7 @@ def _hold_in_engine(fake_repo, tmp_path):
 def test_two_real_writers_second_refused(fake_repo, tmp_path):
     setup(fake_repo, GATED)
     first, gate = _hold_in_engine(fake_repo, tmp_path)
-    rdir = _latest(fake_repo)
+    rdir = fake_repo.newest()  # the run in progress (reports/latest moves once it has finished)
     second = _verify_proc(fake_repo.root, "--resume", str(rdir))
     out, err = second.communicate(timeout=120)
     assert second.returncode == 2, err
@@ -273,7 +273,7 @@ def test_two_real_writers_second_refused(fake_repo, tmp_path):
 def test_stale_lock_of_a_killed_run_is_taken_over(fake_repo, tmp_path):
     setup(fake_repo, GATED)
     first, gate = _hold_in_engine(fake_repo, tmp_path)
-    rdir = _latest(fake_repo)
+    rdir = fake_repo.newest()  # the run in progress (reports/latest moves once it has finished)
     os.killpg(first.pid, signal.SIGKILL)
     first.wait(timeout=60)
     second = _verify_proc(fake_repo.root, "--resume", str(rdir))

@@ -280,8 +280,8 @@ def test_resume_after_kill(fake_repo, tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "harness", "--root", str(fake_repo.root), "verify"],
                             env=hang_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.time() + 30
-    report = fake_repo.root / "reports" / "latest" / "report.json"
     while time.time() < deadline:
+        report = fake_repo.newest() / "report.json"
         if report.exists():
             doc = json.loads(report.read_text())
             if len(doc["results"]) == 2:

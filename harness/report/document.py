@@ -83,6 +83,25 @@ def resolve_latest(reports: Path) -> Path | None:
     return None
 
 
+def resume_target(reports: Path) -> Path | None:
+    """What a bare `--resume` continues: the newest report folder when its run did not finish
+    (interrupted, or killed while running), else reports/latest (the last finished full run)."""
+    def order(d: Path) -> tuple[str, int]:  # 20261202T075151Z-1a2b3c4, then .2, .3 in one second
+        base, _, n = d.name.partition(".")
+        return base, int(n) if n.isdigit() else 1
+
+    folders = sorted((d for d in reports.glob("2*") if d.is_dir() and not d.is_symlink()), key=order)
+    if folders:
+        try:
+            doc = inputs.json_loads(inputs.read_text(folders[-1] / "report.json", inputs.MAX_REPORT))
+        except (OSError, ValueError):
+            doc = None
+        if isinstance(doc, dict) and (doc.get("status") in ("running", "interrupted")
+                                      or (doc.get("status") == "partial" and doc.get("resumed"))):
+            return folders[-1]
+    return resolve_latest(reports)
+
+
 _RESULT_STR = ("id", "title", "kind", "file", "digest", "verdict", "reason")
 
 
@@ -246,6 +265,9 @@ def render_markdown(doc: dict[str, Any]) -> str:
     lines.append(f"- started {doc.get('started')}, finished {doc.get('finished') or '(running)'}, "
                  f"status **{doc.get('status')}**{narrowed}")
     missing = doc.get("not_run") or []
+    if doc.get("status") == "interrupted":
+        ran = ", ".join(f"{r['id']} {r['verdict']}" for r in doc.get("results", [])) or "no criterion"
+        lines.append(f"- **interrupted** by {doc.get('interrupted_by') or 'a signal'}: what had run: {ran}")
     if missing:
         lines.append(f"- not run: {', '.join(missing)} (no verdict in this report for "
                      f"{len(missing)} of the files' criteria)")

@@ -16,7 +16,7 @@ from harness.report import github
 from harness.report.lock import ReportLock
 from harness.spec import schema
 from harness.report import sysinfo
-from harness.build.cmake import BuildResult, PartResult, build
+from harness.build.cmake import BuildResult, build
 from harness.spec.config import Config
 from harness.spec.criteria import Criterion
 from harness.errors import HarnessError, SchemaErrors
@@ -138,7 +138,7 @@ class Session:
     def ensure_build(self, name: str) -> BuildResult:
         if name not in self.builds:
             if self.opts.no_build:
-                self.builds[name] = existing_build(self.cfg, name)
+                self.builds[name] = existing_build(self.cfg, name, self.say)
             else:
                 self.builds[name] = build(self.cfg, name, force=self.opts.force_build, progress=self.say)
                 self._keep_logs(self.builds[name])
@@ -186,14 +186,9 @@ def _provenance(entries: list[registry.Entry], st: registry.Status, cid: str,
     return shown, prov
 
 
-def existing_build(cfg: Config, name: str) -> BuildResult:
-    b = cfg.bin_dir(name)
-    exe, mod = b / cfg.binary_for(name), b / cfg.module
-    done = "prebuilt" if cfg.builds[name].prebuilt else "up-to-date"
-    return BuildResult(name, str(b), str(exe), str(mod),
-                       PartResult(done if exe.exists() else "failed", "" if exe.exists()
-                                  else f"{exe} not built (--no-build)"),
-                       PartResult("up-to-date" if mod.exists() else "skipped", "" if mod.exists() else "not built"))
+def existing_build(cfg: Config, name: str, say: Callable[[str], None] | None = None) -> BuildResult:
+    """--no-build: the build as it is, each part's stamp compared with its inputs now."""
+    return build(cfg, name, check=True, progress=say)
 
 
 def verify(cfg: Config, opts: VerifyOptions, say: Callable[[str], None] | None = None) -> int:

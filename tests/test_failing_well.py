@@ -192,3 +192,39 @@ def test_engine_helper_in_its_own_session_is_ended(fake_repo, tmp_path):
     finally:
         if pid and _alive(pid):
             os.kill(pid, signal.SIGKILL)
+
+
+@needs_cc
+def test_no_build_names_a_stale_engine(tmp_path):
+    """`--no-build` after the engine's source changed: the build is "stale", compared by its stamp
+    (was: "up-to-date"); with no build at all, "not built"."""
+    import json
+
+    from harness.spec.config import load_config
+    from harness.verify import existing_build
+
+    root = tmp_path / "proj"
+    (root / "native").mkdir(parents=True)
+    (root / "configs").mkdir()
+    (root / "native" / "CMakeLists.txt").write_text("cmake_minimum_required(VERSION 3.16)\nproject(kite C)\n"
+                                                    "add_executable(kite main.c)\n")
+    (root / "native" / "main.c").write_text("int main(void) { return 0; }\n")
+    (root / "configs" / "engine.yaml").write_text(
+        "engine: {binary: kite, module: libkite_cuda.so}\nbuilds:\n  default:\n    engine: {source: native}\n"
+        "build: {jobs: 1}\n")
+    cfg = load_config(root)
+    b = existing_build(cfg, "default")
+    assert b.engine.status == "failed" and "not built" in b.engine.reason
+    r = harness(root, "build", "default")
+    assert r.returncode == 0, r.stderr
+    assert existing_build(cfg, "default").engine.status == "up-to-date"
+    (root / "native" / "main.c").write_text("int main(void) { return 1; }\n")
+    assert existing_build(cfg, "default").engine.status == "stale"
+    (root / "regressions").mkdir()
+    (root / "regressions" / "s.yaml").write_text(
+        "criteria:\n  - {id: N1, title: runs, kind: run, runs: [{args: [x], expect: {exit: 0}}]}\n")
+    r = harness(root, "verify", "--no-build", "--exploratory")
+    assert r.returncode == 0, r.stderr  # the old binary still runs, as asked
+    assert "build default: engine stale (its sources, options or tools changed" in r.stderr
+    doc = json.loads((root / "reports" / "latest" / "report.json").read_text())
+    assert doc["builds"]["default"]["engine"]["status"] == "stale"

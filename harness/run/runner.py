@@ -89,7 +89,7 @@ def pattern_problems(text: str, must: list[str], must_not: list[str], what: str)
 def _values(ctx: Context, crit: C.Criterion, var: C.Variant, work: Path, case: dict[str, str],
             need_model: bool) -> dict[str, str]:
     b = ctx.ensure_build(var.build)
-    if b.engine.status not in ("built", "up-to-date", "prebuilt"):
+    if not b.engine_ok:
         raise CriterionFail(f"build {var.build!r} failed: {b.engine.reason}"
                             + (f" (log: {b.engine.log})" if b.engine.log else ""))
     bin_dir = Path(b.bin_dir)

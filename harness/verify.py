@@ -327,7 +327,7 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
     rep.write(final=True, status="partial" if missing else "complete")
     if not narrowed:  # reports/latest names the last finished full run, never one in progress
         report.point_latest(reports_dir, rdir)
-    github.publish(rep.doc, rdir)
+    github.publish(rep.doc, rdir, root=cfg.root)
     s = rep.summarize()
     say(f"{s['passed']} passed, {s['failed']} failed, {s['skipped']} skipped -> {rdir / 'report.md'}"
         + (f"; partial{' (' + narrowed + ')' if narrowed else ''}: {len(missing)} not run: "

@@ -228,3 +228,23 @@ def test_no_build_names_a_stale_engine(tmp_path):
     assert "build default: engine stale (its sources, options or tools changed" in r.stderr
     doc = json.loads((root / "reports" / "latest" / "report.json").read_text())
     assert doc["builds"]["default"]["engine"]["status"] == "stale"
+
+
+@needs_cc
+def test_compile_error_annotations_come_first_and_are_capped(tmp_path):
+    """Under GitHub Actions, one compile error in native/engine/vec_math.c: the first annotation
+    is at that file and line (was: 11 at regressions/*.yaml lines, the C file's cut by GitHub's
+    cap of 10); at most 10 error annotations; a short step summary that names the full report."""
+    root = project_copy(tmp_path)
+    plant_compile_error(root)
+    summary = tmp_path / "summary.md"
+    r = harness(root, "verify", env={"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary)})
+    assert r.returncode == 1, r.stderr[-3000:]
+    ann = [ln for ln in r.stdout.splitlines() if ln.startswith("::error")]
+    assert ann and ann[0].startswith("::error file=native/engine/vec_math.c,line="), ann
+    assert "undeclared_planted_name" in ann[0]
+    assert len(ann) <= 10
+    assert sum("file=native/engine/vec_math.c" in a for a in ann) == 1  # one cause, however many builds hit it
+    text = summary.read_text()
+    assert "native/engine/vec_math.c:" in text and "Full report: `reports/" in text
+    assert len(text.encode()) < 8192, len(text.encode())

@@ -138,7 +138,8 @@ def test_github_summary_and_annotations(fake_repo, monkeypatch, capsys, tmp_path
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     assert fake_repo.verify() == 1
     text = summary.read_text()
-    assert text.startswith("earlier step\n# kite verify report") and "| EQ " in text
+    assert text.startswith("earlier step\n### kite verify: 1 failed") and "| EQ: graph vs stream |" in text
+    assert "`regressions/suite.yaml:2`" in text and "Full report: `reports/" in text
     out = capsys.readouterr().out.splitlines()
     ann = [x for x in out if x.startswith("::error ")]
     assert len(ann) == 1
@@ -160,7 +161,8 @@ def test_annotation_escaping_and_build_errors():
         "::error file=a%2Cb%3Ac.yaml,line=3,title=X%3A t::50%25 done%0Anext")
     doc = {"results": [], "builds": {"b": {"engine": {"status": "failed", "errors": [
         "native/x.c:12: error: expected ';'", "undefined reference to `f'"]}, "module": {"status": "skipped"}}}}
-    assert github.annotations(doc) == ["::error file=native/x.c,line=12,title=build b (engine)::error: expected ';'"]
+    assert github.annotations(doc) == ["::error file=native/x.c,line=12,title=build b (engine)::error: expected ';'",
+                                       "::error title=build b (engine)::undefined reference to `f'"]
 
 
 # ---- partial runs -----------------------------------------------------------------------------------

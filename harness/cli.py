@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import sys
 import tempfile
@@ -99,9 +100,34 @@ def _verify_opts(args: argparse.Namespace, cfg: Config, kinds: list[str] | None 
                          or os.environ.get(TRUST_ENV) == "1", strict=getattr(args, "strict", False))
 
 
+def invocation() -> str:
+    """The harness as the user ran it, as a command that runs as printed here: `kite-harness`, or
+    `python3 -m harness` (the interpreter by name when that name finds it on PATH, else by path)."""
+    def runnable(path: str) -> str:
+        found = shutil.which(Path(path).name)
+        if found and os.path.abspath(found) == os.path.abspath(path):
+            return Path(path).name
+        rel = os.path.relpath(path)
+        return shlex.quote(rel if not rel.startswith("..") and os.sep in rel else os.path.abspath(path))
+
+    if Path(sys.argv[0]).name.startswith("kite-harness"):
+        return runnable(sys.argv[0])
+    return f"{runnable(sys.executable)} -m harness"
+
+
+def _hint_opts(opts: VerifyOptions, cfg: Config) -> VerifyOptions:
+    """Hints in the form the user ran the harness, from the folder they ran it in."""
+    here = Path.cwd()
+    opts.command = invocation()
+    if here.resolve() != cfg.root.resolve():
+        opts.command += f" --root {shlex.quote(os.path.relpath(cfg.root, here))}"
+    opts.here = here
+    return opts
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
     cfg = _config(args)
-    return verify(cfg, _verify_opts(args, cfg), _say)
+    return verify(cfg, _hint_opts(_verify_opts(args, cfg), cfg), _say)
 
 
 def cmd_ab(args: argparse.Namespace) -> int:
@@ -114,7 +140,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
         if i not in ab:
             raise HarnessError(f"{i!r} is not an ab_timing criterion; A/B criteria: {', '.join(ab) or 'none'}")
     args.resume = None
-    return verify(cfg, _verify_opts(args, cfg), _say)
+    return verify(cfg, _hint_opts(_verify_opts(args, cfg), cfg), _say)
 
 
 def load_registrable(cfg: Config, files: list[Path]) -> list[Any]:
@@ -160,7 +186,11 @@ def cmd_register(args: argparse.Namespace) -> int:
     for c, why in plan.refused:
         _err(f"{c.file}:{c.line}: {c.id}: refused: {why}")
     if plan.refused:
-        _err("nothing registered")
+        files = " ".join(shlex.quote(f) for f in args.files)
+        ids = " ".join(c.id for c, _ in plan.refused)
+        _err(f"nothing registered; if the changes are intended: {_hint_opts(VerifyOptions(), cfg).command} "
+             f"register {files} --amend {ids} "
+             "--reason 'what changed and why'")
         return 2
     events = [(c, "register", args.reason or "") for c in plan.new] + [(c, "amend", args.reason) for c in plan.amended]
     if events or plan.depends:

@@ -3,6 +3,8 @@ write the report as each one finishes; `--resume` continues a killed run."""
 
 from __future__ import annotations
 
+import os
+import shlex
 import shutil
 import sys
 from dataclasses import dataclass, field
@@ -43,6 +45,10 @@ class VerifyOptions:
     probe_overrides: dict[str, tuple[bool, str]] = field(default_factory=dict)
     trust_outside: bool = False  # run `wrapper`/`place` of criteria files outside the repository
     strict: bool = False  # every registration used must be in a commit (git checkout needed)
+    # hints name commands as the user ran the harness (`kite-harness`, `python3 -m harness`, with
+    # `--root` when needed) and files relative to `here` (the working folder), when set
+    command: str = "python -m harness"
+    here: Path | None = None
 
 
 def default_files(cfg: Config) -> list[Path]:
@@ -75,9 +81,22 @@ def filter_text(opts: VerifyOptions) -> str:
     return " ".join(parts)
 
 
-def reproduce_command(c: Criterion, exploratory: bool) -> str:
+def shown_file(cfg: Config, opts: VerifyOptions, c: Criterion) -> str:
+    """c's file as a command run in opts.here names it."""
+    return shlex.quote(os.path.relpath(cfg.root / c.file, opts.here) if opts.here else c.file)
+
+
+def reproduce_command(c: Criterion, exploratory: bool, command: str = "python -m harness", file: str = "") -> str:
     """One line that runs this criterion alone (it builds and prepares what it needs)."""
-    return f"python -m harness verify {c.file} --only {c.id}" + (" --exploratory" if exploratory else "")
+    return f"{command} verify {file or c.file} --only {c.id}" + (" --exploratory" if exploratory else "")
+
+
+def register_hint(command: str, file: str, c: Criterion, st: registry.Status) -> str:
+    """The command that registers c as it is now: an amendment when another text is registered."""
+    if st.state == "changed":
+        return (f"if the change is intended, amend its registration: `{command} register {file} --amend {c.id} "
+                f"--reason 'what changed and why'`")
+    return f"register it: `{command} register {file}`, or run with --exploratory"
 
 
 def builds_needed(cfg: Config, crits: list[Criterion]) -> list[str]:
@@ -268,8 +287,10 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
                 return why
         return None
 
-    how = Judged(entries, opts.exploratory, "run `harness register`, or use --exploratory",
-                 reproduce=reproduce_command, models=lambda: sorted(sess.models.used), refuse=refuse)
+    how = Judged(entries, opts.exploratory,
+                 lambda c, st: register_hint(opts.command, shown_file(cfg, opts, c), c, st),
+                 reproduce=lambda c, x: reproduce_command(c, x, opts.command, shown_file(cfg, opts, c)),
+                 models=lambda: sorted(sess.models.used), refuse=refuse)
     if not crits:
         say("no criteria selected" + ("" if files else " (no criteria files under regressions/)"))
 
@@ -302,7 +323,9 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
                     rep.doc["builds"][n] = sess.builds[n].to_json()
             rep.doc["not_run"] = [x for x in rep.doc["not_run"] if x != c.id]
             rep.add(res)
-            say(f"    {res.verdict}{' (exploratory: not pre-registered)' if res.exploratory else ''}: {res.reason}")
+            where = f" at {c.file}:{c.line}" if res.verdict == "FAIL" else ""
+            say(f"    {res.verdict}{' (exploratory: not pre-registered)' if res.exploratory else ''}{where}: "
+                f"{res.reason}")
             if res.verdict == "FAIL":
                 for line in report.triage_lines(res.to_json(), rdir):
                     say(f"    {line}")

@@ -248,3 +248,59 @@ def test_compile_error_annotations_come_first_and_are_capped(tmp_path):
     text = summary.read_text()
     assert "native/engine/vec_math.c:" in text and "Full report: `reports/" in text
     assert len(text.encode()) < 8192, len(text.encode())
+
+
+# ---- hints --------------------------------------------------------------------------------------
+
+def _hint(text: str) -> list[str]:
+    import re
+    import shlex
+
+    m = re.search(r"`([^`]* register [^`]*)`", text)
+    assert m, text
+    return shlex.split(m.group(1))
+
+
+def test_register_hints_run_as_printed(fake_repo, tmp_path):
+    """An unregistered, then a changed criterion: the FAIL line carries file:line and a command that
+    runs as printed, in the form the harness was run (was: "run `harness register`", no such
+    command, no file; and plain `register` is refused for a changed one)."""
+    f = fake_repo.criteria("criteria:\n  - {id: H1, title: hinted, kind: run, runs: [{args: [selftest]}]}\n")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+
+    def run(argv: list[str]) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(argv, cwd=fake_repo.root, env=env, capture_output=True, text=True, timeout=300)
+
+    r = run([sys.executable, "-m", "harness", "verify"])
+    assert r.returncode == 1 and "    FAIL at regressions/suite.yaml:2: not pre-registered" in r.stderr, r.stderr
+    hint = _hint(r.stderr)
+    assert hint[:3] == [sys.executable, "-m", "harness"] or hint[1:3] == ["-m", "harness"]
+    assert hint[3:] == ["register", "regressions/suite.yaml"]
+    assert run(hint).returncode == 0
+    assert run([sys.executable, "-m", "harness", "verify"]).returncode == 0
+    f.write_text(f.read_text().replace("title: hinted", "title: hinted again"))
+    r = run([sys.executable, "-m", "harness", "verify"])
+    assert r.returncode == 1, r.stderr
+    hint = _hint(r.stderr)
+    assert hint[3:7] == ["register", "regressions/suite.yaml", "--amend", "H1"] and "--reason" in hint
+    done = run(hint)
+    assert done.returncode == 0, done.stderr
+    assert run([sys.executable, "-m", "harness", "verify"]).returncode == 0
+
+
+def test_refused_register_names_the_amend_command(fake_repo):
+    """`register` of a changed criterion is refused with a command that amends it, as printed."""
+    import shlex
+
+    f = fake_repo.criteria("criteria:\n  - {id: H2, title: one, kind: run, runs: [{args: [selftest]}]}\n")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    cmd = [sys.executable, "-m", "harness", "register", "regressions/suite.yaml"]
+    assert subprocess.run(cmd, cwd=fake_repo.root, env=env, capture_output=True, timeout=120).returncode == 0
+    f.write_text(f.read_text().replace("title: one", "title: two"))
+    r = subprocess.run(cmd, cwd=fake_repo.root, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2
+    hint = r.stderr.rsplit("if the changes are intended: ", 1)[1].strip()
+    argv = shlex.split(hint)
+    assert argv[-5:-1] == ["regressions/suite.yaml", "--amend", "H2", "--reason"], hint
+    done = subprocess.run(argv, cwd=fake_repo.root, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "amended    H2" in done.stdout, done.stderr

@@ -304,3 +304,47 @@ def test_refused_register_names_the_amend_command(fake_repo):
     assert argv[-5:-1] == ["regressions/suite.yaml", "--amend", "H2", "--reason"], hint
     done = subprocess.run(argv, cwd=fake_repo.root, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and "amended    H2" in done.stdout, done.stderr
+
+
+# ---- A/B on a CPU, nox ------------------------------------------------------------------------
+
+def test_a_registered_ab_criterion_runs_on_a_cpu():
+    """At least one registered A/B criterion needs no GPU and runs on a CUDA-free build (was: all
+    seven needed a GPU, so `nox -s ab` on a CPU machine could only skip)."""
+    from harness.spec import registry
+    from harness.spec.config import load_config
+    from harness.spec.depends import dependency_digests
+    from harness.verify import default_files, load_criteria
+
+    cfg = load_config(REPO)
+    entries = registry.load(REPO / "regressions" / "registry.lock")
+    cpu = [c for c in load_criteria(cfg, default_files(cfg)) if c.kind == "ab_timing"
+           and not {"gpu", "nvcc"} & set(c.requires)
+           and all(cfg.builds[b].module is None and cfg.builds[b].engine.options.get("KITE_CUDA") == "OFF"
+                   for b in c.builds())]
+    assert cpu, "no A/B criterion runs on a CPU-only machine"
+    assert any(registry.status(entries, c, dependency_digests(cfg, c)).ok for c in cpu)
+
+
+def test_nox_list_shows_whole_sentences():
+    """`nox -l` prints the first line of each session's docstring: it must be a whole sentence
+    (was: cut mid-sentence for verify, matrix, llamacpp, oracle, mutation)."""
+    import ast
+
+    tree = ast.parse((REPO / "noxfile.py").read_text())
+    for fn in (n for n in tree.body if isinstance(n, ast.FunctionDef) and n.decorator_list):
+        doc = ast.get_docstring(fn, clean=False) or ""
+        first, _, rest = doc.strip().partition("\n")
+        assert first.rstrip().endswith((".", ")")) and first.count("(") == first.count(")"), (fn.name, first)
+        assert not rest or rest.startswith("\n") or not rest.strip(), (fn.name, "summary line runs on")
+
+
+@pytest.mark.parametrize("req,package", [("valgrind", "valgrind"), ("wine", "wine wine64"), ("cmake", "cmake"),
+                                         ("host_cxx", "g++"), ("mingw", "gcc-mingw-w64-x86-64")])
+def test_skip_for_a_missing_tool_names_its_package(monkeypatch, req, package):
+    """A tool missing from PATH: the SKIP reason says what to install (was: "valgrind not found")."""
+    from harness.run import probes
+
+    monkeypatch.setattr(probes.shutil, "which", lambda name: None)
+    ok, why = probes.Probes(gpu_info=lambda: None).check(req)
+    assert not ok and why.endswith(f"(install: apt-get install -y {package})"), why

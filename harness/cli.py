@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shlex
 import shutil
 import sys
@@ -41,12 +42,30 @@ from harness.verify import TRUST_ENV, Session, VerifyOptions, default_files, loa
 PROG = "harness"  # one name in usage and error lines (`python -m harness`, `kite-harness`)
 
 
+_COLOURS = {"PASS": "32", "FAIL": "31", "SKIP": "33", "error:": "31"}  # green, red, yellow
+_VERDICT = re.compile(r"^(\s*)(PASS|FAIL|SKIP)\b")
+
+
+def colour_on(stream: Any = None) -> bool:
+    """Colour on a terminal, unless NO_COLOR is set to anything (no-color.org)."""
+    stream = stream or sys.stderr
+    return not os.environ.get("NO_COLOR") and hasattr(stream, "isatty") and stream.isatty()
+
+
+def paint(msg: str, on: bool) -> str:
+    """A console line with its leading verdict (PASS, FAIL, SKIP) in colour when on."""
+    if not on:
+        return msg
+    return _VERDICT.sub(lambda m: f"{m.group(1)}\033[{_COLOURS[m.group(2)]}m{m.group(2)}\033[0m", msg, count=1)
+
+
 def _err(msg: str) -> None:
-    print(f"{PROG}: error: {msg}", file=sys.stderr)
+    tag = "\033[31merror:\033[0m" if colour_on() else "error:"
+    print(f"{PROG}: {tag} {msg}", file=sys.stderr)
 
 
 def _say(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
+    print(paint(msg, colour_on()), file=sys.stderr, flush=True)
 
 
 def _project(args: argparse.Namespace) -> Project:
@@ -365,7 +384,7 @@ def make_parser() -> argparse.ArgumentParser:
                                 "pre-registered criteria, report.",
                                 epilog="exit status: 0 passed (skips allowed), 1 a verdict failed or a report "
                                        "fails, 2 usage or harness error; `%(prog)s COMMAND --help` for each command")
-    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}",
+    p.add_argument("--version", action="version", version=f"kite-harness {__version__}",
                    help="print the version and exit")
     p.add_argument("--root", metavar="DIR", help="project folder (default: the nearest folder at or above the "
                    "working directory with configs/engine.yaml or a [tool.kite] table in pyproject.toml)")

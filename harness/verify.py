@@ -132,6 +132,27 @@ def failed_builds(builds: dict[str, BuildResult]) -> list[str]:
             if any(p.status == "failed" for p in (b.engine, b.module, *b.extras.values()))]
 
 
+def relative(cfg: Config, path: str | Path | None) -> str | None:
+    """path relative to the project's root when it lies under it (reports name project paths so)."""
+    if path is None:
+        return None
+    p = Path(path)
+    try:
+        return p.relative_to(cfg.root).as_posix() if p.is_absolute() else str(p)
+    except ValueError:
+        return str(p)
+
+
+def build_json(cfg: Config, b: BuildResult) -> dict[str, Any]:
+    """A build's record for the report, its paths relative to the project."""
+    doc = b.to_json()
+    for key in ("bin_dir", "engine_path", "module_path"):
+        doc[key] = relative(cfg, doc[key])
+    for part in [doc["engine"], doc["module"], *doc["extras"].values()]:
+        part["log"] = relative(cfg, part.get("log"))
+    return doc
+
+
 def not_run(crits: list[Criterion], rep: report.Report) -> list[str]:
     """Ids of the criteria with no verdict in the report for their current text."""
     out = []
@@ -263,6 +284,7 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
         rep = report.Report(rdir)
     narrowed = filter_text(opts)
     rep.doc["argv"] = opts.argv
+    rep.doc["project"] = cfg.name
     rep.doc["git"] = git
     rep.doc["filter"] = narrowed
     rep.doc["criteria_files"] = {str(f): sorted(c.id for c in every if c.file.endswith(f.name)) for f in files}
@@ -290,7 +312,7 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
     how = Judged(entries, opts.exploratory,
                  lambda c, st: register_hint(opts.command, shown_file(cfg, opts, c), c, st),
                  reproduce=lambda c, x: reproduce_command(c, x, opts.command, shown_file(cfg, opts, c)),
-                 models=lambda: sorted(sess.models.used), refuse=refuse)
+                 models=lambda: sorted(str(relative(cfg, m)) for m in sess.models.used), refuse=refuse)
     if not crits:
         say("no criteria selected" + ("" if files else " (no criteria files under regressions/)"))
 
@@ -320,7 +342,7 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
             res = _run_one(c, ctx, sess, how, st, shown, {**prov, "dependencies": deps})
             for n in c.builds():
                 if n in sess.builds:
-                    rep.doc["builds"][n] = sess.builds[n].to_json()
+                    rep.doc["builds"][n] = build_json(cfg, sess.builds[n])
             rep.doc["not_run"] = [x for x in rep.doc["not_run"] if x != c.id]
             rep.add(res)
             where = f" at {c.file}:{c.line}" if res.verdict == "FAIL" else ""
@@ -331,7 +353,7 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
                     say(f"    {line}")
     except KeyboardInterrupt as e:  # Ctrl-C, SIGTERM, SIGHUP, the parent's death: the command tree is ended
         for n, b in sess.builds.items():
-            rep.doc["builds"][n] = b.to_json()
+            rep.doc["builds"][n] = build_json(cfg, b)
         rep.doc["not_run"] = not_run(every, rep)
         rep.doc["interrupted_by"] = str(e) or "SIGINT"
         rep.write(final=True, status="interrupted")
@@ -341,7 +363,7 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
             f"(continue with --resume {rdir})")
         return 128 + getattr(e, "signum", 2)
     for n, b in sess.builds.items():
-        rep.doc["builds"][n] = b.to_json()
+        rep.doc["builds"][n] = build_json(cfg, b)
     work = rdir / "work"
     if work.is_dir() and not any(work.iterdir()):
         work.rmdir()
@@ -352,7 +374,7 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
         report.point_latest(reports_dir, rdir)
     github.publish(rep.doc, rdir, root=cfg.root)
     s = rep.summarize()
-    say(f"{s['passed']} passed, {s['failed']} failed, {s['skipped']} skipped -> {rdir / 'report.md'}"
+    say(f"{s['passed']} passed, {s['failed']} failed, {s['skipped']} skipped -> {relative(cfg, rdir / 'report.md')}"
         + (f"; partial{' (' + narrowed + ')' if narrowed else ''}: {len(missing)} not run: "
            f"{', '.join(missing)}" if missing else ""))
     broken = failed_builds(sess.builds)

@@ -3,6 +3,7 @@ set-ups with a real compile error planted in a copy of the engine's source."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -348,3 +349,82 @@ def test_skip_for_a_missing_tool_names_its_package(monkeypatch, req, package):
     monkeypatch.setattr(probes.shutil, "which", lambda name: None)
     ok, why = probes.Probes(gpu_info=lambda: None).check(req)
     assert not ok and why.endswith(f"(install: apt-get install -y {package})"), why
+
+
+# ---- reports ------------------------------------------------------------------------------------
+
+LONG = "no GPU: planted for the test, a long reason that many criteria share, as cudart's does on a CPU machine"
+
+
+def test_report_reads_well(fake_repo, monkeypatch):
+    """Titles in the summary table; a long reason shared by several rows written once; a
+    criterion's time without its build's; paths relative to the project; the project's own name
+    and "not a git repository" (was: "kite verify report", commit "?")."""
+    import time as time_mod
+
+    import harness.verify as V
+
+    cfg = fake_repo.root / "configs" / "engine.yaml"
+    cfg.write_text(cfg.read_text().replace("engine:\n", "engine:\n  name: toy\n", 1))
+    fake_repo.criteria("criteria:\n" + "".join(
+        f"  - {{id: G{i}, title: gpu thing {i}, kind: run, requires: [gpu], runs: [{{args: [selftest]}}]}}\n"
+        for i in range(3)) + "  - {id: S1, title: stub selftest, kind: run, build: stub, runs: [{args: [selftest]}]}\n"
+                             "  - {id: S2, title: model missing, kind: run, build: stub, "
+                             "runs: [{args: [run, --model, '{model}']}], model: {path: models/none.gguf}}\n")
+    # a build that takes 100 s on a fake clock: the criteria's times must not include it
+    real_clock, real_build, offset = time_mod.perf_counter, V.build, [0.0]
+    monkeypatch.setattr(time_mod, "perf_counter", lambda: real_clock() + offset[0])
+
+    def slow_build(*a, **k):
+        offset[0] += 100.0
+        return real_build(*a, **k)
+
+    monkeypatch.setattr(V, "build", slow_build)
+    from harness.cli import _verify_opts, make_parser
+
+    opts = _verify_opts(make_parser().parse_args(["--root", str(fake_repo.root), "verify", "--exploratory"]),
+                        fake_repo.config())
+    opts.probe_overrides["gpu"] = (False, LONG)
+    assert V.verify(fake_repo.config(), opts, lambda s: None) == 1
+    doc = fake_repo.report()
+    assert all(r["duration_s"] < 50 for r in doc["results"]), [(r["id"], r["duration_s"]) for r in doc["results"]]
+    md = (fake_repo.newest() / "report.md").read_text()
+    assert md.startswith("# toy verify report\n")
+    assert "- commit: not a git repository" in md
+    head = next(x for x in md.splitlines() if x.startswith("| id "))
+    assert [c.strip() for c in head.strip("|").split("|")][:2] == ["id", "title"]
+    assert next(x for x in md.splitlines() if x.startswith("| G0 ")).split("|")[2].strip() == "gpu thing 0"
+    skip_reason = next(r["reason"] for r in doc["results"] if r["id"] == "G0")
+    assert len(skip_reason) > 60 and md.count(skip_reason) == 1, md  # written once, as a note
+    assert str(fake_repo.root) not in md and str(fake_repo.root) not in json.dumps(doc["builds"])
+    s2 = next(r for r in doc["results"] if r["id"] == "S2")
+    assert s2["verdict"] == "FAIL" and s2["reason"].startswith("model ")
+
+
+def test_version_names_the_package(capsys):
+    from harness import __version__
+    from harness.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0 and capsys.readouterr().out.strip() == f"kite-harness {__version__}"
+
+
+@pytest.mark.parametrize("no_color,tty,coloured", [("", True, True), ("1", True, False), ("", False, False)])
+def test_verdicts_in_colour_on_a_terminal(monkeypatch, no_color, tty, coloured):
+    """PASS/FAIL/SKIP in colour on a terminal, never with NO_COLOR set or into a file."""
+    import io
+
+    from harness import cli
+
+    class Stream(io.StringIO):
+        def isatty(self) -> bool:
+            return tty
+
+    out = Stream()
+    monkeypatch.setattr(cli.sys, "stderr", out)
+    monkeypatch.setenv("NO_COLOR", no_color)
+    cli._say("    FAIL at regressions/x.yaml:3: broken")
+    text = out.getvalue()
+    assert ("\033[31mFAIL\033[0m" in text) == coloured and ("\033[" in text) == coloured
+    assert text.replace("\033[31m", "").replace("\033[0m", "") == "    FAIL at regressions/x.yaml:3: broken\n"

@@ -374,6 +374,6 @@ def test_ab_stability_flag_in_row_and_json(fake_repo):
     assert r1["reason"].endswith("; unstable: A/A noise floor CI [1.0000, 1.0000] reaches the threshold 1")
     assert r2["details"]["stability"]["stable"] and "unstable" not in r2["reason"]
     md = (fake_repo.reports / "latest" / "report.md").read_text()
-    assert next(x for x in md.splitlines() if x.startswith("| AB1 ")).split("|")[3].strip() == "PASS *(unstable)*"
-    assert next(x for x in md.splitlines() if x.startswith("| AB2 ")).split("|")[3].strip() == "PASS"
+    assert next(x for x in md.splitlines() if x.startswith("| AB1 ")).split("|")[4].strip() == "PASS *(unstable)*"
+    assert next(x for x in md.splitlines() if x.startswith("| AB2 ")).split("|")[4].strip() == "PASS"
     assert "stable: pair spread 0.0%" in md

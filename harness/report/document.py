@@ -260,7 +260,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
     git = doc.get("git") or {}
     sysd = doc.get("system") or {}
     s = doc.get("summary") or {}
-    lines = ["# kite verify report", ""]
+    lines = [f"# {doc.get('project') or 'kite'} verify report", ""]
     narrowed = f" ({doc['filter']})" if doc.get("filter") else ""
     lines.append(f"- started {doc.get('started')}, finished {doc.get('finished') or '(running)'}, "
                  f"status **{doc.get('status')}**{narrowed}")
@@ -271,7 +271,8 @@ def render_markdown(doc: dict[str, Any]) -> str:
     if missing:
         lines.append(f"- not run: {', '.join(missing)} (no verdict in this report for "
                      f"{len(missing)} of the files' criteria)")
-    lines.append(f"- commit `{git.get('commit') or '?'}`" + (" (dirty)" if git.get("dirty") else ""))
+    lines.append((f"- commit `{git['commit']}`" if git.get("commit") else f"- commit: {git.get('why') or 'unknown'}")
+                 + (" (dirty)" if git.get("dirty") else ""))
     lines.append(f"- machine: {sysd.get('os', '?')}, {sysd.get('cpu', '?')}, {sysd.get('cores', '?')} cores, "
                  f"{sysd.get('ram_gb', '?')} GiB RAM")
     info = doc.get("engine_info") or {}
@@ -293,24 +294,33 @@ def render_markdown(doc: dict[str, Any]) -> str:
                  + (f"; partial{narrowed}: {len(missing)} not run" if missing else ""))
     lines.append("")
     rows = []
+    notes = shared_reasons(doc.get("results", []))
     for r in doc.get("results", []):
         label = " *(exploratory: not pre-registered)*" if r.get("exploratory") else ""
         label += " *(unstable)*" if stability_text(r) else ""
-        rows.append([r["id"], r["kind"], r["verdict"] + label, f"{r.get('duration_s', 0):.1f}",
-                     _clip(r.get("reason", "")), f"`{r['reproduce']}`" if r.get("reproduce") else ""])
-    lines.append(_table(rows, ["id", "kind", "verdict", "s", "reason", "reproduce"]))
+        reason = r.get("reason", "")
+        shown = f"note {notes[reason]} (below)" if reason in notes else _clip(reason)
+        rows.append([r["id"], _clip(r.get("title", ""), 60), r["kind"], r["verdict"] + label,
+                     f"{r.get('duration_s', 0):.1f}", shown, f"`{r['reproduce']}`" if r.get("reproduce") else ""])
+    lines.append(_table(rows, ["id", "title", "kind", "verdict", "s", "reason", "reproduce"]))
     lines.append("")
+    for reason, n in notes.items():  # a long reason many criteria share, written once
+        lines += [f"Note {n}: {reason}", ""]
+    if doc.get("results"):
+        lines += ["(s: the criterion's own time; the builds' time is under Builds)", ""]
     for r in doc.get("results", []):
-        lines += _detail_md(r)
+        if not (r["verdict"] == "SKIP" and r.get("reason") in notes):  # the row and its note say it all
+            lines += _detail_md(r)
     builds = doc.get("builds") or {}
     if builds:
         lines += ["## Builds", ""]
         def sha(b: dict[str, Any], part: str) -> str:
             d = (b.get("sha256") or {}).get(part)
             return d[:12] if isinstance(d, str) else ""
-        brows = [[n, b["engine"]["status"], b["module"]["status"], sha(b, "engine"), sha(b, "module"),
-                  _clip(b["engine"].get("reason") or b["module"].get("reason") or "", 80)] for n, b in builds.items()]
-        lines += [_table(brows, ["build", "engine", "module", "engine sha256", "module sha256", "note"]), ""]
+        brows = [[n, b["engine"]["status"], b["module"]["status"], f"{b.get('seconds') or 0:.1f}", sha(b, "engine"),
+                  sha(b, "module"), _clip(b["engine"].get("reason") or b["module"].get("reason") or "", 80)]
+                 for n, b in builds.items()]
+        lines += [_table(brows, ["build", "engine", "module", "s", "engine sha256", "module sha256", "note"]), ""]
         for n, b in builds.items():
             for part in ("engine", "module"):
                 errors = b[part].get("errors") or [] if b[part].get("status") == "failed" else []
@@ -325,6 +335,19 @@ def render_markdown(doc: dict[str, Any]) -> str:
         lines += ["## Amendments (after registration)", ""]
         lines += [_table([[i, a.get("time"), a.get("reason")] for i, a in amends], ["id", "time", "reason"]), ""]
     return "\n".join(lines) + "\n"
+
+
+def shared_reasons(results: list[dict[str, Any]], longer_than: int = 60) -> dict[str, int]:
+    """Reasons longer than `longer_than` that several results share, numbered in order of first use."""
+    counts: dict[str, int] = {}
+    for r in results:
+        counts[r.get("reason", "")] = counts.get(r.get("reason", ""), 0) + 1
+    notes: dict[str, int] = {}
+    for r in results:
+        reason = r.get("reason", "")
+        if counts[reason] > 1 and len(reason) > longer_than and reason not in notes:
+            notes[reason] = len(notes) + 1
+    return notes
 
 
 def _interval_text(st: dict[str, Any]) -> str:

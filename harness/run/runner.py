@@ -494,7 +494,7 @@ def evaluate(ctx: Context, crit: C.Criterion) -> Outcome:
         log.write_text(traceback.format_exc(), encoding="utf-8")
         out = Outcome("FAIL", f"internal error: {type(e).__name__}: {e} (see {log.name})")
     out.details.setdefault("seconds", time.perf_counter() - t0)
-    if out.verdict == "FAIL" and work.exists():
+    if out.verdict == "FAIL" and work.exists() and any(f.is_file() for f in work.rglob("*")):
         failed = ctx.report_dir / "failed" / crit.id
         if failed.exists():
             shutil.rmtree(failed)

@@ -91,7 +91,8 @@ class Models:
             p = Path(spec["path"])
             p = p if p.is_absolute() else self.cfg.root / p
             if not p.is_file():
-                raise CriterionFail(f"model {p} not found")
+                raise CriterionFail(f"model {spec['path']} not found" + ("" if Path(spec["path"]).is_absolute()
+                                                                        else " (under the project)"))
             self.used.add(str(p))
             return p
         key = f"{spec.get('recipe')}:{spec.get('qtype')}"

@@ -129,7 +129,7 @@ def slow_build_project(tmp_path: Path) -> tuple[Path, Path]:
 
 @needs_cc
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
-@pytest.mark.parametrize("how", ["SIGINT", "SIGTERM", "parent-death"])
+@pytest.mark.parametrize("how", ["SIGINT", "SIGTERM", "parent-death", "SIGKILL"])
 def test_interrupt_during_build_ends_the_whole_tree(tmp_path, how):
     """A signal to the harness (or its parent's death) while a build job that left the build's
     process group runs: the harness ends that job before it exits (was: the job went on), and the
@@ -158,6 +158,11 @@ def test_interrupt_during_build_ends_the_whole_tree(tmp_path, how):
             os.kill(parent.pid, signal.SIGKILL)
             parent.wait(timeout=30)
             assert _wait_for(lambda: not _alive(harness_pid)), "the harness outlived its parent"
+        elif how == "SIGKILL":  # nothing runs in the harness: the build's tree guard ends the tree
+            os.kill(parent.pid, signal.SIGKILL)
+            parent.wait(timeout=30)
+            assert _wait_for(lambda: not _alive(job)), f"build job {job} outlived the killed harness"
+            return
         else:
             os.kill(parent.pid, getattr(signal, how))
             _, err = parent.communicate(timeout=120)

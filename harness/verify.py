@@ -279,7 +279,7 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
             rep = report.Report.load(rdir)
         except (OSError, ValueError) as e:
             raise HarnessError(f"--resume: cannot read {rdir}/report.json: {e}") from None
-        say(f"resuming {rdir}")
+        say(f"resuming {relative(cfg, rdir)}")
     else:
         rep = report.Report(rdir)
     narrowed = filter_text(opts)
@@ -359,8 +359,9 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
         rep.write(final=True, status="interrupted")
         s = rep.summarize()
         say(f"interrupted ({rep.doc['interrupted_by']}) after {s['total']} criteria ({s['passed']} passed, "
-            f"{s['failed']} failed, {s['skipped']} skipped); report so far: {rdir} "
-            f"(continue with --resume {rdir})")
+            f"{s['failed']} failed, {s['skipped']} skipped); report so far: {relative(cfg, rdir)} "
+            f"(continue: {opts.command} verify --resume "
+            f"{shlex.quote(os.path.relpath(rdir, opts.here) if opts.here else str(rdir))})")
         return 128 + getattr(e, "signum", 2)
     for n, b in sess.builds.items():
         rep.doc["builds"][n] = build_json(cfg, b)

@@ -433,3 +433,19 @@ def test_verdicts_in_colour_on_a_terminal(monkeypatch, no_color, tty, coloured):
     text = out.getvalue()
     assert ("\033[31mFAIL\033[0m" in text) == coloured and ("\033[" in text) == coloured
     assert text.replace("\033[31m", "").replace("\033[0m", "") == "    FAIL at regressions/x.yaml:3: broken\n"
+
+
+def test_builds_nothing_left_to_run_needs_are_not_started(fake_repo, monkeypatch):
+    """A resume with every result kept starts no build; a run needs only its criteria's builds
+    (was: the default build always, and each other build inside its first criterion)."""
+    import harness.verify as V
+
+    fake_repo.criteria("criteria:\n  - {id: N1, title: stub only, kind: run, build: stub, runs: [{args: [selftest]}]}\n")
+    started: list[str] = []
+    real = V.build
+    monkeypatch.setattr(V, "build", lambda cfg, name, **k: started.append(name) or real(cfg, name, **k))
+    assert fake_repo.verify("--exploratory") == 0
+    assert started == ["stub"]
+    started.clear()
+    assert fake_repo.verify("--exploratory", "--resume", str(fake_repo.newest())) == 0
+    assert started == []

@@ -27,12 +27,12 @@ Progress = Callable[[str], None]
 
 
 # a part that can run: stale only under --no-build (built from other sources, options or tools)
-USABLE = ("built", "up-to-date", "prebuilt", "stale")
+USABLE = ("built", "up-to-date", "prebuilt", "stale", "not checked")
 
 
 @dataclass
 class PartResult:
-    status: str  # built | up-to-date | stale | failed | skipped | prebuilt
+    status: str  # built | up-to-date | stale | not checked | failed | skipped | prebuilt
     reason: str = ""
     log: str | None = None
     seconds: float = 0.0
@@ -166,6 +166,10 @@ def cmake_project(cfg: Config, proj: ProjectSpec, bdir: Path, extra_defs: dict[s
     if not cmake:
         return PartResult("failed", "cmake not found on PATH")
     defs = {"CMAKE_BUILD_TYPE": cfg.build_type, **proj.options, **extra_defs}
+    if check and proj.external:  # --no-build fetches nothing, so the stamp cannot be recomputed
+        built = (bdir / ".kite-stamp").exists()
+        return PartResult("not checked" if built else "failed", "--no-build: its external source is not fetched, so "
+                          "its stamp is not compared" if built else "not built (--no-build)", None, 0.0)
     for option, name in proj.external:  # pinned by hash: its folder enters the fingerprint by name only
         try:
             defs[option] = str(fetch(cfg.external[name]))
@@ -265,7 +269,7 @@ def build(cfg: Config, name: str, *, force: bool = False, progress: Progress | N
         res.engine = cmake_project(cfg, spec.engine, root / "engine",
                                     {"CMAKE_RUNTIME_OUTPUT_DIRECTORY": str(bin_dir)}, root / "logs" / "engine.log",
                                     excludes, tools, force, progress=say, check=check)
-        if res.engine.status in ("built", "up-to-date", "stale"):
+        if res.engine.status in ("built", "up-to-date", "stale", "not checked"):
             exe = bin_dir / binary
             # the project may place the executable in its own binary folder: bring it into bin/
             for cand in (root / "engine" / "bin" / binary, root / "engine" / binary):

@@ -251,6 +251,8 @@ def test_compile_error_annotations_come_first_and_are_capped(tmp_path):
     assert "undeclared_planted_name" in ann[0]
     assert len(ann) <= 10
     assert sum("file=native/engine/vec_math.c" in a for a in ann) == 1  # one cause, however many builds hit it
+    # every criterion failed for that one error: one more annotation, at the first of them
+    assert len(ann) == 2 and ann[1].startswith("::error file=regressions/") and "one cause" in ann[1], ann
     text = summary.read_text()
     assert "native/engine/vec_math.c:" in text and "Full report: `reports/" in text
     assert len(text.encode()) < 8192, len(text.encode())

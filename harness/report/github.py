@@ -9,6 +9,7 @@ the builds' first errors and the failures, and names the full report rather than
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any, TextIO
@@ -50,12 +51,19 @@ def _build_errors(doc: dict[str, Any]) -> list[tuple[str, int, str, list[str]]]:
     return [(f, ln, m, who) for (f, ln, m), who in found.items()]
 
 
+# a criterion that FAILed because a build failed (verify.build_failure): its cause is the error
+_BUILD_FAILED = re.compile(r"^build \S+ failed \([^)]*\): (?P<cause>.*?)(?: \(\+\d+ more\))? \[reported once")
+
+
 def _failed_groups(doc: dict[str, Any]) -> list[list[dict[str, Any]]]:
-    """Failed criteria, grouped by their reason (a shared cause), in report order."""
+    """Failed criteria grouped by cause (the same reason, or the same first error of whichever
+    build they needed), in report order."""
     groups: dict[str, list[dict[str, Any]]] = {}
     for r in doc.get("results", []):
         if r.get("verdict") == "FAIL":
-            groups.setdefault(r.get("reason", ""), []).append(r)
+            reason = r.get("reason", "")
+            m = _BUILD_FAILED.match(reason)
+            groups.setdefault(m.group("cause") if m else reason, []).append(r)
     return list(groups.values())
 
 

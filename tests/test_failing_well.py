@@ -451,3 +451,23 @@ def test_builds_nothing_left_to_run_needs_are_not_started(fake_repo, monkeypatch
     started.clear()
     assert fake_repo.verify("--exploratory", "--resume", str(fake_repo.newest())) == 0
     assert started == []
+
+
+# ---- install docs -------------------------------------------------------------------------------
+
+def test_readme_install_runs_as_root_and_with_sudo():
+    """The README's system packages command: apt-get update, -y, g++, a form that runs as root (no
+    sudo there) and with sudo, the platform CI runs; the toy engine's README installs the harness
+    from a checkout (was: sudo only, no update, no -y, no g++, Debian 12; `pip install kite-harness`,
+    which no package index has). Exit statuses through nox are written down."""
+    import re
+
+    readme = (REPO / "README.md").read_text()
+    install = readme.split("## Install", 1)[1].split("```sh", 1)[1].split("```", 1)[0]
+    assert "apt-get update" in install and "install -y" in install and " g++ " in install, install
+    assert '[ "$(id -u)" = 0 ] || echo sudo' in install and "sudo apt-get" not in install
+    runs_on = set(re.findall(r"runs-on: ubuntu-(\d+\.\d+)", (REPO / ".github/workflows/kite.yml").read_text()))
+    assert runs_on and all(f"Ubuntu {v}" in readme.split("## Install", 1)[1][:600] for v in runs_on)
+    assert "Through nox every failure is exit status **1**" in readme
+    toy = (REPO / "examples" / "toy-engine" / "README.md").read_text()
+    assert "pip install kite-harness" not in toy and "pip install ." in toy

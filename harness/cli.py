@@ -154,7 +154,8 @@ def cmd_ab(args: argparse.Namespace) -> int:
     crits = load_criteria(cfg, [Path(f) for f in args.files] or default_files(cfg))
     ab = [c.id for c in crits if c.kind == "ab_timing"]
     if not args.only:
-        raise HarnessError(f"name the A/B criterion: harness ab ID (A/B criteria: {', '.join(ab) or 'none'})")
+        raise HarnessError(f"name the A/B criterion: {_hint_opts(VerifyOptions(), cfg).command} ab ID "
+                           f"(A/B criteria: {', '.join(ab) or 'none'})")
     for i in args.only:
         if i not in ab:
             raise HarnessError(f"{i!r} is not an ab_timing criterion; A/B criteria: {', '.join(ab) or 'none'}")
@@ -229,7 +230,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         cfg = _config(args)
         d = resolve_latest(Path(args.reports) if args.reports else cfg.root / cfg.reports_dir)
         if d is None:
-            raise HarnessError("no report yet (reports/latest missing); run `harness verify`")
+            raise HarnessError(f"no report yet (reports/latest missing); run `{_hint_opts(VerifyOptions(), cfg).command} "
+                               "verify`")
     try:
         rep = Report.load(d)
     except (OSError, ValueError) as e:

@@ -471,3 +471,15 @@ def test_readme_install_runs_as_root_and_with_sudo():
     assert "Through nox every failure is exit status **1**" in readme
     toy = (REPO / "examples" / "toy-engine" / "README.md").read_text()
     assert "pip install kite-harness" not in toy and "pip install ." in toy
+
+
+def test_other_hints_name_a_real_command(fake_repo, capsys):
+    """`report` with no report yet and `ab` without an id: the command they suggest exists (was:
+    `harness verify`, `harness ab ID`, and there is no command `harness`)."""
+    from harness.cli import main
+
+    assert main(["--root", str(fake_repo.root), "report"]) == 2
+    assert main(["--root", str(fake_repo.root), "ab"]) == 2
+    err = capsys.readouterr().err
+    assert "`harness " not in err and ": harness ab" not in err, err
+    assert err.count(" -m harness --root ") == 2 or err.count(" -m harness verify") + err.count(" -m harness ab") == 2

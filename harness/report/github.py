@@ -51,7 +51,7 @@ def _build_errors(doc: dict[str, Any]) -> list[tuple[str, int, str, list[str]]]:
     return [(f, ln, m, who) for (f, ln, m), who in found.items()]
 
 
-# a criterion that FAILed because a build failed (verify.build_failure): its cause is the error
+# a criterion that FAILed because a build failed (build.outcome.build_failure): the cause is its error
 _BUILD_FAILED = re.compile(r"^build \S+ failed \([^)]*\): (?P<cause>.*?)(?: \(\+\d+ more\))? \[reported once")
 
 

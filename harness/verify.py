@@ -296,7 +296,7 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
             say(f"    {res.verdict}{' (exploratory: not pre-registered)' if res.exploratory else ''}{where}: "
                 f"{res.reason}")
             if res.verdict == "FAIL":
-                for line in report.triage_lines(res.to_json(), rdir):
+                for line in report.triage_lines(res.to_json(), Path(relative(cfg, rdir) or rdir)):
                     say(f"    {line}")
     except KeyboardInterrupt as e:  # Ctrl-C, SIGTERM, SIGHUP, the parent's death: the command tree is ended
         for n, b in sess.builds.items():

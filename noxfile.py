@@ -36,8 +36,11 @@ def _harness(session: nox.Session, *args: str) -> None:
 
 @nox.session
 def verify(session: nox.Session) -> None:
-    """The main job: build engine and module, prepare the default model, run every registered
-    suite under regressions/, write the report (reports/latest). Extra arguments go to verify."""
+    """The main job: build, prepare the model, run every registered criterion, write the report.
+
+    Builds the engine and module, generates the default model, runs every registered suite under
+    regressions/ and writes reports/latest. Extra arguments go to `harness verify`. Through nox
+    every failure is exit status 1 (the harness's own 1 or 2 is in nox's log line)."""
     _install(session, *RUNTIME)
     _harness(session, "verify", *session.posargs)
 
@@ -59,7 +62,7 @@ def tests(session: nox.Session) -> None:
 
 @nox.session
 def ab(session: nox.Session) -> None:
-    """One A/B timing criterion by id: nox -s ab -- E8a"""
+    """One A/B timing criterion by id: nox -s ab -- A1 (A1 runs on a CPU, E8a needs a GPU)."""
     if not session.posargs:
         session.error("name the criterion: nox -s ab -- ID")
     _install(session, *RUNTIME)
@@ -77,7 +80,7 @@ def compare(session: nox.Session) -> None:
 
 @nox.session
 def register(session: nox.Session) -> None:
-    """Register criteria digests: nox -s register -- regressions/suite.yaml [--amend ID --reason TEXT]"""
+    """Register criteria digests: nox -s register -- FILE [--amend ID --reason TEXT]."""
     _install(session, *RUNTIME)
     _harness(session, "register", *(session.posargs or ["regressions/suite.yaml"]))
 
@@ -133,8 +136,10 @@ MATRIX_ENTRIES = _read_matrix()
 @nox.session(tags=["matrix"])
 @nox.parametrize("entry", MATRIX_ENTRIES, ids=MATRIX_ENTRIES)
 def matrix(session: nox.Session, entry: str) -> None:
-    """One build-matrix entry (configs/matrix.yaml); entries whose toolchain is missing SKIP with
-    the install hint. Extra arguments go to `harness matrix`."""
+    """One build-matrix entry of configs/matrix.yaml (nox -t matrix: all of them).
+
+    Entries whose toolchain is missing SKIP with the install hint. Extra arguments go to
+    `harness matrix`."""
     _install(session, *RUNTIME)
     # the entry's availability, from the harness in the session's environment (stderr: the console)
     listing = session.run("python", "-m", "harness", "matrix", "--list", "--json", entry,
@@ -148,9 +153,11 @@ def matrix(session: nox.Session, entry: str) -> None:
 
 @nox.session
 def llamacpp(session: nox.Session) -> None:
-    """llama.cpp as a second engine under kite's criteria (regressions/engines/llamacpp.yaml): fetches
-    llama.cpp's source pinned by hash, builds the adapter and llama-bench from it, runs the criteria
-    (on the CPU L1-L5, L3f and L12, the adapter against llama-bench; GPU ones SKIP without a GPU).
+    """llama.cpp as a second engine, judged by kite's criteria (regressions/engines/llamacpp.yaml).
+
+    Fetches llama.cpp's source pinned by hash, builds the adapter and llama-bench from it, runs the
+    criteria (on the CPU L1-L5, L3f and L12, the adapter against llama-bench; GPU ones SKIP without
+    a GPU).
     The adapter's tests gate the session; the criteria's verdicts are findings about two engines,
     reported in reports/latest, so a FAIL verdict (exit 1) passes the session and an error (2) fails it."""
     _install(session, *TESTS)
@@ -161,15 +168,16 @@ def llamacpp(session: nox.Session) -> None:
 
 @nox.session
 def fuzz(session: nox.Session) -> None:
-    """libFuzzer over the GGUF reader and model loader (clang): nox -s fuzz -- --seconds 600"""
+    """libFuzzer over the GGUF reader and model loader (clang): nox -s fuzz -- --seconds 600."""
     _install(session, *RUNTIME)
     _harness(session, "fuzz", *(session.posargs or ["--seconds", "60"]))
 
 
 @nox.session
 def oracle(session: nox.Session) -> None:
-    """The engine against Hugging Face transformers on random Qwen3.5 configs: `harness oracle`
-    (F32 bars of the conformance tests, Q8_0 NMSE reported). Installs, in this session only, the
+    """The engine against Hugging Face transformers on random Qwen3.5 configs (harness oracle).
+
+    The F32 bars of the conformance tests; Q8_0 NMSE reported. Installs, in this session only, the
     optional dependencies torch 2.13.0 (CPU build wanted: pip takes a `+cpu` wheel when its index or
     find-links offer one, e.g. PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu; plain PyPI on
     Linux serves the much larger CUDA build), transformers 5.23 (has Qwen3_5ForCausalLM) and
@@ -184,8 +192,9 @@ def oracle(session: nox.Session) -> None:
 
 @nox.session
 def mutation(session: nox.Session) -> None:
-    """Mutation testing of the harness's core (mutmut, [tool.mutmut] in pyproject.toml; figures in
-    docs/TESTING.md). Every mutant by default; `-- --module compare` one module; `-- --sample 40
+    """Mutation testing of the harness's core with mutmut (figures in docs/TESTING.md).
+
+    Configured by [tool.mutmut] in pyproject.toml. Every mutant by default; `-- --module compare` one module; `-- --sample 40
     --seed 1 --fail-under 90` the CI subset."""
     _install(session, *TESTS, "mutmut==3.8.1")
     session.run("python", "scripts/mutation.py", *session.posargs, external=True)

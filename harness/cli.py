@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import shlex
 import shutil
 import sys
 import tempfile
@@ -24,8 +26,8 @@ from harness.matrix import cli as matrix_cli
 from harness.matrix.cross import merge_reports
 from harness.matrix.spec import load_matrix, registrable
 from harness.models import cli as models_cli
-from harness.process import run_process
-from harness.report.document import Report, render_junit, render_markdown, resolve_latest
+from harness.process import interrupts, run_process
+from harness.report.document import Report, render_junit, render_markdown, resolve_latest, resume_target
 from harness.report.document import _table as table
 from harness.run.probes import Probes
 from harness.run.runner import Context, CriterionFail, prepare
@@ -42,12 +44,30 @@ from harness.verify import TRUST_ENV, Session, VerifyOptions, default_files, loa
 PROG = "harness"  # one name in usage and error lines (`python -m harness`, `kite-harness`)
 
 
+_COLOURS = {"PASS": "32", "FAIL": "31", "SKIP": "33", "error:": "31"}  # green, red, yellow
+_VERDICT = re.compile(r"^(\s*)(PASS|FAIL|SKIP)\b")
+
+
+def colour_on(stream: Any = None) -> bool:
+    """Colour on a terminal, unless NO_COLOR is set to anything (no-color.org)."""
+    stream = stream or sys.stderr
+    return not os.environ.get("NO_COLOR") and hasattr(stream, "isatty") and stream.isatty()
+
+
+def paint(msg: str, on: bool) -> str:
+    """A console line with its leading verdict (PASS, FAIL, SKIP) in colour when on."""
+    if not on:
+        return msg
+    return _VERDICT.sub(lambda m: f"{m.group(1)}\033[{_COLOURS[m.group(2)]}m{m.group(2)}\033[0m", msg, count=1)
+
+
 def _err(msg: str) -> None:
-    print(f"{PROG}: error: {msg}", file=sys.stderr)
+    tag = "\033[31merror:\033[0m" if colour_on() else "error:"
+    print(f"{PROG}: {tag} {msg}", file=sys.stderr)
 
 
 def _say(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
+    print(paint(msg, colour_on()), file=sys.stderr, flush=True)
 
 
 def _project(args: argparse.Namespace) -> Project:
@@ -87,7 +107,7 @@ def _verify_opts(args: argparse.Namespace, cfg: Config, kinds: list[str] | None 
     resume = None
     if getattr(args, "resume", None) is not None:
         if args.resume == "latest":
-            resume = resolve_latest(Path(args.reports) if args.reports else cfg.root / cfg.reports_dir)
+            resume = resume_target(Path(args.reports) if args.reports else cfg.root / cfg.reports_dir)
             if resume is None:
                 raise HarnessError("--resume: no previous report (reports/latest) to continue")
         else:
@@ -101,9 +121,34 @@ def _verify_opts(args: argparse.Namespace, cfg: Config, kinds: list[str] | None 
                          or os.environ.get(TRUST_ENV) == "1", strict=getattr(args, "strict", False))
 
 
+def invocation() -> str:
+    """The harness as the user ran it, as a command that runs as printed here: `kite-harness`, or
+    `python3 -m harness` (the interpreter by name when that name finds it on PATH, else by path)."""
+    def runnable(path: str) -> str:
+        found = shutil.which(Path(path).name)
+        if found and os.path.abspath(found) == os.path.abspath(path):
+            return Path(path).name
+        rel = os.path.relpath(path)
+        return shlex.quote(rel if not rel.startswith("..") and os.sep in rel else os.path.abspath(path))
+
+    if Path(sys.argv[0]).name.startswith("kite-harness"):
+        return runnable(sys.argv[0])
+    return f"{runnable(sys.executable)} -m harness"
+
+
+def _hint_opts(opts: VerifyOptions, cfg: Config) -> VerifyOptions:
+    """Hints in the form the user ran the harness, from the folder they ran it in."""
+    here = Path.cwd()
+    opts.command = invocation()
+    if here.resolve() != cfg.root.resolve():
+        opts.command += f" --root {shlex.quote(os.path.relpath(cfg.root, here))}"
+    opts.here = here
+    return opts
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
     cfg = _config(args)
-    return verify(cfg, _verify_opts(args, cfg), _say)
+    return verify(cfg, _hint_opts(_verify_opts(args, cfg), cfg), _say)
 
 
 def cmd_ab(args: argparse.Namespace) -> int:
@@ -111,12 +156,13 @@ def cmd_ab(args: argparse.Namespace) -> int:
     crits = load_criteria(cfg, [Path(f) for f in args.files] or default_files(cfg))
     ab = [c.id for c in crits if c.kind == "ab_timing"]
     if not args.only:
-        raise HarnessError(f"name the A/B criterion: harness ab ID (A/B criteria: {', '.join(ab) or 'none'})")
+        raise HarnessError(f"name the A/B criterion: {_hint_opts(VerifyOptions(), cfg).command} ab ID "
+                           f"(A/B criteria: {', '.join(ab) or 'none'})")
     for i in args.only:
         if i not in ab:
             raise HarnessError(f"{i!r} is not an ab_timing criterion; A/B criteria: {', '.join(ab) or 'none'}")
     args.resume = None
-    return verify(cfg, _verify_opts(args, cfg), _say)
+    return verify(cfg, _hint_opts(_verify_opts(args, cfg), cfg), _say)
 
 
 def load_registrable(cfg: Config, files: list[Path]) -> list[Any]:
@@ -174,7 +220,11 @@ def cmd_register(args: argparse.Namespace) -> int:
         for c, why in plan.refused:
             _err(f"{c.file}:{c.line}: {c.id}: refused: {why}")
         if plan.refused:
-            _err("nothing registered")
+            files = " ".join(shlex.quote(f) for f in args.files)
+            ids = " ".join(c.id for c, _ in plan.refused)
+            _err(f"nothing registered; if the changes are intended: {_hint_opts(VerifyOptions(), cfg).command} "
+                 f"register {files} --amend {ids} "
+                 "--reason 'what changed and why'")
             return 2
         events = ([(c, "register", args.reason or "") for c in plan.new]
                   + [(c, "amend", args.reason) for c in plan.amended])
@@ -195,7 +245,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         cfg = _config(args)
         d = resolve_latest(Path(args.reports) if args.reports else cfg.root / cfg.reports_dir)
         if d is None:
-            raise HarnessError("no report yet (reports/latest missing); run `harness verify`")
+            raise HarnessError(f"no report yet (reports/latest missing); run `{_hint_opts(VerifyOptions(), cfg).command} "
+                               "verify`")
     try:
         rep = Report.load(d)
     except (OSError, ValueError) as e:
@@ -362,7 +413,7 @@ def make_parser() -> argparse.ArgumentParser:
                                 "pre-registered criteria, report.",
                                 epilog="exit status: 0 passed (skips allowed), 1 a verdict failed or a report "
                                        "fails, 2 usage or harness error; `%(prog)s COMMAND --help` for each command")
-    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}",
+    p.add_argument("--version", action="version", version=f"kite-harness {__version__}",
                    help="print the version and exit")
     p.add_argument("--root", metavar="DIR", help="project folder (default: the nearest folder at or above the "
                    "working directory with configs/engine.yaml or a [tool.kite] table in pyproject.toml)")
@@ -470,7 +521,8 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     args = make_parser().parse_args(sys.argv[1:] if argv is None else list(argv))
     try:
-        return int(args.fn(args))
+        with interrupts():
+            return int(args.fn(args))
     except SchemaErrors as e:
         criteria = type(e) is SchemaErrors  # ConfigError, MatrixError: a configuration file
         if len(e.messages) == 1 and not criteria:
@@ -484,9 +536,9 @@ def _main(argv: list[str] | None) -> int:
     except HarnessError as e:
         _err(str(e))
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         _err("interrupted")
-        return 130
+        return 128 + getattr(e, "signum", 2)
     except Exception as e:  # noqa: BLE001 - never a traceback at the top level
         if os.environ.get("HARNESS_DEBUG"):
             raise

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import sys
 import re
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -98,48 +99,137 @@ def _die_with_parent() -> None:
         pass
 
 
-# The guard of a command's process group (POSIX): it waits for a byte from the harness; end of
-# file instead means the harness died, and then it ends the group, grandchildren included.
-_GROUP_GUARD = ("import os, signal, sys\n"
-                "if os.read(0, 1) != b'x':\n"
-                "    try:\n"
-                "        os.killpg(int(sys.argv[1]), signal.SIGKILL)\n"
-                "    except OSError:\n"
-                "        pass\n")
+# The tree guard (Linux), between the harness and a command that starts its own children (a
+# build: cmake, ninja, the compilers). It is a subreaper, so every orphan of the command's tree
+# becomes its child and none escapes, whatever process group or session it moved to (ninja puts
+# each job in a group of its own). When the command ends, or on SIGTERM from the harness, or when
+# the harness dies (PR_SET_PDEATHSIG), it kills the whole tree and reaps it before it exits.
+TREE_GUARD_MARK = "kite-tree-guard"
+_TREE_GUARD = r"""
+import ctypes, os, signal, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+libc.prctl(1, int(signal.SIGTERM), 0, 0, 0)  # PR_SET_PDEATHSIG
+me = os.getpid()
 
+def descendants():
+    kids = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open("/proc/" + name + "/stat", "rb") as f:
+                    rest = f.read().rsplit(b")", 1)[1].split()
+                kids.setdefault(int(rest[1]), []).append((int(name), rest[0]))
+            except (OSError, IndexError, ValueError):
+                pass
+    out, todo = [], [me]
+    while todo:
+        for pid, state in kids.get(todo.pop(), []):
+            out.append((pid, state))
+            todo.append(pid)
+    return out
 
-def _start_group_guard(pgid: int) -> tuple[subprocess.Popen[bytes], int] | None:
-    """A process, in a session of its own so that a signal to the harness's group spares it, that
-    ends process group pgid if the harness dies first. PR_SET_PDEATHSIG reaches only the direct
-    child: a killed `cmake --build` would leave its ninja and compilers writing into the build
-    folder. Returns the guard and the pipe end that releases it (see _release_group_guard)."""
-    read_end, write_end = os.pipe()
+def end_tree():
+    while True:
+        for pid, state in descendants():
+            if state != b"Z":
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
+
+def on_signal(signum, frame):
+    end_tree()
+    os._exit(128 + signum)
+
+for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    signal.signal(s, on_signal)
+if os.getppid() != int(sys.argv[2]):
+    on_signal(signal.SIGTERM, None)  # the harness died before the guard was set
+child = os.fork()
+if child == 0:
+    for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(s, signal.SIG_DFL)
     try:
-        guard = subprocess.Popen([sys.executable, "-I", "-S", "-c", _GROUP_GUARD, str(pgid)], stdin=read_end,
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    except OSError:
-        os.close(write_end)
-        return None
-    finally:
-        os.close(read_end)
-    return guard, write_end
+        os.execvp(sys.argv[3], sys.argv[3:])
+    except OSError as e:
+        os.write(2, ("cannot start %s: %s\n" % (sys.argv[3], e.strerror)).encode())
+        os._exit(127)
+while True:
+    got, status = os.waitpid(-1, 0)
+    if got == child:
+        break
+end_tree()
+if os.WIFSIGNALED(status):
+    sig = os.WTERMSIG(status)
+    if sig not in (signal.SIGKILL, signal.SIGSTOP):
+        signal.signal(sig, signal.SIG_DFL)
+    os.kill(me, sig)
+os._exit(os.WEXITSTATUS(status))
+"""
 
 
-def _release_group_guard(held: tuple[subprocess.Popen[bytes], int] | None) -> None:
-    """The command is over and reaped: the guard exits without touching the group."""
-    if held is None:
-        return
-    guard, write_end = held
+def _tree_guarded(argv: list[str]) -> list[str]:
+    """argv run under the tree guard (see _TREE_GUARD)."""
+    return [sys.executable, "-I", "-S", "-c", _TREE_GUARD, TREE_GUARD_MARK, str(os.getpid()), *argv]
+
+
+# Every command the harness starts carries this variable, set to a token of its own run: what is
+# left with that token once the command has ended (an engine's helper that moved to a session of
+# its own) is ended too, wherever it was reparented.
+TREE_ENV = "KITE_HARNESS_TREE"
+_runs = 0
+
+
+def _environ_has(pid: str, needle: bytes) -> bool:
     try:
-        os.write(write_end, b"x")
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return needle in b"\0" + f.read()
     except OSError:
+        return False
+
+
+def end_strays(token: str) -> list[int]:
+    """Linux: kill (SIGKILL) every process whose environment holds TREE_ENV=token, reaping those
+    that are the harness's children; returns the pids ended."""
+    if not os.path.isdir("/proc"):
+        return []
+    needle = f"\0{TREE_ENV}={token}\0".encode()
+    ended: list[int] = []
+    for _ in range(100):  # a stray may fork while it is being ended: until none is left
+        found = [int(n) for n in os.listdir("/proc") if n.isdigit() and _environ_has(n, needle)]
+        found = [p for p in found if not _zombie(p) or _reap(p)]
+        if not found:
+            break
+        for pid in found:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+            _reap(pid)
+            ended.append(pid)
+    return sorted(set(ended))
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+    except (OSError, IndexError):
+        return True
+
+
+def _reap(pid: int) -> bool:
+    """Wait for pid if it is the harness's child (False either way: nothing left to kill)."""
+    try:
+        os.waitpid(pid, 0)
+    except (ChildProcessError, OSError):
         pass
-    os.close(write_end)
-    try:
-        guard.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        guard.kill()
-        guard.wait()
+    return False
 
 
 def _last_line(text: str) -> str:
@@ -162,9 +252,18 @@ def run_process(argv: list[str], env_overlay: dict[str, str] | None = None, *, t
     with wait4 (exact peak RSS and CPU time); elsewhere psutil samples them. guard_group (POSIX),
     for commands that start their own children (builds): should the harness die, a guard process
     ends the command's whole process group."""
+    global _runs
     overlay = dict(env_overlay or {})
     env = dict(os.environ if base_env is None else base_env)
     env.update(overlay)
+    _runs += 1
+    token = f"{os.getpid()}.{_runs}"
+    env[TREE_ENV] = token
+    tree = guard_group and sys.platform.startswith("linux")
+    if tree and shutil.which(argv[0]) is None:
+        res = ProcResult(list(argv), overlay, None, None, False, 0.0, None, None, None, None)
+        res.error = f"not found: {argv[0]}"
+        return res
     out_path = err_path = None
     if log_prefix is not None:
         log_prefix.parent.mkdir(parents=True, exist_ok=True)
@@ -181,9 +280,12 @@ def run_process(argv: list[str], env_overlay: dict[str, str] | None = None, *, t
     fe = open(err_path, "w+b") if err_path else tempfile.TemporaryFile()
     try:
         try:
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=fo, stderr=fe, env=env,
-                                    cwd=str(cwd) if cwd else None, start_new_session=(os.name != "nt"),
-                                    preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+            # the tree guard must outlive the harness to end the tree: it sets its own death signal
+            proc = subprocess.Popen(_tree_guarded(argv) if tree else argv, stdin=subprocess.DEVNULL, stdout=fo,
+                                    stderr=fe, env=env, cwd=str(cwd) if cwd else None,
+                                    start_new_session=(os.name != "nt"),
+                                    preexec_fn=_die_with_parent if sys.platform.startswith("linux") and not tree
+                                    else None)
         except FileNotFoundError:
             res.error = f"not found: {argv[0]}"
             return res
@@ -193,14 +295,13 @@ def run_process(argv: list[str], env_overlay: dict[str, str] | None = None, *, t
         except OSError as e:
             res.error = f"cannot start {argv[0]}: {e.strerror or e}"
             return res
-        guard = _start_group_guard(proc.pid) if guard_group and os.name != "nt" else None
         try:
             if hasattr(os, "wait4"):
-                _wait_posix(proc, res, timeout)
+                _wait_posix(proc, res, timeout, tree)
             else:
                 _wait_portable(proc, res, timeout)
         finally:
-            _release_group_guard(guard)
+            end_strays(token)
         res.wall_s = time.perf_counter() - t0
         for f, attr in ((fo, "stdout"), (fe, "stderr")):
             text, size = kept_text(f)
@@ -212,9 +313,12 @@ def run_process(argv: list[str], env_overlay: dict[str, str] | None = None, *, t
     return res
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+def _kill_group(proc: subprocess.Popen[bytes], tree: bool = False) -> None:
+    """End the command: its tree guard (which ends the whole tree), else its process group."""
     try:
-        if os.name != "nt":
+        if tree:
+            os.kill(proc.pid, signal.SIGTERM)
+        elif os.name != "nt":
             os.killpg(proc.pid, signal.SIGKILL)
         else:
             proc.kill()
@@ -273,7 +377,7 @@ class _PeakSampler(threading.Thread):
                 return
 
 
-def _wait_posix(proc: subprocess.Popen[bytes], res: ProcResult, timeout: float) -> None:
+def _wait_posix(proc: subprocess.Popen[bytes], res: ProcResult, timeout: float, tree: bool = False) -> None:
     """Reap with wait4: exact CPU time from the kernel, no polling delay; peak RSS sampled."""
     fired = threading.Event()
     sampler = _PeakSampler(proc.pid)
@@ -283,7 +387,7 @@ def _wait_posix(proc: subprocess.Popen[bytes], res: ProcResult, timeout: float) 
 
     def on_timeout() -> None:
         fired.set()
-        _kill_group(proc)
+        _kill_group(proc, tree)
 
     timer = threading.Timer(timeout, on_timeout)
     timer.daemon = True
@@ -295,9 +399,13 @@ def _wait_posix(proc: subprocess.Popen[bytes], res: ProcResult, timeout: float) 
                 break
             except InterruptedError:
                 continue
-    except BaseException:  # Ctrl-C: the engine runs in its own session, so end it here
-        _kill_group(proc)
-        proc.wait()
+    except BaseException:  # Ctrl-C, SIGTERM: the command runs in its own session, so end it here
+        _kill_group(proc, tree)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:  # a guard that does not end: its group at least
+            _kill_group(proc)
+            proc.wait()
         raise
     finally:
         timer.cancel()
@@ -387,3 +495,51 @@ def closing_counts(text: str) -> tuple[int, int] | None:
         return None
     n, m = found[-1]
     return int(n), int(m)
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM or SIGHUP to the harness, or its parent's death: handled as Ctrl-C is (the command
+    tree ended, the report written as interrupted), with the signal's number for the exit status."""
+
+    def __init__(self, signum: int):
+        super().__init__(_signame(signum))
+        self.signum = signum
+
+
+def _raise_interrupted(signum: int, frame: Any) -> None:
+    raise Interrupted(signum)
+
+
+class interrupts:
+    """While active (main thread): SIGTERM and SIGHUP raise Interrupted, and on Linux the death of
+    the harness's parent sends it SIGTERM (PR_SET_PDEATHSIG). The previous handlers come back after."""
+
+    def __enter__(self) -> interrupts:
+        self.saved: dict[int, Any] = {}
+        if threading.current_thread() is not threading.main_thread():
+            return self
+        for sig in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)):
+            if sig is not None:
+                self.saved[sig] = signal.signal(sig, _raise_interrupted)
+        self.parent = os.getppid()
+        _set_parent_death_signal(signal.SIGTERM)
+        if os.getppid() != self.parent:  # the parent died in between
+            raise Interrupted(signal.SIGTERM)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.saved:
+            _set_parent_death_signal(0)
+        for sig, handler in self.saved.items():
+            signal.signal(sig, handler)
+
+
+def _set_parent_death_signal(sig: int) -> None:
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(sig))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass

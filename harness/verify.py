@@ -3,6 +3,8 @@ write the report as each one finishes; `--resume` continues a killed run."""
 
 from __future__ import annotations
 
+import os
+import shlex
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,7 +19,8 @@ from harness.report import resume
 from harness.report.lock import ReportLock
 from harness.spec import schema
 from harness.report import sysinfo
-from harness.build.cmake import BuildResult, PartResult, build
+from harness.build.cmake import BuildResult, build
+from harness.build.outcome import build_failure, build_json, builds_needed, failed_builds, relative
 from harness.spec.config import Config
 from harness.spec.criteria import Criterion
 from harness.spec.validate import rel_path
@@ -46,6 +49,10 @@ class VerifyOptions:
     probe_overrides: dict[str, tuple[bool, str]] = field(default_factory=dict)
     trust_outside: bool = False  # run `wrapper`/`place` of criteria files outside the repository
     strict: bool = False  # every registration used must be in a commit (git checkout needed)
+    # hints name commands as the user ran the harness (`kite-harness`, `python3 -m harness`, with
+    # `--root` when needed) and files relative to `here` (the working folder), when set
+    command: str = "python -m harness"
+    here: Path | None = None
 
 
 def default_files(cfg: Config) -> list[Path]:
@@ -78,9 +85,22 @@ def filter_text(opts: VerifyOptions) -> str:
     return " ".join(parts)
 
 
-def reproduce_command(c: Criterion, exploratory: bool) -> str:
+def shown_file(cfg: Config, opts: VerifyOptions, c: Criterion) -> str:
+    """c's file as a command run in opts.here names it."""
+    return shlex.quote(os.path.relpath(cfg.root / c.file, opts.here) if opts.here else c.file)
+
+
+def reproduce_command(c: Criterion, exploratory: bool, command: str = "python -m harness", file: str = "") -> str:
     """One line that runs this criterion alone (it builds and prepares what it needs)."""
-    return f"python -m harness verify {c.file} --only {c.id}" + (" --exploratory" if exploratory else "")
+    return f"{command} verify {file or c.file} --only {c.id}" + (" --exploratory" if exploratory else "")
+
+
+def register_hint(command: str, file: str, c: Criterion, st: registry.Status) -> str:
+    """The command that registers c as it is now: an amendment when another text is registered."""
+    if st.state == "changed":
+        return (f"if the change is intended, amend its registration: `{command} register {file} --amend {c.id} "
+                f"--reason 'what changed and why'`")
+    return f"register it: `{command} register {file}`, or run with --exploratory"
 
 
 def not_run(crits: list[Criterion], rep: report.Report) -> list[str]:
@@ -108,7 +128,7 @@ class Session:
     def ensure_build(self, name: str) -> BuildResult:
         if name not in self.builds:
             if self.opts.no_build:
-                self.builds[name] = existing_build(self.cfg, name)
+                self.builds[name] = existing_build(self.cfg, name, self.say)
             else:
                 self.builds[name] = build(self.cfg, name, force=self.opts.force_build, progress=self.say)
                 self._keep_logs(self.builds[name])
@@ -154,14 +174,9 @@ def _provenance(entries: list[registry.Entry], st: registry.Status, cid: str,
     return shown, prov
 
 
-def existing_build(cfg: Config, name: str) -> BuildResult:
-    b = cfg.bin_dir(name)
-    exe, mod = b / cfg.binary_for(name), b / cfg.module
-    done = "prebuilt" if cfg.builds[name].prebuilt else "up-to-date"
-    return BuildResult(name, str(b), str(exe), str(mod),
-                       PartResult(done if exe.exists() else "failed", "" if exe.exists()
-                                  else f"{exe} not built (--no-build)"),
-                       PartResult("up-to-date" if mod.exists() else "skipped", "" if mod.exists() else "not built"))
+def existing_build(cfg: Config, name: str, say: Callable[[str], None] | None = None) -> BuildResult:
+    """--no-build: the build as it is, each part's stamp compared with its inputs now."""
+    return build(cfg, name, check=True, progress=say)
 
 
 def verify(cfg: Config, opts: VerifyOptions, say: Callable[[str], None] | None = None) -> int:
@@ -217,12 +232,13 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
             rep = report.Report.load(rdir)
         except (OSError, ValueError) as e:
             raise HarnessError(f"--resume: cannot read {rdir}/report.json: {e}") from None
-        say(f"resuming {rdir}")
+        say(f"resuming {relative(cfg, rdir)}")
         _drop_stale(rep, git, {}, say)  # another commit's results never stand under this one's header
     else:
         rep = report.Report(rdir)
     narrowed = filter_text(opts)
     rep.doc["argv"] = opts.argv
+    rep.doc["project"] = cfg.name
     rep.doc["git"] = git
     rep.doc["filter"] = narrowed
     # each file's criteria by its exact path, as the loader names it (not by a suffix of the name)
@@ -232,25 +248,25 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
     if opts.resume is not None:
         rep.doc["resumed"].append(report.utc_now())
     rep.write(status="running")
-    if opts.resume is None and not narrowed:
-        report.point_latest(reports_dir, rdir)  # as soon as there is a report: a killed run can resume
-    rep.doc["system"] = sysinfo.system(cfg.root)
-    rep.write()
     sess = Session(cfg, opts, say, rdir)
     probes = Probes(gpu_info=sess.engine_info, overrides=dict(opts.probe_overrides), gpu=cfg.gpu)
     ctx = Context(cfg=cfg, report_dir=rdir, probes=probes, ensure_build=sess.ensure_build,
                   model_path=sess.model_path, progress=say)
-    hint = "run `harness register`, or use --exploratory"
-    how = Judged(entries, opts.exploratory, hint,
-                 notes=lambda c: [f"build {n}: module {b.module.status}: {b.module.reason}"
-                                  for n, b in sess.builds.items() if n in c.builds() and b.module.status == "failed"],
-                 fail_details=lambda c: {"build_errors": e} if (e := {n: b.errors() for n, b in sess.builds.items()
-                                                                     if n in c.builds() and b.errors()}) else {},
-                 reproduce=reproduce_command, models=lambda: sorted(sess.models.used),
-                 refuse=lambda c, st, reg: (f"registration not committed: registry.lock line(s) "
-                                            f"{', '.join(map(str, reg['uncommitted']))} are in no commit yet "
-                                            "(--strict: commit the registration before taking results)")
-                 if opts.strict and st.ok and reg.get("uncommitted") else None)
+    def refuse(c: Criterion, st: registry.Status, reg: dict[str, Any]) -> str | None:
+        if opts.strict and st.ok and reg.get("uncommitted"):
+            return (f"registration not committed: registry.lock line(s) {', '.join(map(str, reg['uncommitted']))} "
+                    "are in no commit yet (--strict: commit the registration before taking results)")
+        gpu = bool({"gpu", "no_gpu"} & set(c.requires))
+        for n in builds_needed(cfg, [c]):
+            why = build_failure(n, sess.builds[n], gpu) if n in sess.builds else None
+            if why:
+                return why
+        return None
+
+    how = Judged(entries, opts.exploratory,
+                 lambda c, st: register_hint(opts.command, shown_file(cfg, opts, c), c, st),
+                 reproduce=lambda c, x: reproduce_command(c, x, opts.command, shown_file(cfg, opts, c)),
+                 models=lambda: sorted(str(relative(cfg, m)) for m in sess.models.used), refuse=refuse)
     if not crits:
         say("no criteria selected" + ("" if files else " (no criteria files under regressions/)"))
     selected = {c.id for c in crits}
@@ -275,10 +291,17 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
     def sha(name: str) -> dict[str, Any]:
         return sess.ensure_build(name).to_json()["sha256"] if name in cfg.builds else {}
 
-    if not opts.no_build and "default" in cfg.builds and crits:
-        sess.ensure_build("default")
     try:
-        if crits:
+        rep.doc["system"] = sysinfo.system(cfg.root)
+        rep.write()
+        # builds first, once, and only those that the criteria left to run need: a failure is
+        # reported here, with its first errors, and each criterion needing it FAILs pointing at it
+        # (a resumed result is kept only on the same binaries, so its builds are needed too: a build
+        # whose inputs did not change does not start CMake)
+        needed = builds_needed(cfg, crits)
+        for n in needed:
+            sess.ensure_build(n)
+        if cfg.gpu.build in needed:
             rep.doc["engine_info"] = sess.engine_info()
         for i, c in enumerate(crits, 1):
             deps = depends.dependency_digests(cfg, c)
@@ -287,7 +310,7 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
             registration = {**prov, "dependencies": deps}
             prev = rep.result_for(c.id)
             if prev is not None:  # a resumed run: keep the result only if a fresh run would judge it alike
-                refused = registry.refusal(st, opts.exploratory, hint) or how.refuse(c, st, prov)
+                refused = registry.refusal(st, opts.exploratory, how.hint(c, st)) or how.refuse(c, st, prov)
                 why = "refused now" if refused else resume.why_not_kept(prev, c.digest, shown, not st.ok,
                                                                          registration, git, sha)
                 if why is None:
@@ -300,40 +323,55 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
                                                             if n in c.builds()})
             for n in c.builds():
                 if n in sess.builds:
-                    rep.doc["builds"][n] = sess.builds[n].to_json()
+                    rep.doc["builds"][n] = build_json(cfg, sess.builds[n])
             rep.doc["not_run"] = [x for x in rep.doc["not_run"] if x != c.id]
             rep.add(res)
-            say(f"    {res.verdict}{' (exploratory: not pre-registered)' if res.exploratory else ''}: {res.reason}")
+            where = f" at {c.file}:{c.line}" if res.verdict == "FAIL" else ""
+            say(f"    {res.verdict}{' (exploratory: not pre-registered)' if res.exploratory else ''}{where}: "
+                f"{res.reason}")
             if res.verdict == "FAIL":
-                for line in report.triage_lines(res.to_json(), rdir):
+                for line in report.triage_lines(res.to_json(), Path(relative(cfg, rdir) or rdir)):
                     say(f"    {line}")
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:  # Ctrl-C, SIGTERM, SIGHUP, the parent's death: the command tree is ended
         _drop_stale(rep, git, rep.doc["builds"], say)
+        for n, b in sess.builds.items():
+            rep.doc["builds"][n] = build_json(cfg, b)
         rep.doc["not_run"] = not_run(every, rep)
+        rep.doc["interrupted_by"] = str(e) or "SIGINT"
         rep.write(final=True, status="interrupted")
-        say(f"interrupted; report so far: {rdir} (continue with --resume)")
-        return 130
+        s = rep.summarize()
+        say(f"interrupted ({rep.doc['interrupted_by']}) after {s['total']} criteria ({s['passed']} passed, "
+            f"{s['failed']} failed, {s['skipped']} skipped); report so far: {relative(cfg, rdir)} "
+            f"(continue: {opts.command} verify --resume "
+            f"{shlex.quote(os.path.relpath(rdir, opts.here) if opts.here else str(rdir))})")
+        return 128 + getattr(e, "signum", 2)
     except RunStopped as e:  # a full disk: the criterion has no verdict, so a resume runs it again
         _drop_stale(rep, git, rep.doc["builds"], say)
         rep.doc["not_run"] = not_run(every, rep)
         rep.write(final=True, status="interrupted")
         raise HarnessError(f"{e}; no verdict was recorded for it: free some space, then continue with "
-                           f"`verify --resume {rdir}`") from None
+                           f"`{opts.command} verify --resume "
+                           f"{shlex.quote(os.path.relpath(rdir, opts.here) if opts.here else str(rdir))}`") from None
     for n, b in sess.builds.items():
-        rep.doc["builds"][n] = b.to_json()
+        rep.doc["builds"][n] = build_json(cfg, b)
     confined.rmdir_if_empty(rdir, "work")
     _drop_stale(rep, git, rep.doc["builds"], say)
     missing = not_run(every, rep)
     rep.doc["not_run"] = missing
     rep.write(final=True, status="partial" if missing else "complete")
     history.after_report(cfg.root, rep, say)  # A/B pictures; the history store when configured
-    github.publish(rep.doc, rdir)
+    if not narrowed:  # reports/latest names the last finished full run, never one in progress
+        report.point_latest(reports_dir, rdir)
+    github.publish(rep.doc, rdir, root=cfg.root)
     s = rep.summarize()
-    say(f"{s['passed']} passed, {s['failed']} failed, {s['skipped']} skipped -> {rdir / 'report.md'}"
+    say(f"{s['passed']} passed, {s['failed']} failed, {s['skipped']} skipped -> {relative(cfg, rdir / 'report.md')}"
         + (f"; partial{' (' + narrowed + ')' if narrowed else ''}: {len(missing)} not run: "
            f"{', '.join(missing)}" if missing else ""))
+    broken = failed_builds(sess.builds)
+    if broken:  # a run with a failed build never passes, whatever its criteria said
+        say(f"build{'s' if len(broken) > 1 else ''} {', '.join(broken)} failed: see the first errors above")
     failed = any(r["verdict"] == "FAIL" for r in rep.results if r["id"] in selected)
-    return 1 if failed else 0
+    return 1 if failed or broken else 0
 
 
 def _drop_stale(rep: report.Report, git: dict[str, Any], builds: dict[str, Any], say: Callable[[str], None]) -> None:

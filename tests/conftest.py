@@ -112,8 +112,13 @@ class FakeRepo:
         sink = messages if messages is not None else []
         return verify(cfg, opts, sink.append)
 
+    def newest(self) -> Path:
+        """The newest report folder (reports/latest names only a finished full run)."""
+        folders = sorted(d for d in self.reports.glob("2*") if d.is_dir() and not d.is_symlink())
+        return folders[-1] if folders else self.reports / "none-yet"
+
     def report(self) -> dict:
-        return json.loads((self.reports / "latest" / "report.json").read_text())
+        return json.loads((self.newest() / "report.json").read_text())
 
     def result(self, cid: str) -> dict:
         for r in self.report()["results"]:

@@ -108,7 +108,7 @@ def test_a_model_that_cannot_be_written_leaves_no_verdict(fake_repo, monkeypatch
     (rdir,) = _folders(fake_repo)
     assert str(e.value) == (f"model tiny:None: cannot write it in {fake_repo.root / 'models'}: No space left on device "
                             f"(somewhere/file); no verdict was recorded for it: free some space, then continue with "
-                            f"`verify --resume {rdir}`")
+                            f"`python -m harness verify --resume {rdir}`")
     doc = json.loads((rdir / "report.json").read_text())
     assert [(r["id"], r["verdict"]) for r in doc["results"]] == [("D1", "PASS")]
     assert doc["status"] == "interrupted" and doc["not_run"] == ["D2"]

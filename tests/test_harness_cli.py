@@ -122,7 +122,7 @@ def test_version_from_the_package(capsys):
         main(["--version"])
     except SystemExit as e:
         assert e.code == 0
-    assert capsys.readouterr().out.strip() == f"harness {harness.__version__}"
+    assert capsys.readouterr().out.strip() == f"kite-harness {harness.__version__}"
 
 
 def test_one_tree_help_everywhere_and_exit_statuses_documented():

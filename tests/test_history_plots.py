@@ -18,7 +18,7 @@ from harness.report.document import render_markdown
 pytest.importorskip("matplotlib")  # the plots extra; .[dev] and CI install it
 
 REPO = Path(__file__).resolve().parent.parent
-REAL = REPO / "docs" / "results" / "2026-12-01-h200-dead401"
+REAL = REPO / "tests" / "data" / "history" / "h200-dead401"  # a real H200 report, kept as test data
 SVG = "{http://www.w3.org/2000/svg}svg"
 
 

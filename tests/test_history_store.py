@@ -19,7 +19,9 @@ from harness.history.store import Store
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "docs" / "results"
-KEPT = sorted(RESULTS.glob("*/report.json"))  # the H200 reports kept in the tree
+# the H200 reports kept in the tree, and one kept as test data (the docs keep only the latest runs)
+DEAD401 = REPO / "tests" / "data" / "history" / "h200-dead401"
+KEPT = sorted(RESULTS.glob("*/report.json")) + [DEAD401 / "report.json"]
 
 
 def dump(store: Path) -> list[tuple]:
@@ -34,7 +36,7 @@ def dump(store: Path) -> list[tuple]:
 def test_the_kept_reports_make_a_store(tmp_path, capsys):
     assert len(KEPT) >= 2
     store = tmp_path / "h.sqlite"
-    assert main(["history", "--store", str(store), "add", str(RESULTS)]) == 0
+    assert main(["history", "--store", str(store), "add", str(RESULTS), str(DEAD401)]) == 0
     with Store(store) as st:
         c = st.counts()
         assert c["reports"] == len(KEPT) and c["machines"] == 1
@@ -42,7 +44,7 @@ def test_the_kept_reports_make_a_store(tmp_path, capsys):
         assert len(pts) == len(KEPT)
         assert {p.machine for p in pts} == {Machine("Intel(R) Xeon(R) Processor", "NVIDIA H200", "580.159.04")}
         assert "b.timings.decode_ms" in st.metrics("E8b") and "aa.ratio" in st.metrics("E8b")
-        dead = json.loads((RESULTS / "2026-12-01-h200-dead401" / "report.json").read_text())
+        dead = json.loads((DEAD401 / "report.json").read_text())
         e8b = next(r for r in dead["results"] if r["id"] == "E8b")
         assert [p.value for p in pts if p.revision.startswith("dead401")] == [e8b["details"]["stats"]["median"]]
         verdicts = st.verdicts("F1")
@@ -78,7 +80,7 @@ def test_ci_artifacts_folder_with_zips(tmp_path, capsys):
 
 def test_show_prints_the_series(tmp_path, capsys):
     store = tmp_path / "h.sqlite"
-    main(["history", "--store", str(store), "add", str(RESULTS)])
+    main(["history", "--store", str(store), "add", str(RESULTS), str(DEAD401)])
     capsys.readouterr()
     assert main(["history", "--store", str(store), "show", "E8b", "--metric", "b.timings.decode_ms"]) == 0
     out = capsys.readouterr().out
@@ -219,7 +221,7 @@ def test_tool_kite_history_must_be_a_path(fake_repo, monkeypatch, capsys):
 # ---- matrix and merged reports ---------------------------------------------------------------
 
 def test_a_matrix_entrys_times_are_kept(tmp_path):
-    doc = json.loads((RESULTS / "2026-12-01-h200-dead401" / "report.json").read_text())
+    doc = json.loads((DEAD401 / "report.json").read_text())
     entry = {**doc["results"][0], "id": "cpu-gcc", "kind": "matrix-entry", "duration_s": 42.0,
              "details": {"build_seconds": 30.5, "checks_seconds": 1.5, "criteria_seconds": 10.0, "builds": {}}}
     rd = read_doc({**doc, "kind": "matrix", "results": [entry]}, "matrix/report.json")
@@ -277,12 +279,12 @@ def test_add_git_reads_each_kept_report_once(tmp_path, capsys):
 
 
 def test_a_run_from_a_dirty_tree_is_marked(tmp_path, capsys):
-    doc = json.loads((RESULTS / "2026-12-01-h200-dead401" / "report.json").read_text())
+    doc = json.loads((DEAD401 / "report.json").read_text())
     d = tmp_path / "r"
     d.mkdir()
     (d / "report.json").write_text(json.dumps({**doc, "git": {**doc["git"], "dirty": True}}))
     store = tmp_path / "h.sqlite"
-    assert main(["history", "--store", str(store), "add", str(d), str(RESULTS / "2026-12-01-h200-dead401")]) == 0
+    assert main(["history", "--store", str(store), "add", str(d), str(DEAD401)]) == 0
     with Store(store) as st:
         assert [p.dirty for p in st.series("E8b", "ratio")] == [True, False]  # same commit and start: added order
     capsys.readouterr()

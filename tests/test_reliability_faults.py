@@ -225,7 +225,7 @@ def test_disk_full_mid_run_loses_nothing(fake_repo, monkeypatch):
 
     rc = main(["--root", str(fake_repo.root), "verify"])
     assert rc == 2
-    latest = fake_repo.reports / "latest"
+    latest = fake_repo.newest()
     doc = json.loads((latest / "report.json").read_text())
     assert [r["id"] for r in doc["results"]] == ["D1"]
     assert doc["results"][0]["verdict"] == "PASS"
@@ -279,10 +279,11 @@ def _start_verify(root: Path, env: dict[str, str]) -> subprocess.Popen:
 
 
 def _read_report(root: Path) -> dict | None:
-    latest = root / "reports" / "latest"
+    """The newest report (reports/latest moves only when a full run has finished)."""
+    folders = sorted(d for d in (root / "reports").glob("2*") if not d.is_symlink()) if (root / "reports").is_dir() else []
     try:
-        text = (latest / "report.json").read_text()
-    except FileNotFoundError:
+        text = (folders[-1] / "report.json").read_text()
+    except (FileNotFoundError, IndexError):
         return None
     return json.loads(text)  # must always parse: never half-written
 
@@ -343,7 +344,7 @@ def test_harness_sigkill_at_staged_moments(fake_repo):
     stages = [1, 2, 3, 4, 5]
     for k in stages:
         log = fake_repo.root / f"engine-{k}.log"
-        args = ["verify"] + (["--resume"] if (fake_repo.reports / "latest").exists() else [])
+        args = ["verify"] + (["--resume"] if _read_report(fake_repo.root) else [])
         p = subprocess.Popen([sys.executable, "-m", "harness", "--root", str(fake_repo.root), *args], cwd=REPO,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
                              env={**os.environ, "FAKE_LOG": str(log), "FAKE_HANG_AT": str(k)})
@@ -400,16 +401,13 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-def _guard_of(pgid: int) -> bool:
-    """A group guard for process group pgid is running (its last argument is the group)."""
-    for d in Path("/proc").iterdir():
-        try:
-            argv = (d / "cmdline").read_bytes().split(b"\0")[:-1]
-        except OSError:
-            continue
-        if len(argv) > 2 and b"-c" in argv and argv[-1] == str(pgid).encode() and b"killpg" in b" ".join(argv):
-            return True
-    return False
+def _guard_of(pid: int) -> bool:
+    """The process pid runs under a tree guard (its parent is one)."""
+    try:
+        ppid = (Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        return b"kite-tree-guard" in Path(f"/proc/{ppid}/cmdline").read_bytes()
+    except (OSError, IndexError):
+        return False
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
@@ -467,4 +465,4 @@ def test_group_guard_leaves_a_finished_command_alone(tmp_path):
 
     r = run_process([sys.executable, "-c", "print('done')"], timeout=60, guard_group=True)
     assert r.ok and r.stdout.strip() == "done", r.describe()
-    assert not [p for p in _children() if b"killpg" in p], "a group guard outlived its command"
+    assert not [p for p in _children() if b"kite-tree-guard" in p], "a tree guard outlived its command"

@@ -26,9 +26,13 @@ _SKIP_DIRS = {".git", "__pycache__", ".cache", "build"}
 Progress = Callable[[str], None]
 
 
+# a part that can run: stale only under --no-build (built from other sources, options or tools)
+USABLE = ("built", "up-to-date", "prebuilt", "stale", "not checked")
+
+
 @dataclass
 class PartResult:
-    status: str  # built | up-to-date | failed | skipped | prebuilt
+    status: str  # built | up-to-date | stale | not checked | failed | skipped | prebuilt
     reason: str = ""
     log: str | None = None
     seconds: float = 0.0
@@ -49,11 +53,11 @@ class BuildResult:
 
     @property
     def engine_ok(self) -> bool:
-        return self.engine.status in ("built", "up-to-date", "prebuilt")
+        return self.engine.status in USABLE
 
     @property
     def module_ok(self) -> bool:
-        return self.module.status in ("built", "up-to-date", "prebuilt")
+        return self.module.status in USABLE
 
     def errors(self) -> list[str]:
         """The first compiler errors of every failed part."""
@@ -148,11 +152,12 @@ class _Ticker(threading.Thread):
 def cmake_project(cfg: Config, proj: ProjectSpec, bdir: Path, extra_defs: dict[str, str], log: Path,
                   excludes: list[Path], tools: dict[str, object], force: bool,
                   env: dict[str, str] | None = None, progress: Progress | None = None,
-                  every: float = 5.0) -> PartResult:
+                  every: float = 5.0, check: bool = False) -> PartResult:
     """Configure and build one CMake project into bdir, skipped when its fingerprint (sources,
     definitions, generator, tools) is unchanged. env: an overlay for CMake and the compilers it
     starts (e.g. the MSVC environment that nvcc needs on Windows). progress: gets a status line
-    every `every` seconds while CMake runs."""
+    every `every` seconds while CMake runs. check (--no-build): CMake is never run; the part is
+    up-to-date when its stamp matches the inputs now, else stale (or failed: never built)."""
     t0 = time.perf_counter()
     src = cfg.root / proj.source
     if not (src / "CMakeLists.txt").exists():
@@ -161,6 +166,10 @@ def cmake_project(cfg: Config, proj: ProjectSpec, bdir: Path, extra_defs: dict[s
     if not cmake:
         return PartResult("failed", "cmake not found on PATH")
     defs = {"CMAKE_BUILD_TYPE": cfg.build_type, **proj.options, **extra_defs}
+    if check and proj.external:  # --no-build fetches nothing, so the stamp cannot be recomputed
+        built = (bdir / ".kite-stamp").exists()
+        return PartResult("not checked" if built else "failed", "--no-build: its external source is not fetched, so "
+                          "its stamp is not compared" if built else "not built (--no-build)", None, 0.0)
     for option, name in proj.external:  # pinned by hash: its folder enters the fingerprint by name only
         try:
             defs[option] = str(fetch(cfg.external[name]))
@@ -172,6 +181,11 @@ def cmake_project(cfg: Config, proj: ProjectSpec, bdir: Path, extra_defs: dict[s
     stamp = bdir / ".kite-stamp"
     if not force and stamp.exists() and stamp.read_text() == fp and (bdir / "CMakeCache.txt").exists():
         return PartResult("up-to-date", "", str(log) if log.exists() else None, time.perf_counter() - t0)
+    if check:
+        if not stamp.exists():
+            return PartResult("failed", "not built (--no-build)", None, time.perf_counter() - t0)
+        return PartResult("stale", "its sources, options or tools changed since it was built (--no-build: "
+                          "not rebuilt)", str(log) if log.exists() else None, time.perf_counter() - t0)
     bdir.mkdir(parents=True, exist_ok=True)
     cache = bdir / "CMakeCache.txt"
     if cache.exists() and gen and f"CMAKE_GENERATOR:INTERNAL={gen[1]}" not in cache.read_text(errors="replace"):
@@ -209,14 +223,26 @@ def _differs(a: Path, b: Path) -> bool:
     return sa.st_size != sb.st_size or sa.st_mtime_ns != sb.st_mtime_ns
 
 
-def _say_errors(say: Progress, part: PartResult) -> None:
+def _say_errors(say: Progress, part: PartResult, root: Path) -> None:
     if part.status == "failed" and part.errors:
-        say(f"  first errors (full log: {part.log}):")
+        log = Path(part.log) if part.log else None
+        if log is not None and log.is_relative_to(root):
+            log = log.relative_to(root)
+        say(f"  first errors (full log: {log}):")
         for e in part.errors:
             say(f"    {e}")
 
 
-def build(cfg: Config, name: str, *, force: bool = False, progress: Progress | None = None) -> BuildResult:
+def _shown(part: PartResult) -> str:
+    """` (reason)` for a status line; a first compiler error is left to _say_errors (said once)."""
+    reason = part.reason.split(f": {part.errors[0]}", 1)[0] if part.errors else part.reason
+    return f" ({reason})" if reason else ""
+
+
+def build(cfg: Config, name: str, *, force: bool = False, progress: Progress | None = None,
+          check: bool = False) -> BuildResult:
+    """Build `name` (incrementally), or with check (--no-build) only compare each part's stamp
+    with its inputs now: up-to-date, stale or failed (not built), nothing started."""
     spec: BuildSpec = cfg.builds[name]
     say = progress or (lambda s: None)
     t0 = time.perf_counter()
@@ -229,6 +255,8 @@ def build(cfg: Config, name: str, *, force: bool = False, progress: Progress | N
         res.engine = PartResult("prebuilt" if ok else "failed", "" if ok else f"{bin_dir / binary} not found")
         res.module = PartResult("prebuilt" if (bin_dir / cfg.module).exists() else "skipped",
                                 "" if (bin_dir / cfg.module).exists() else "no module in the prebuilt folder")
+        if not ok:
+            say(f"build {name}: engine failed ({res.engine.reason})")
         return res
     root = cfg.build_root(name)
     bin_dir.mkdir(parents=True, exist_ok=True)
@@ -240,8 +268,8 @@ def build(cfg: Config, name: str, *, force: bool = False, progress: Progress | N
         res.options["engine"] = dict(spec.engine.options)
         res.engine = cmake_project(cfg, spec.engine, root / "engine",
                                     {"CMAKE_RUNTIME_OUTPUT_DIRECTORY": str(bin_dir)}, root / "logs" / "engine.log",
-                                    excludes, tools, force, progress=say)
-        if res.engine.status == "built" or res.engine.status == "up-to-date":
+                                    excludes, tools, force, progress=say, check=check)
+        if res.engine.status in ("built", "up-to-date", "stale", "not checked"):
             exe = bin_dir / binary
             # the project may place the executable in its own binary folder: bring it into bin/
             for cand in (root / "engine" / "bin" / binary, root / "engine" / binary):
@@ -252,16 +280,24 @@ def build(cfg: Config, name: str, *, force: bool = False, progress: Progress | N
             if not exe.exists():
                 res.engine = PartResult("failed", f"build succeeded but {binary} not found in "
                                                   f"{bin_dir} or {root / 'engine'}", res.engine.log)
-        say(f"build {name}: engine {res.engine.status}" + (f" ({res.engine.reason})" if res.engine.reason else "")
-            + f" [{res.engine.seconds:.1f} s]")
-        _say_errors(say, res.engine)
+        say(f"build {name}: engine {res.engine.status}{_shown(res.engine)} [{res.engine.seconds:.1f} s]")
+        _say_errors(say, res.engine, cfg.root)
+    if spec.engine and not res.engine_ok:
+        # nothing can run without the engine: its other parts are not started (minutes of nvcc saved)
+        why = f"not started: the engine of build {name} failed"
+        res.extras = {proj.source: PartResult("skipped", why) for proj in spec.extras}
+        if spec.module:
+            res.module = PartResult("skipped", why)
+        res.seconds = time.perf_counter() - t0
+        return res
     for proj in spec.extras:
         label = Path(proj.source).name
         say(f"build {name}: {label} ({proj.source})")
         res.extras[proj.source] = cmake_project(cfg, proj, root / label, {"KITE_OUTPUT_DIR": str(bin_dir)},
-                                                 root / "logs" / f"{label}.log", [], tools, force, progress=say)
-        say(f"build {name}: {label} {res.extras[proj.source].status}")
-        _say_errors(say, res.extras[proj.source])
+                                                 root / "logs" / f"{label}.log", [], tools, force, progress=say,
+                                                 check=check)
+        say(f"build {name}: {label} {res.extras[proj.source].status}{_shown(res.extras[proj.source])}")
+        _say_errors(say, res.extras[proj.source], cfg.root)
     if spec.module:
         res.options["module"] = dict(spec.module.options)
         nvcc = find_nvcc()
@@ -271,11 +307,12 @@ def build(cfg: Config, name: str, *, force: bool = False, progress: Progress | N
             say(f"build {name}: module ({spec.module.source}, nvcc)")
             res.module = cmake_project(cfg, spec.module, root / "cuda",
                                         {"KITE_OUTPUT_DIR": str(bin_dir), "CMAKE_CUDA_COMPILER": nvcc},
-                                        root / "logs" / "module.log", [], {"nvcc": nvcc}, force, progress=say)
-            if res.module.status in ("built", "up-to-date") and not (bin_dir / cfg.module).exists():
+                                        root / "logs" / "module.log", [], {"nvcc": nvcc}, force, progress=say,
+                                        check=check)
+            if res.module.status in ("built", "up-to-date", "stale") and not (bin_dir / cfg.module).exists():
                 res.module = PartResult("failed", f"build succeeded but {cfg.module} not found in {bin_dir}",
                                         res.module.log)
-        say(f"build {name}: module {res.module.status}" + (f" ({res.module.reason})" if res.module.reason else ""))
-        _say_errors(say, res.module)
+        say(f"build {name}: module {res.module.status}{_shown(res.module)}")
+        _say_errors(say, res.module, cfg.root)
     res.seconds = time.perf_counter() - t0
     return res

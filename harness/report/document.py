@@ -85,6 +85,25 @@ def resolve_latest(reports: Path) -> Path | None:
     return None
 
 
+def resume_target(reports: Path) -> Path | None:
+    """What a bare `--resume` continues: the newest report folder when its run did not finish
+    (interrupted, or killed while running), else reports/latest (the last finished full run)."""
+    def order(d: Path) -> tuple[str, int]:  # 20261202T075151Z-1a2b3c4, then .2, .3 in one second
+        base, _, n = d.name.partition(".")
+        return base, int(n) if n.isdigit() else 1
+
+    folders = sorted((d for d in reports.glob("2*") if d.is_dir() and not d.is_symlink()), key=order)
+    if folders:
+        try:
+            doc = inputs.json_loads(inputs.read_text(folders[-1] / "report.json", inputs.MAX_REPORT))
+        except (OSError, ValueError):
+            doc = None
+        if isinstance(doc, dict) and (doc.get("status") in ("running", "interrupted")
+                                      or (doc.get("status") == "partial" and doc.get("resumed"))):
+            return folders[-1]
+    return resolve_latest(reports)
+
+
 _RESULT_STR = ("id", "title", "kind", "file", "digest", "verdict", "reason")
 
 
@@ -251,15 +270,19 @@ def render_markdown(doc: dict[str, Any]) -> str:
     git = doc.get("git") or {}
     sysd = doc.get("system") or {}
     s = doc.get("summary") or {}
-    lines = ["# kite verify report", ""]
+    lines = [f"# {doc.get('project') or 'kite'} verify report", ""]
     narrowed = f" ({doc['filter']})" if doc.get("filter") else ""
     lines.append(f"- started {doc.get('started')}, finished {doc.get('finished') or '(running)'}, "
                  f"status **{doc.get('status')}**{narrowed}")
     missing = doc.get("not_run") or []
+    if doc.get("status") == "interrupted":
+        ran = ", ".join(f"{r['id']} {r['verdict']}" for r in doc.get("results", [])) or "no criterion"
+        lines.append(f"- **interrupted** by {doc.get('interrupted_by') or 'a signal'}: what had run: {ran}")
     if missing:
         lines.append(f"- not run: {', '.join(missing)} (no verdict in this report for "
                      f"{len(missing)} of the files' criteria)")
-    lines.append(f"- commit `{git.get('commit') or '?'}`" + (" (dirty)" if git.get("dirty") else ""))
+    lines.append((f"- commit `{git['commit']}`" if git.get("commit") else f"- commit: {git.get('why') or 'unknown'}")
+                 + (" (dirty)" if git.get("dirty") else ""))
     lines.append(f"- machine: {sysd.get('os', '?')}, {sysd.get('cpu', '?')}, {sysd.get('cores', '?')} cores, "
                  f"{sysd.get('ram_gb', '?')} GiB RAM")
     info = doc.get("engine_info") or {}
@@ -281,28 +304,37 @@ def render_markdown(doc: dict[str, Any]) -> str:
                  + (f"; partial{narrowed}: {len(missing)} not run" if missing else ""))
     lines.append("")
     rows = []
+    notes = shared_reasons(doc.get("results", []))
     for r in doc.get("results", []):
         label = " *(exploratory: not pre-registered)*" if r.get("exploratory") else ""
         label += " *(unstable)*" if stability_text(r) else ""
+        reason = r.get("reason", "")
+        shown = f"note {notes[reason]} (below)" if reason in notes else _clip(reason)
         plot = ((doc.get("plots") or {}).get("files") or {}).get(r["id"])  # harness/history/hook.py draws it
-        rows.append([r["id"] + (f" ([plot]({plot}))" if plot else ""), r["kind"], r["verdict"] + label,
-                     f"{r.get('duration_s', 0):.1f}",
-                     _clip(r.get("reason", "")), f"`{r['reproduce']}`" if r.get("reproduce") else ""])
-    lines.append(_table(rows, ["id", "kind", "verdict", "s", "reason", "reproduce"]))
+        rows.append([r["id"] + (f" ([plot]({plot}))" if plot else ""), _clip(r.get("title", ""), 60), r["kind"],
+                     r["verdict"] + label, f"{r.get('duration_s', 0):.1f}", shown,
+                     f"`{r['reproduce']}`" if r.get("reproduce") else ""])
+    lines.append(_table(rows, ["id", "title", "kind", "verdict", "s", "reason", "reproduce"]))
     lines.append("")
+    for reason, n in notes.items():  # a long reason many criteria share, written once
+        lines += [f"Note {n}: {reason}", ""]
+    if doc.get("results"):
+        lines += ["(s: the criterion's own time; the builds' time is under Builds)", ""]
     if (doc.get("plots") or {}).get("note"):
         lines += [f"*{doc['plots']['note']}*", ""]
     for r in doc.get("results", []):
-        lines += _detail_md(r)
+        if not (r["verdict"] == "SKIP" and r.get("reason") in notes):  # the row and its note say it all
+            lines += _detail_md(r)
     builds = doc.get("builds") or {}
     if builds:
         lines += ["## Builds", ""]
         def sha(b: dict[str, Any], part: str) -> str:
             d = (b.get("sha256") or {}).get(part)
             return d[:12] if isinstance(d, str) else ""
-        brows = [[n, b["engine"]["status"], b["module"]["status"], sha(b, "engine"), sha(b, "module"),
-                  _clip(b["engine"].get("reason") or b["module"].get("reason") or "", 80)] for n, b in builds.items()]
-        lines += [_table(brows, ["build", "engine", "module", "engine sha256", "module sha256", "note"]), ""]
+        brows = [[n, b["engine"]["status"], b["module"]["status"], f"{b.get('seconds') or 0:.1f}", sha(b, "engine"),
+                  sha(b, "module"), _clip(b["engine"].get("reason") or b["module"].get("reason") or "", 80)]
+                 for n, b in builds.items()]
+        lines += [_table(brows, ["build", "engine", "module", "s", "engine sha256", "module sha256", "note"]), ""]
         for n, b in builds.items():
             for part in ("engine", "module"):
                 errors = b[part].get("errors") or [] if b[part].get("status") == "failed" else []
@@ -323,6 +355,19 @@ def render_markdown(doc: dict[str, Any]) -> str:
         lines += ["## Amendments (after registration)", ""]
         lines += [_table([[i, a.get("time"), a.get("reason")] for i, a in amends], ["id", "time", "reason"]), ""]
     return printable("\n".join(lines) + "\n")
+
+
+def shared_reasons(results: list[dict[str, Any]], longer_than: int = 60) -> dict[str, int]:
+    """Reasons longer than `longer_than` that several results share, numbered in order of first use."""
+    counts: dict[str, int] = {}
+    for r in results:
+        counts[r.get("reason", "")] = counts.get(r.get("reason", ""), 0) + 1
+    notes: dict[str, int] = {}
+    for r in results:
+        reason = r.get("reason", "")
+        if counts[reason] > 1 and len(reason) > longer_than and reason not in notes:
+            notes[reason] = len(notes) + 1
+    return notes
 
 
 def _interval_text(st: dict[str, Any]) -> str:

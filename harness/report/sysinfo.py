@@ -107,10 +107,15 @@ def git_state(root: Path) -> dict[str, Any]:
     given = os.environ.get("KITE_GIT_COMMIT", "").strip()
     if given:
         return {"commit": given, "short": given[:8], "dirty": None, "source": "KITE_GIT_COMMIT"}
-    if not shutil.which("git") or not (root / ".git").exists():
-        return {"commit": None, "short": None, "dirty": None, "source": None}
+    if not shutil.which("git"):
+        return {"commit": None, "short": None, "dirty": None, "source": None, "why": "git not found"}
+    # the project may be a folder inside a checkout (examples/toy-engine): git finds the repository
     r = run_process(["git", "-C", str(root), "rev-parse", "HEAD"], timeout=10)
     commit = r.stdout.strip() if r.ok else None
+    if commit is None:
+        inside = run_process(["git", "-C", str(root), "rev-parse", "--git-dir"], timeout=10).ok
+        why = "no commit yet" if inside else "not a git repository"
+        return {"commit": None, "short": None, "dirty": None, "source": None, "why": why}
     d = run_process(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"], timeout=10)
     return {"commit": commit, "short": commit[:8] if commit else None,
             "dirty": bool(d.stdout.strip()) if d.ok else None}

@@ -23,6 +23,17 @@ def nvidia_smi_gpus(timeout: float = 15.0) -> list[str]:
     return [ln.strip() for ln in r.stdout.splitlines() if ln.startswith("GPU ")] if r.ok else []
 
 
+# What to install when a tool is missing (Debian and Ubuntu package names, README's Install).
+PACKAGES = {"nvcc": "cuda-nvcc-13-0 (NVIDIA's CUDA repository)", "host_cc": "gcc", "host_cxx": "g++",
+            "cmake": "cmake", "clang": "clang", "mingw": "gcc-mingw-w64-x86-64", "wine": "wine wine64",
+            "valgrind": "valgrind"}
+
+
+def missing(req: str, what: str) -> tuple[bool, str]:
+    """The unmet answer for a missing tool: what is missing, and the package that brings it."""
+    return False, f"{what} not found (install: apt-get install -y {PACKAGES[req]})"
+
+
 @dataclass
 class Probes:
     """Answers `requires:` entries. gpu_info: a callable giving the `info` JSON of the build that
@@ -74,28 +85,28 @@ class Probes:
             return (False, f"a GPU is present ({why})") if has_gpu else (True, why)
         if req == "nvcc":
             p = find_nvcc()
-            return (True, p) if p else (False, "nvcc not found")
+            return (True, p) if p else missing(req, "nvcc")
         if req == "host_cc":
             for cc in ("cc", "gcc", "clang"):
                 if shutil.which(cc):
                     return True, cc
-            return False, "no host C compiler (cc, gcc, clang) found"
+            return missing(req, "no host C compiler (cc, gcc, clang)")
         if req == "host_cxx":
             for cxx in ("c++", "g++", "clang++"):
                 if shutil.which(cxx):
                     return True, cxx
-            return False, "no host C++ compiler (c++, g++, clang++) found"
+            return missing(req, "no host C++ compiler (c++, g++, clang++)")
         if req == "cmake":
-            return (True, "cmake") if shutil.which("cmake") else (False, "cmake not found")
+            return (True, "cmake") if shutil.which("cmake") else missing(req, "cmake")
         if req == "clang":
-            return (True, "clang") if shutil.which("clang") else (False, "clang not found")
+            return (True, "clang") if shutil.which("clang") else missing(req, "clang")
         if req == "mingw":
             return ((True, "mingw") if shutil.which("x86_64-w64-mingw32-gcc")
-                    else (False, "MinGW (x86_64-w64-mingw32-gcc) not found"))
+                    else missing(req, "MinGW (x86_64-w64-mingw32-gcc)"))
         if req == "wine":
-            return (True, "wine") if shutil.which("wine") else (False, "wine not found")
+            return (True, "wine") if shutil.which("wine") else missing(req, "wine")
         if req == "valgrind":
-            return (True, "valgrind") if shutil.which("valgrind") else (False, "valgrind not found")
+            return (True, "valgrind") if shutil.which("valgrind") else missing(req, "valgrind")
         if req == "linux":
             return (platform.system() == "Linux", f"not Linux ({platform.system()})")
         if req == "windows":

@@ -109,7 +109,7 @@ def pattern_problems(text: str, must: list[str], must_not: list[str], what: str)
 def _values(ctx: Context, crit: C.Criterion, var: C.Variant, work: Path, case: dict[str, str],
             need_model: bool) -> dict[str, str]:
     b = ctx.ensure_build(var.build)
-    if b.engine.status not in ("built", "up-to-date", "prebuilt"):
+    if not b.engine_ok:
         raise CriterionFail(f"build {var.build!r} failed: {b.engine.reason}"
                             + (f" (log: {b.engine.log})" if b.engine.log else ""))
     bin_dir = Path(b.bin_dir)
@@ -581,11 +581,12 @@ def evaluate(ctx: Context, crit: C.Criterion) -> Outcome:
 
 
 def _keep_or_clear(ctx: Context, crit: C.Criterion, work: Path, out: Outcome) -> None:
-    """A failed criterion's work folder moves to failed/<id> (the evidence); a passed one's goes."""
+    """A failed criterion's work folder moves to failed/<id> (the evidence) when it holds a file; any
+    other goes."""
     if not work.exists():
         return
     rel = work.relative_to(ctx.report_dir)
-    if out.verdict == "FAIL":
+    if out.verdict == "FAIL" and any(f.is_file() and not f.is_symlink() for f in work.rglob("*")):
         failed = Path("failed") / crit.id
         confined.rmtree(ctx.report_dir, failed)
         confined.move(ctx.report_dir, rel, failed)

@@ -22,7 +22,7 @@ class Judged:
     """How one criterion is judged: the registry it must be in, and how its Result is named."""
     entries: list[registry.Entry]
     exploratory: bool
-    hint: str  # what to do about an unregistered criterion
+    hint: str | Callable[[Criterion, registry.Status], str]  # what to do about an unregistered criterion
     id_prefix: str = ""  # "<entry>/" in the matrix
     title_prefix: str = ""
     report_root: Path | None = None  # log_dir is relative to it (default: the context's report folder)
@@ -43,7 +43,8 @@ def judge(ctx: Context, c: Criterion, how: Judged, st: registry.Status | None = 
     st = st or registry.status(how.entries, c)
     t0 = time.perf_counter()
     exploratory = False
-    refused = registry.refusal(st, how.exploratory, how.hint) or how.refuse(c, st, registration or {})
+    hint = how.hint(c, st) if callable(how.hint) else how.hint
+    refused = registry.refusal(st, how.exploratory, hint) or how.refuse(c, st, registration or {})
     details: dict[str, Any] = {}
     if how.skip is not None:
         verdict, reason = "SKIP", how.skip
@@ -90,7 +91,8 @@ class Models:
             p = Path(spec["path"])
             p = p if p.is_absolute() else self.cfg.root / p
             if not p.is_file():
-                raise CriterionFail(f"model {p} not found")
+                raise CriterionFail(f"model {spec['path']} not found" + ("" if Path(spec["path"]).is_absolute()
+                                                                        else " (under the project)"))
             self.used.add(str(p))
             return p
         key = f"{spec.get('recipe')}:{spec.get('qtype')}"

@@ -20,7 +20,7 @@ TIMEOUTS = ("build", "run", "info", "probe")
 
 TOP_KEYS = {"engine": False, "builds": True, "build": False, "models": False, "timeouts": False, "reports": False,
             "external": False}
-ENGINE_KEYS = {"binary": False, "module": False, "testmods_dir": False, "env": False, "dumps": False,
+ENGINE_KEYS = {"name": False, "binary": False, "module": False, "testmods_dir": False, "env": False, "dumps": False,
                "meta_file": False, "dump_flag": False, "json_flag": False, "info_args": False,
                "ignore_exports": False, "gpu": False}
 GPU_KEYS = {"build": False, "available": False, "reason": False, "device": False}
@@ -111,6 +111,7 @@ class Config:
     gpu: GpuProfile = GpuProfile()
     external: dict[str, ExternalSource] = field(default_factory=dict)
     raw: dict[str, Any] = field(repr=False, default_factory=dict)
+    name: str = ""  # the project's name in reports (engine.name; default: the project folder's name)
 
     def timeout(self, name: str, default: float = 120.0) -> float:
         return float(self.timeouts.get(name, default))
@@ -312,6 +313,7 @@ def parse_config(text: str, root: Path, path: Path, rel: str) -> Config:
         module=_platform_name(v, ("engine", "module"),
                               eng.get("module", {"posix": "libkite_cuda.so", "windows": "kite_cuda.dll"}),
                               "libkite_cuda.so"),
+        name=string(("engine",), eng, "name", root.name),
         testmods_dir=string(("engine",), eng, "testmods_dir", "testmods"),
         env_names=env_names or {},
         dumps=_dumps(v, eng.get("dumps")),

@@ -155,7 +155,7 @@ def _provenance(entries: list[registry.Entry], st: registry.Status, cid: str,
 
 def existing_build(cfg: Config, name: str) -> BuildResult:
     b = cfg.bin_dir(name)
-    exe, mod = b / cfg.binary_for(name), b / cfg.module
+    exe, mod = b / cfg.binary_for(name), b / cfg.module_for(name)
     done = "prebuilt" if cfg.builds[name].prebuilt else "up-to-date"
     return BuildResult(name, str(b), str(exe), str(mod),
                        PartResult(done if exe.exists() else "failed", "" if exe.exists()

@@ -102,12 +102,15 @@ static inline hipError_t cudaEventRecordWithFlags(hipEvent_t e, hipStream_t s, u
 static inline hipError_t cudaGraphUpload(hipGraphExec_t, hipStream_t) { return hipSuccess; }
 
 // ---- device intrinsics -------------------------------------------------------------------------
-// ROCm 5.2 has no *_sync shuffles: a wavefront runs its lanes together, the mask is all lanes
+// ROCm 5.2 has no *_sync shuffles (later ROCm: only with HIP_ENABLE_WARP_SYNC_BUILTINS): a
+// wavefront runs its lanes together, the mask is all lanes
+#if !defined(HIP_ENABLE_WARP_SYNC_BUILTINS)
 template <typename T>
 __device__ __forceinline__ T __shfl_xor_sync(unsigned, T v, int lane_mask) {
     return __shfl_xor(v, lane_mask, KC_WARP);
 }
 __device__ __forceinline__ void __syncwarp() { __builtin_amdgcn_wave_barrier(); }
+#endif
 // a load that sees other blocks' stores of this kernel (CUDA: cached in L2 only); on AMD an
 // agent-scope atomic load, past the CU's own (non-coherent) vector cache
 template <typename T>

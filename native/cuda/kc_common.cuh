@@ -50,7 +50,7 @@
 #define KC_THREADS (KC_WARPS * KC_WARP)
 #define KC_ATT_D 256 // head sizes up to this (multiples of 32) take k_attn_scores' register path
 #define KC_ATT_SPLITS 16 // blocks that share one head's scores (a long context fills the SMs)
-#define KC_ATT_COLS (KC_THREADS / KC_WARP) // output columns of one k_attn_values block
+#define KC_ATT_COLS (KC_THREADS / 32) // output columns of one k_attn_values block
 #define KC_ATT_BATCH 8 // positions whose loads an attention thread issues together
 
 // Where a kernel body runs: its block's coordinates among the blocks of its op (blockIdx and

@@ -41,12 +41,13 @@ def _without_launch_bounds(text: str) -> str:
     """text without // comments and without __launch_bounds__(...) (its parentheses may nest)."""
     text = re.sub(r"//[^\n]*", "", text)
     while (i := text.find("__launch_bounds__(")) >= 0:
-        depth, j = 0, i + len("__launch_bounds__")
-        for j in range(j, len(text)):
-            depth += {"(": 1, ")": -1}.get(text[j], 0)
+        end, depth = i + len("__launch_bounds__"), 0
+        while True:  # to the parenthesis that closes the first one
+            depth += {"(": 1, ")": -1}.get(text[end], 0)
             if depth == 0:
                 break
-        text = text[:i] + text[j + 1:]
+            end += 1
+        text = text[:i] + text[end + 1:]
     return text
 
 

@@ -1,15 +1,23 @@
 #!/usr/bin/env bash
 # Install the host toolchains the build matrix uses, from Debian packages:
 #   clang (+ lld, compiler-rt for the sanitizers), the MinGW-w64 cross compiler for x86_64,
-#   and wine (64-bit) to run the Windows engine.
+#   and wine (64-bit) to run the Windows engine. With --hip: hipcc, the HIP runtime and the AMD
+#   device libraries instead (ROCm 5.2.3 on Debian 12), for the hip-* matrix entries.
 # Idempotent and quiet: packages already present are not fetched again; `apt-get update` runs
 # only when something is missing. Prints one line per outcome. Exit status 0 unless apt fails.
 #
-# Usage: .ci/install-toolchains.sh [--dry-run]
+# Usage: .ci/install-toolchains.sh [--hip] [--dry-run]
 set -euo pipefail
 
 DRY_RUN=0
-[[ "${1:-}" == "--dry-run" ]] && DRY_RUN=1
+HIP=0
+for arg in "$@"; do
+  case "$arg" in
+    --dry-run) DRY_RUN=1 ;;
+    --hip) HIP=1 ;;
+    *) echo "install-toolchains: unknown option $arg (usage: [--hip] [--dry-run])" >&2; exit 2 ;;
+  esac
+done
 
 # Debian 12 (bookworm) package names. wine: the "wine" package holds the /usr/bin/wine launcher,
 # "wine64" the 64-bit loader; 32-bit support (wine32, i386 multiarch) is not needed.
@@ -22,6 +30,12 @@ PACKAGES=(
   wine
   wine64
 )
+TOOLS=(clang x86_64-w64-mingw32-gcc wine)
+if [[ $HIP -eq 1 ]]; then
+  # the HIP compiler (clang 15 underneath), libamdhip64 for the module to link, the gfx bitcode
+  PACKAGES=(hipcc libamdhip64-dev rocm-device-libs)
+  TOOLS=(hipcc)
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -59,7 +73,7 @@ if ! $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >"$log
 fi
 
 # Report where each tool landed.
-for t in clang x86_64-w64-mingw32-gcc wine; do
+for t in "${TOOLS[@]}"; do
   if command -v "$t" >/dev/null 2>&1; then
     echo "install-toolchains: $t -> $(command -v "$t")"
   else

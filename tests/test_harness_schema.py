@@ -74,7 +74,7 @@ CASES = [
     ("unknown_build", GOOD.replace("{name: a}", "{name: a, build: cuda12}"),
      ["t.yaml:7", "unknown build 'cuda12'", "default, stub, gpu"]),
     ("unknown_requires", GOOD.replace("    title: ok\n", "    title: ok\n    requires: [gpu, tpu]\n"),
-     ["t.yaml:4", "requires[1]", "'tpu' is not allowed", "gpu, nvcc, host_cc"]),
+     ["t.yaml:4", "requires[1]", "'tpu' is not allowed", "gpu, no_gpu, nvcc, module_cc, host_cc"]),
     ("bad_precondition", GOOD.replace("{name: a}", "{name: a, preconditions: {counters.graph_replays: \">zero\"}}"),
      ["t.yaml:7", "preconditions.counters.graph_replays", "bad comparison"]),
     ("bad_mode", GOOD.replace("{dumps: [h_out]}", "{dumps: [h_out], mode: memcpy}"),

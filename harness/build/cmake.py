@@ -72,6 +72,21 @@ class BuildResult:
         return doc
 
 
+def find_hipcc() -> str | None:
+    cand = shutil.which("hipcc") or ("/opt/rocm/bin/hipcc" if os.path.isfile("/opt/rocm/bin/hipcc") else None)
+    return cand
+
+
+def module_compiler(vendor: str) -> tuple[str | None, dict[str, str]]:
+    """The module project's compiler for a vendor and the CMake definitions naming it; without
+    the compiler, (None, {"reason": why})."""
+    if vendor == "hip":
+        hipcc = find_hipcc()
+        return (hipcc, {"KITE_GPU": "hip", "CMAKE_CXX_COMPILER": hipcc}) if hipcc else (None, {"reason": "hipcc not found"})
+    nvcc = find_nvcc()
+    return (nvcc, {"CMAKE_CUDA_COMPILER": nvcc}) if nvcc else (None, {"reason": "nvcc not found"})
+
+
 def find_nvcc() -> str | None:
     cand = os.environ.get("CUDACXX") or shutil.which("nvcc")
     if cand:
@@ -248,13 +263,14 @@ def build(cfg: Config, name: str, *, force: bool = False, progress: Progress | N
     t0 = time.perf_counter()
     bin_dir = cfg.bin_dir(name)
     binary = cfg.binary_for(name)
-    res = BuildResult(name, str(bin_dir), str(bin_dir / binary), str(bin_dir / cfg.module),
+    module = cfg.module_for(name)
+    res = BuildResult(name, str(bin_dir), str(bin_dir / binary), str(bin_dir / module),
                       PartResult("skipped"), PartResult("skipped", "no module project in this build"))
     if spec.prebuilt:
         ok = (bin_dir / binary).exists()
         res.engine = PartResult("prebuilt" if ok else "failed", "" if ok else f"{bin_dir / binary} not found")
-        res.module = PartResult("prebuilt" if (bin_dir / cfg.module).exists() else "skipped",
-                                "" if (bin_dir / cfg.module).exists() else "no module in the prebuilt folder")
+        res.module = PartResult("prebuilt" if (bin_dir / module).exists() else "skipped",
+                                "" if (bin_dir / module).exists() else "no module in the prebuilt folder")
         if not ok:
             say(f"build {name}: engine failed ({res.engine.reason})")
         return res
@@ -300,17 +316,16 @@ def build(cfg: Config, name: str, *, force: bool = False, progress: Progress | N
         _say_errors(say, res.extras[proj.source], cfg.root)
     if spec.module:
         res.options["module"] = dict(spec.module.options)
-        nvcc = find_nvcc()
-        if not nvcc:
-            res.module = PartResult("skipped", "nvcc not found")
+        compiler, defs = module_compiler(spec.vendor)
+        if not compiler:
+            res.module = PartResult("skipped", defs["reason"])
         else:
-            say(f"build {name}: module ({spec.module.source}, nvcc)")
-            res.module = cmake_project(cfg, spec.module, root / "cuda",
-                                        {"KITE_OUTPUT_DIR": str(bin_dir), "CMAKE_CUDA_COMPILER": nvcc},
-                                        root / "logs" / "module.log", [], {"nvcc": nvcc}, force, progress=say,
-                                        check=check)
-            if res.module.status in ("built", "up-to-date", "stale") and not (bin_dir / cfg.module).exists():
-                res.module = PartResult("failed", f"build succeeded but {cfg.module} not found in {bin_dir}",
+            say(f"build {name}: module ({spec.module.source}, {Path(compiler).name})")
+            res.module = cmake_project(cfg, spec.module, root / "cuda", {"KITE_OUTPUT_DIR": str(bin_dir), **defs},
+                                        root / "logs" / "module.log", [], {Path(compiler).name: compiler}, force,
+                                        progress=say, check=check)
+            if res.module.status in ("built", "up-to-date", "stale") and not (bin_dir / module).exists():
+                res.module = PartResult("failed", f"build succeeded but {module} not found in {bin_dir}",
                                         res.module.log)
         say(f"build {name}: module {res.module.status}{_shown(res.module)}")
         _say_errors(say, res.module, cfg.root)

@@ -43,11 +43,17 @@ INSTALL_HINTS: dict[str, str] = {
             "with C++\" (component Microsoft.VisualStudio.Component.VC.Tools.x86.x64); vswhere.exe "
             "comes with the Visual Studio Installer",
     "gpu": "an NVIDIA GPU with its driver (nvidia-smi -L lists it)",
+    "hipcc": "apt-get install hipcc libamdhip64-dev rocm-device-libs (Debian 12: ROCm 5.2.3; or run "
+             ".ci/install-toolchains.sh --hip)",
+    "amd_gpu": "an AMD GPU with 32-lane wavefronts (RDNA, e.g. gfx1030) and the amdgpu driver (/dev/kfd)",
     "cmake_cuda": "CMake 3.18 or newer with CUDA language support",
 }
 
 KNOWN = ("gcc", "clang", "mingw", "wine", "nvcc", "cuobjdump", "cmake", "ninja", "sanitizers", "msvc",
-         "gpu", "linux", "x86_64")
+         "gpu", "linux", "x86_64", "hipcc", "amd_gpu")
+# hipcc hands its files to nvcc when it finds one, unless told the platform
+HIPCC_ENV = {"HIP_PLATFORM": "amd"}
+KFD_NODES = Path("/sys/class/kfd/kfd/topology/nodes")
 
 
 @dataclass
@@ -378,6 +384,10 @@ def probe(name: str) -> Tool:
         return probe_msvc()
     if name == "gpu":
         return probe_gpu()
+    if name == "hipcc":
+        return probe_hipcc()
+    if name == "amd_gpu":
+        return probe_amd_gpu()
     if name == "linux":
         return Tool("linux", sys.platform.startswith("linux"), version=sys.platform,
                     reason="" if sys.platform.startswith("linux") else f"host is {sys.platform}")
@@ -428,6 +438,44 @@ def probe_gpu() -> Tool:
     if rc != 0 or not gpus:
         return _absent("gpu", f"nvidia-smi -L lists no GPU (status {rc})")
     return Tool("gpu", True, path=smi, version=gpus[0][:120], details={"gpus": gpus})
+
+
+def parse_hipcc_version(text: str) -> str:
+    m = re.search(r"HIP version:\s*(\S+)", text)
+    return m.group(1) if m else ""
+
+
+def probe_hipcc() -> Tool:
+    """hipcc for AMD targets: its `--version` under HIP_PLATFORM=amd names the HIP version."""
+    path = _which("hipcc", extra_dirs=["/opt/rocm/bin"])
+    if not path:
+        return _absent("hipcc", "hipcc not on PATH")
+    rc, out = _run([path, "--version"], env={**os.environ, **HIPCC_ENV})
+    version = parse_hipcc_version(out)
+    if rc != 0 or not version:
+        return Tool("hipcc", False, path=path, reason=f"`hipcc --version` (HIP_PLATFORM=amd) failed (status {rc})",
+                    hint=INSTALL_HINTS["hipcc"])
+    return Tool("hipcc", True, path=path, version=version)
+
+
+def amd_gpu_targets(nodes: Path = KFD_NODES) -> list[str]:
+    """gfx targets of the GPU nodes the amdgpu driver lists (empty: no AMD GPU or no driver)."""
+    out = []
+    for props in sorted(nodes.glob("*/properties")) if nodes.is_dir() else []:
+        m = re.search(r"^gfx_target_version\s+(\d+)", props.read_text(errors="replace"), re.M)
+        if m and int(m.group(1)):
+            v = int(m.group(1))
+            out.append(f"gfx{v // 10000}{(v // 100) % 100:x}{v % 100:x}")
+    return out
+
+
+def probe_amd_gpu(nodes: Path = KFD_NODES, kfd: Path = Path("/dev/kfd")) -> Tool:
+    if not kfd.exists():
+        return _absent("amd_gpu", f"no AMD GPU ({kfd} absent: no amdgpu driver)")
+    gpus = amd_gpu_targets(nodes)
+    if not gpus:
+        return _absent("amd_gpu", f"no AMD GPU ({nodes} lists none)")
+    return Tool("amd_gpu", True, path=str(kfd), version=gpus[0], details={"gpus": gpus})
 
 
 def vswhere_path(env: dict[str, str] | None = None) -> str:

@@ -77,7 +77,8 @@ class EntryRunner:
         self.root = Path(cfg.root)
         self.broot = self.root / cfg.build_dir / ent.name
         binary = "kite.exe" if ent.windows else "kite"
-        module = "kite_cuda.dll" if ent.windows else "libkite_cuda.so"
+        vendor = "hip" if ent.module.gpu == "hip" else "cuda"
+        module = f"kite_{vendor}.dll" if ent.windows else f"libkite_{vendor}.so"
         self.cfg = dataclasses.replace(cfg, binary=binary, module=module,
                                        timeouts={**cfg.timeouts, **({"run": ent.timeout} if ent.timeout else {})})
         self.logs = report_dir / "logs" / ent.name
@@ -129,6 +130,13 @@ class EntryRunner:
 
     def _module_defs(self) -> tuple[dict[str, str] | None, str]:
         m = self.ent.module
+        if m.gpu == "hip":
+            hipcc, defs = B.module_compiler("hip")
+            if not hipcc:
+                return None, defs["reason"]
+            # the loader's refusal tests (noexport, badabi) are vendor-free: the CUDA entries keep them
+            return ({**defs, "KITE_HIP_ARCHS": ";".join(m.archs), "KITE_CUDA_TEST_MODULES": "OFF"},
+                    f"module compiler: hipcc ({hipcc})")
         defs = {"KITE_CUDA_ARCHS": ";".join(m.archs)}
         if m.host_compiler == "msvc":
             return defs, "msvc (vcvars environment)"
@@ -187,10 +195,11 @@ class EntryRunner:
         res = B.BuildResult(name, str(bin_dir), "", str(bin_dir / self.cfg.module), B.PartResult("skipped", "engine: false"),
                             B.PartResult("skipped", self.module_note))
         if mod is not None:
-            nvcc = B.find_nvcc() or toolchains.probe("nvcc").path
+            compiler = ({} if self.ent.module.gpu == "hip"
+                        else {"CMAKE_CUDA_COMPILER": B.find_nvcc() or toolchains.probe("nvcc").path})
             # module-only entries check the embedded code list: the loader test modules add nothing
             res.module = self.cmake(mod.source, self.cfg.build_root(name) / "cuda",
-                                    {**mod.options, "KITE_OUTPUT_DIR": str(bin_dir), "CMAKE_CUDA_COMPILER": nvcc,
+                                    {**mod.options, "KITE_OUTPUT_DIR": str(bin_dir), **compiler,
                                      "KITE_CUDA_TEST_MODULES": "OFF"},
                                     "module")
             if res.module.status in ("built", "up-to-date") and not (bin_dir / self.cfg.module).exists():
@@ -304,7 +313,9 @@ class EntryRunner:
         parts = []
         details: dict[str, Any] = {}
         for v in self.matrix.dump.variants:
-            unmet = next((toolchains.probe(x).skip_reason() for x in v.requires if not toolchains.probe(x).found), None)
+            # a HIP entry's module runs on an AMD GPU only: its `gpu` is amd_gpu
+            reqs = ["amd_gpu" if x == "gpu" and self.ent.module.gpu == "hip" else x for x in v.requires]
+            unmet = next((toolchains.probe(x).skip_reason() for x in reqs if not toolchains.probe(x).found), None)
             if unmet:
                 details[v.name] = {"skipped": unmet}
                 parts.append(f"{v.name}: SKIP")

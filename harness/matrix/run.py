@@ -70,6 +70,14 @@ def criteria_refs(cfg: Config, ent: Entry) -> list[tuple[str, str, list[Criterio
     return out
 
 
+def hip_probes() -> dict[str, tuple[bool, str]]:
+    """`requires:` answers for a HIP entry: module_cc is hipcc, and gpu means an AMD GPU (an NVIDIA
+    one does not run this module), so device criteria SKIP with "no AMD GPU" where there is none."""
+    cc, gpu = toolchains.probe("hipcc"), toolchains.probe("amd_gpu")
+    return {"module_cc": (True, f"hipcc {cc.version}") if cc.found else (False, cc.skip_reason()),
+            "gpu": (True, f"AMD GPU {gpu.version}") if gpu.found else (False, gpu.reason)}
+
+
 def entry_criteria(cfg: Config, runner: EntryRunner, run: EntryRun, report_dir: Path,
                    reg: list[registry.Entry], exploratory: bool, models: Models) -> list[Result]:
     """The entry's registered criteria (`criteria: [file.yaml, file.yaml#ID]`) on its builds."""
@@ -80,6 +88,8 @@ def entry_criteria(cfg: Config, runner: EntryRunner, run: EntryRun, report_dir: 
                   progress=runner.say, launcher=runner.launcher(), base_env=runner.base_env())
     if ent.runner == "wine":  # under wine the Linux facts of this host do not hold for the engine
         ctx.probes.overrides["linux"] = (False, "runs under wine")
+    if ent.module.gpu == "hip":  # the same criteria on hipcc's module: its compiler, an AMD GPU
+        ctx.probes.overrides.update(hip_probes())
     how = Judged(reg, exploratory, "run `harness register`, or `matrix --exploratory`", id_prefix=f"{ent.name}/",
                  title_prefix=f"{ent.name}: ", report_root=report_dir,
                  skip=run.reason if run.verdict == "SKIP" else None,

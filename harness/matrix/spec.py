@@ -30,14 +30,16 @@ TOP_KEYS = {"version": False, "defaults": False, "entries": True, "cross": False
 ENTRY_KEYS = {"description": False, "toolchain": True, "cmake": False, "engine": False, "module": False,
               "testmod": False, "runner": True, "checks": False, "criteria": False, "requires": True,
               "env": False, "timeout": False}
-MODULE_KEYS = {"build": False, "archs": False, "host_compiler": False, "fallback_host_compiler": False,
+MODULE_KEYS = {"build": False, "gpu": False, "archs": False, "host_compiler": False, "fallback_host_compiler": False,
                "expect_elf": False, "expect_ptx": False}
+GPUS = ("cuda", "hip")  # the module's vendor: nvcc, or hipcc (CMake KITE_GPU)
 DUMP_KEYS = {"model": False, "prompt": False, "steps": False, "threads": False, "variants": False}
 VARIANT_KEYS = {"env": False, "requires": False}
 CROSS_KEYS = {"title": True, "entries": True, "dumps": False, "compare": False, "requires": False,
               "min_entries": False}
 CROSS_ID_RE = re.compile(r"^[A-Z][A-Za-z0-9_.-]*$")
 ARCH_RE = re.compile(r"^(\d{2,3}[a-z]?)(-real|-virtual)?$|^(all|all-major|native)$")
+GFX_RE = re.compile(r"^gfx[0-9a-f]{3,4}$")  # an AMD target (hipcc --offload-arch)
 SM_RE = re.compile(r"^sm_\d{2,3}[a-z]?$")
 CMAKE_OPT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 CRITERION_REF_RE = re.compile(r"^[^#\s]+\.ya?ml(#[\w.-]+)?$")
@@ -54,6 +56,8 @@ def _digest(obj: Any) -> str:
     """sha256 of a config dataclass's fields (its line number aside): what registration pins."""
     d = dataclasses.asdict(obj)
     d.pop("line")
+    if isinstance(d.get("module"), dict) and d["module"].get("gpu") == "cuda":
+        d["module"].pop("gpu")  # the default: digests of entries from before the key stay as they were
     return "sha256:" + hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()
 
 
@@ -61,6 +65,7 @@ def _digest(obj: Any) -> str:
 class Module:
     build: bool = False
     archs: tuple[str, ...] = ()
+    gpu: str = "cuda"
     host_compiler: str = "gcc"
     fallback_host_compiler: str | None = None
     expect_elf: tuple[str, ...] | None = None
@@ -171,8 +176,13 @@ def _module(v: Validator, path: tuple, m: Any) -> Module | None:
     n0 = v.count()
     v.keys(path, m, MODULE_KEYS, "a module")
     build = v.bool_(path + ("build",), m["build"]) if "build" in m else True
-    archs = v.patterned(path + ("archs",), m["archs"], ARCH_RE, "a CUDA architecture like 90-real",
-                        "list of CUDA architectures") if "archs" in m else []
+    gpu = v.enum(path + ("gpu",), m["gpu"], GPUS) if "gpu" in m else "cuda"
+    if gpu == "hip":
+        archs = v.patterned(path + ("archs",), m["archs"], GFX_RE, "an AMD target like gfx1030",
+                            "list of AMD targets") if "archs" in m else []
+    else:
+        archs = v.patterned(path + ("archs",), m["archs"], ARCH_RE, "a CUDA architecture like 90-real",
+                            "list of CUDA architectures") if "archs" in m else []
     hc = v.enum(path + ("host_compiler",), m["host_compiler"], HOST_COMPILERS) if "host_compiler" in m else "gcc"
     fb = (v.enum(path + ("fallback_host_compiler",), m["fallback_host_compiler"], HOST_COMPILERS)
           if "fallback_host_compiler" in m else None)
@@ -184,7 +194,12 @@ def _module(v: Validator, path: tuple, m: Any) -> Module | None:
         v.err(path + ("archs",), "a module build needs at least one architecture (e.g. 90-real)")
     if v.count() > n0:
         return None
-    return Module(bool(build), tuple(archs or ()), hc or "gcc", fb, expect["expect_elf"], expect["expect_ptx"])
+    if gpu == "hip" and (expect["expect_elf"] is not None or expect["expect_ptx"] is not None):
+        v.err(path, "expect_elf / expect_ptx list NVIDIA code: not for a `gpu: hip` module")
+    if v.count() > n0:
+        return None
+    return Module(bool(build), tuple(archs or ()), gpu or "cuda", hc or "gcc", fb, expect["expect_elf"],
+                  expect["expect_ptx"])
 
 
 def _entry(v: Validator, name: Any, m: Any) -> Entry | None:
@@ -238,6 +253,11 @@ def _consistent(v: Validator, path: tuple, tc: str, runner: str, opts: dict[str,
                                   "module.expect_ptx")
     if "loader-fake" in checks and not testmod:
         v.err(path + ("checks",), "check 'loader-fake' needs `testmod: true` (the fake module)")
+    if module.build and module.gpu == "hip":
+        if "hipcc" not in requires:
+            v.err(path + ("requires",), "a `gpu: hip` module must require 'hipcc'")
+        if opts.get("KITE_GPU", "").lower() != "hip" and engine:
+            v.err(path + ("cmake",), "a `gpu: hip` module needs the engine to look for it (cmake KITE_GPU: hip)")
     if module.build and module.host_compiler == "msvc" and "msvc" not in requires:
         v.err(path + ("requires",), "a module built with host_compiler 'msvc' must require 'msvc'")
     if module.build and module.host_compiler == "clang" and "clang" not in requires and tc != "clang":

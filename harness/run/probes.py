@@ -83,7 +83,8 @@ class Probes:
             # for checks of the no-device path itself (e.g. the driver reason in `info`)
             has_gpu, why = self.check("gpu")
             return (False, f"a GPU is present ({why})") if has_gpu else (True, why)
-        if req == "nvcc":
+        if req in ("nvcc", "module_cc"):
+            # module_cc: the compiler of the build's GPU module; nvcc unless a HIP matrix entry says hipcc
             p = find_nvcc()
             return (True, p) if p else missing(req, "nvcc")
         if req == "host_cc":

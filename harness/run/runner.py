@@ -115,7 +115,7 @@ def _values(ctx: Context, crit: C.Criterion, var: C.Variant, work: Path, case: d
     bin_dir = Path(b.bin_dir)
     # {build}: the folder the build was made in (bin/'s parent), whatever name the criterion gives it
     build_dir = ctx.cfg.build_root(var.build) if b.engine.status == "prebuilt" else bin_dir.parent
-    vals = {"bin": str(bin_dir), "module": str(bin_dir / ctx.cfg.module),
+    vals = {"bin": str(bin_dir), "module": str(bin_dir / ctx.cfg.module_for(var.build)),
             "testmods": str(bin_dir / ctx.cfg.testmods_dir), "build": str(build_dir),
             "root": str(ctx.cfg.root), "work": str(work), "nonexistent": str(work / "nonexistent" / "no-such-file"),
             "engine": str(bin_dir / ctx.cfg.binary_for(var.build)), "engine_dir": str(bin_dir), **env_values(ctx.cfg),

@@ -20,7 +20,8 @@ TIMEOUTS = ("build", "run", "info", "probe")
 
 TOP_KEYS = {"engine": False, "builds": True, "build": False, "models": False, "timeouts": False, "reports": False,
             "external": False}
-ENGINE_KEYS = {"name": False, "binary": False, "module": False, "testmods_dir": False, "env": False, "dumps": False,
+ENGINE_KEYS = {"name": False, "binary": False, "module": False, "hip_module": False, "testmods_dir": False,
+               "env": False, "dumps": False,
                "meta_file": False, "dump_flag": False, "json_flag": False, "info_args": False,
                "ignore_exports": False, "gpu": False}
 GPU_KEYS = {"build": False, "available": False, "reason": False, "device": False}
@@ -84,6 +85,12 @@ class BuildSpec:
     binary: str | None = None  # this build's executable when it is not the engine's (another engine)
     on_demand: bool = False  # built only for a criterion that uses it or when named, never by `build` alone
 
+    @property
+    def vendor(self) -> str:
+        """The GPU module's vendor, CMake KITE_GPU of its projects: "cuda" (nvcc) or "hip" (hipcc)."""
+        opts = [p.options for p in (self.engine, self.module) if p is not None]
+        return "hip" if any(str(o.get("KITE_GPU", "")).lower() == "hip" for o in opts) else "cuda"
+
 
 @dataclass(frozen=True)
 class Config:
@@ -109,6 +116,7 @@ class Config:
     timeouts: dict[str, float]
     reports_dir: str
     gpu: GpuProfile = GpuProfile()
+    hip_module: str = "libkite_hip.so"  # the module's file in a KITE_GPU=hip build
     external: dict[str, ExternalSource] = field(default_factory=dict)
     raw: dict[str, Any] = field(repr=False, default_factory=dict)
     name: str = ""  # the project's name in reports (engine.name; default: the project folder's name)
@@ -118,6 +126,11 @@ class Config:
 
     def build_root(self, build: str) -> Path:
         return self.root / self.build_dir / build
+
+    def module_for(self, build: str) -> str:
+        """The module's file name in that build: the HIP one where the build says KITE_GPU=hip."""
+        spec = self.builds.get(build)
+        return self.hip_module if spec is not None and spec.vendor == "hip" else self.module
 
     def binary_for(self, build: str) -> str:
         spec = self.builds.get(build)
@@ -314,6 +327,9 @@ def parse_config(text: str, root: Path, path: Path, rel: str) -> Config:
                               eng.get("module", {"posix": "libkite_cuda.so", "windows": "kite_cuda.dll"}),
                               "libkite_cuda.so"),
         name=string(("engine",), eng, "name", root.name),
+        hip_module=_platform_name(v, ("engine", "hip_module"),
+                                  eng.get("hip_module", {"posix": "libkite_hip.so", "windows": "kite_hip.dll"}),
+                                  "libkite_hip.so"),
         testmods_dir=string(("engine",), eng, "testmods_dir", "testmods"),
         env_names=env_names or {},
         dumps=_dumps(v, eng.get("dumps")),

@@ -12,7 +12,7 @@ from typing import Any
 
 KINDS = ("equivalence", "ab_timing", "run", "artifact", "compare")
 BYTES = ("same", "may-change")  # a compare workload's dumps: must stay identical, or may change
-REQUIREMENTS = ("gpu", "no_gpu", "nvcc", "host_cc", "host_cxx", "cmake", "clang", "mingw", "wine", "valgrind",
+REQUIREMENTS = ("gpu", "no_gpu", "nvcc", "module_cc", "host_cc", "host_cxx", "cmake", "clang", "mingw", "wine", "valgrind",
                 "linux", "windows", "x86_64")
 LAYOUTS = ("normal", "engine_only")
 COMPARE_MODES = ("memcmp", "tolerance")

@@ -103,7 +103,7 @@ __device__ __forceinline__ void attn_scores_block(const ScoresArgs &a, const Blo
         const int kvh = at.x / (a.H / a.Hkv), line = lane & 7;
         const int first_group = at.z * KC_WARPS + warp, group_stride = at.nz * KC_WARPS;
         for (int t = 4 * first_group + (lane >> 3); t < pos && line * 32 < a.D; t += 4 * group_stride)
-            asm volatile("prefetch.global.L2 [%0];" ::"l"(a.k_cache + (size_t)t * a.Hkv * a.D + kvh * a.D + line * 32));
+            KC_PREFETCH_L2(a.k_cache + (size_t)t * a.Hkv * a.D + kvh * a.D + line * 32);
     }
     wait();
     const float *q = a.q, *k_cache = a.k_cache;
@@ -223,7 +223,7 @@ __device__ __forceinline__ void attn_values_block(const ValuesArgs &a, const Blo
         const int pos = a.in[0];
         const float *vp = a.v_cache + at.x / (a.H / a.Hkv) * a.D + at.z * 32;
         for (int t = g; t < pos; t += KC_VAL_PARTS)
-            asm volatile("prefetch.global.L2 [%0];" ::"l"(vp + (size_t)t * a.Hkv * a.D));
+            KC_PREFETCH_L2(vp + (size_t)t * a.Hkv * a.D);
     }
     wait();
     const float *probs = a.probs, *v_cache = a.v_cache;

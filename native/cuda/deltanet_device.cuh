@@ -88,10 +88,10 @@ __device__ __forceinline__ void deltanet_block(const DeltanetArgs &a, const Bloc
     for (int t = threadIdx.x; t < 2 * dk + nw; t += blockDim.x) {
         if (t >= 2 * dk && j0 + (t - 2 * dk) >= dv) continue;
         const int c = dn_channel(t, kh, h, j0, Hk, dk, dv);
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(cw + (size_t)c * K));
+        KC_PREFETCH_L2(cw + (size_t)c * K);
         for (int jj = 0; jj < K - 1; jj++) {
             const int pp = pos - (K - 1) + jj;
-            if (pp >= 0) asm volatile("prefetch.global.L2 [%0];" ::"l"(ring + (size_t)(pp % R) * C + c));
+            if (pp >= 0) KC_PREFETCH_L2(ring + (size_t)(pp % R) * C + c);
         }
     }
     wait();

@@ -5,8 +5,7 @@
 // int32, element-wise math comes from kite_math.h. Built with -fmad=false (no FMA contraction),
 // IEEE division and square root.
 #pragma once
-#include <cuda_fp16.h>
-#include <cuda_runtime.h>
+#include "kc_gpu.cuh" // CUDA or HIP: the one portability header
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,10 +25,11 @@
 // its memory to be visible) before it touches any activation or state. Pointers to activations
 // and state are never `const __restrict__` in a kernel: the compiler may treat such loads as
 // invariant (ld.global.nc) and issue them before the wait.
+// HIP has none (KC_HAS_PDL 0): the waits and triggers are empty, launches plain stream order.
 #ifndef KC_PDL
-#define KC_PDL 1
+#define KC_PDL KC_HAS_PDL
 #endif
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#if KC_HAS_PDL && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define KC_PDL_TRIGGER() asm volatile("griddepcontrol.launch_dependents;" ::: "memory")
 #define KC_PDL_WAIT() asm volatile("griddepcontrol.wait;" ::: "memory")
 #else
@@ -47,7 +47,7 @@
 #ifndef KC_COPY_THREADS
 #define KC_COPY_THREADS 3
 #endif
-#define KC_THREADS (KC_WARPS * 32)
+#define KC_THREADS (KC_WARPS * KC_WARP)
 #define KC_ATT_D 256 // head sizes up to this (multiples of 32) take k_attn_scores' register path
 #define KC_ATT_SPLITS 16 // blocks that share one head's scores (a long context fills the SMs)
 #define KC_ATT_BATCH 8 // positions whose loads an attention thread issues together
@@ -58,7 +58,7 @@ struct BlockAt {
     int x, y, z;    // this block
     int nx, ny, nz; // blocks of the op
 };
-#ifdef __CUDACC__
+#if defined(__CUDACC__) || KC_HIP
 __device__ __forceinline__ BlockAt block_at_launch() {
     return BlockAt{(int)blockIdx.x, (int)blockIdx.y, (int)blockIdx.z, (int)gridDim.x, (int)gridDim.y, (int)gridDim.z};
 }
@@ -114,8 +114,16 @@ extern int g_cc_major;
 extern int g_pdl;                // launches of the current forward pass carry the PDL attribute
 
 // Launch on g_stream, with the programmatic-serialization attribute while g_pdl is set.
+// HIP (KC_HAS_PDL 0): a plain launch on g_stream, g_pdl ignored.
 template <typename... KArgs, typename... Args>
 static cudaError_t klaunch(void (*kern)(KArgs...), dim3 grid, dim3 block, size_t smem, Args... args) {
+#if KC_HIP
+#if KC_TIMELINE
+#error "KITE_CUDA_TIMELINE is CUDA only"
+#endif
+    hipLaunchKernelGGL(kern, grid, block, (unsigned)smem, g_stream, ((KArgs)args)...);
+    return hipGetLastError();
+#else
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
     cfg.blockDim = block;
@@ -130,6 +138,7 @@ static cudaError_t klaunch(void (*kern)(KArgs...), dim3 grid, dim3 block, size_t
     return cudaLaunchKernelEx(&cfg, kern, args..., g_tl_times, g_tl_op);
 #else
     return cudaLaunchKernelEx(&cfg, kern, args...);
+#endif
 #endif
 }
 

@@ -9,7 +9,11 @@
 // word of each load keeps them all ahead of it: a compare of their XOR and a fence under it
 // (harmless the rare time it runs).
 __device__ __forceinline__ void use_before_wait(int f) {
+#if KC_HAS_PDL
     asm volatile("{\n\t.reg .pred p;\n\tsetp.eq.s32 p, %0, 0x7fc00001;\n\t@p membar.cta;\n\t}" ::"r"(f) : "memory");
+#else
+    (void)f; // no PDL wait to keep loads ahead of
+#endif
 }
 
 // Lane partials of quantized weights. QT is the weight kind: 1 Q8_0, 2 Q4_0 (the M-row passes:
@@ -218,8 +222,8 @@ __device__ __forceinline__ void gemv_prefetch_l2(const GemvArgs &a, const BlockA
         for (int rr = 0; rr < RPW && r0 + rr < J.n; rr++) {
             const char *qb = (const char *)J.q + (size_t)(r0 + rr) * rb;
             for (size_t off = (size_t)lane * 128; off < rb; off += 32 * 128)
-                asm volatile("prefetch.global.L2 [%0];" ::"l"(qb + off));
-            if (lane == 0) asm volatile("prefetch.global.L2 [%0];" ::"l"(J.s + (size_t)(r0 + rr) * nb));
+                KC_PREFETCH_L2(qb + off);
+            if (lane == 0) KC_PREFETCH_L2(J.s + (size_t)(r0 + rr) * nb);
         }
     }
 }

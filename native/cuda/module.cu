@@ -50,7 +50,7 @@ KCUDA_API int32_t kcuda_init(char *note, int32_t note_len) {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess) {
-        snprintf(buf, sizeof buf, "cudart error %d (%s): %s", (int)e, cudaGetErrorName(e), cudaGetErrorString(e));
+        snprintf(buf, sizeof buf, KC_RUNTIME " error %d (%s): %s", (int)e, cudaGetErrorName(e), cudaGetErrorString(e));
         note_put(note, note_len, buf);
         cudaGetLastError();
         return (int32_t)e;
@@ -63,7 +63,7 @@ KCUDA_API int32_t kcuda_init(char *note, int32_t note_len) {
     e = cudaSetDevice(g_device);
     if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking);
     if (e != cudaSuccess) {
-        snprintf(buf, sizeof buf, "cudart error %d (%s): %s", (int)e, cudaGetErrorName(e), cudaGetErrorString(e));
+        snprintf(buf, sizeof buf, KC_RUNTIME " error %d (%s): %s", (int)e, cudaGetErrorName(e), cudaGetErrorString(e));
         note_put(note, note_len, buf);
         return (int32_t)e;
     }
@@ -77,7 +77,7 @@ KCUDA_API int32_t kcuda_init(char *note, int32_t note_len) {
     note_put(note, note_len, buf);
     e = (cudaError_t)gemv_smem_optin();
     if (e != cudaSuccess) {
-        snprintf(buf, sizeof buf, "cudart error %d (%s): %s", (int)e, cudaGetErrorName(e), cudaGetErrorString(e));
+        snprintf(buf, sizeof buf, KC_RUNTIME " error %d (%s): %s", (int)e, cudaGetErrorName(e), cudaGetErrorString(e));
         note_put(note, note_len, buf);
         return (int32_t)e;
     }
@@ -112,8 +112,9 @@ KCUDA_API int32_t kcuda_device_info(char *name, int32_t name_len, int32_t *cc_ma
 }
 
 KCUDA_API int32_t kcuda_set_option(int32_t key, int64_t value) {
-    if (key == KCUDA_OPT_GRAPH) g_opt_graph = value != 0;
-    else if (key == KCUDA_OPT_GRAPH_M) g_opt_graph_m = value != 0;
+    // without external event nodes (HIP, kc_gpu.cuh) the passes run as streams: same bytes
+    if (key == KCUDA_OPT_GRAPH) g_opt_graph = value != 0 && KC_HAS_GRAPH_EXT_EVENT;
+    else if (key == KCUDA_OPT_GRAPH_M) g_opt_graph_m = value != 0 && KC_HAS_GRAPH_EXT_EVENT;
     else return KCUDA_E_UNSUPPORTED;
     return 0;
 }

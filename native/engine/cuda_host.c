@@ -1,6 +1,8 @@
-/* cuda_host.c - the engine's run-time loader for the optional CUDA module (KITE_CUDA=ON).
+/* cuda_host.c - the engine's run-time loader for the optional GPU module (KITE_CUDA=ON).
  *
- * Finds libkite_cuda.so / kite_cuda.dll (KITE_CUDA_LIB, then the executable's folder, then the
+ * The vendor is fixed at build time (CMake KITE_GPU): cuda looks for libkite_cuda.so /
+ * kite_cuda.dll, hip (KITE_GPU_HIP) for libkite_hip.so / kite_hip.dll; the name and the note's
+ * tag are all that differ, one code path for both. Finds the module (KITE_CUDA_LIB, then the executable's folder, then the
  * platform search path; first library that loads wins; one attempt per process), binds every
  * entry of KCUDA_ENTRY_POINTS or none, checks the ABI version exactly, and translates the
  * module's 0 = success into the offload contract (1 = done on the GPU, 0 = run the CPU path).
@@ -19,15 +21,23 @@
 #include "env_options.h"
 #include "kite_cuda.h"
 
+#if defined(KITE_GPU_HIP)
+#define KC_VENDOR "hip"
+#define KC_TAG "[HIP] "
+#else
+#define KC_VENDOR "cuda"
+#define KC_TAG ""
+#endif
+
 #if defined(_WIN32)
 #include <windows.h>
-#define KC_MODULE_NAME "kite_cuda.dll"
+#define KC_MODULE_NAME "kite_" KC_VENDOR ".dll"
 typedef HMODULE kc_lib_t;
 #else
 #include <dlfcn.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#define KC_MODULE_NAME "libkite_cuda.so"
+#define KC_MODULE_NAME "libkite_" KC_VENDOR ".so"
 typedef void *kc_lib_t;
 #endif
 
@@ -174,7 +184,7 @@ static int bind_all(const char *path) {
     {                                                                                          \
         void *p_ = lib_sym(g_lib, #name);                                                      \
         if (!p_) {                                                                             \
-            snprintf(g_info.note, sizeof g_info.note, "%.900s: missing symbol %s; module refused", \
+            snprintf(g_info.note, sizeof g_info.note, KC_TAG "%.900s: missing symbol %s; module refused", \
                      path, #name);                                                             \
             snprintf(g_info.reason, sizeof g_info.reason, "module refused: missing symbol %s", \
                      #name);                                                                   \
@@ -270,7 +280,7 @@ void kc_init(void) {
     }
     if (!loaded) {
         kc_copy(g_info.reason, sizeof g_info.reason, "module not found");
-        snprintf(g_info.note, sizeof g_info.note, "no %s found (KITE_CUDA_LIB, executable folder, system path); CPU only",
+        snprintf(g_info.note, sizeof g_info.note, KC_TAG "no %s found (KITE_CUDA_LIB, executable folder, system path); CPU only",
                  KC_MODULE_NAME);
         return;
     }
@@ -282,7 +292,7 @@ void kc_init(void) {
     int abi = g_fn.kcuda_abi_version();
     g_info.module_abi = abi;
     if (abi != KCUDA_ABI_VERSION) {
-        snprintf(g_info.note, sizeof g_info.note, "%.900s: ABI version %d, engine expects %d; module refused", path, abi,
+        snprintf(g_info.note, sizeof g_info.note, KC_TAG "%.900s: ABI version %d, engine expects %d; module refused", path, abi,
                  KCUDA_ABI_VERSION);
         snprintf(g_info.reason, sizeof g_info.reason, "module refused: ABI version %d, engine expects %d", abi,
                  KCUDA_ABI_VERSION);
@@ -294,7 +304,7 @@ void kc_init(void) {
     int s = g_fn.kcuda_init(note, (int32_t)sizeof note);
     note[sizeof note - 1] = 0;
     g_info.init_status = s;
-    snprintf(g_info.note, sizeof g_info.note, "%.500s: bound (ABI %d); init: %.480s", path, abi, note);
+    snprintf(g_info.note, sizeof g_info.note, KC_TAG "%.500s: bound (ABI %d); init: %.480s", path, abi, note);
     int32_t dv = 0, rv = 0;
     if (s != 0) {
         set_reason_from_init(s, note);

@@ -18,7 +18,7 @@
 
 #include <stdint.h>
 
-#if defined(__CUDACC__)
+#if defined(__CUDACC__) || defined(__HIP__) /* nvcc, or hipcc (clang HIP) */
 #  define KITE_FN static inline __host__ __device__
 #else
 #  define KITE_FN static inline

@@ -74,7 +74,7 @@ def test_hostile_engine_text_is_escaped_in_every_report(fake_repo):
         assert "\\x1b[31mred" in text and "\\u202eevil" in text, where
     ET.fromstring(shown["junit.xml"])  # well-formed
     row = next(ln for ln in shown["report.md"].splitlines() if ln.startswith("| X1"))
-    assert row.replace("\\|", "").count("|") == 7, row  # 6 columns: the engine's `a|b` stays in its cell
+    assert row.replace("\\|", "").count("|") == 8, row  # 7 columns: the engine's `a|b` stays in its cell
     assert "::error file=regressions/suite.yaml" in shown["annotations"]
 
 

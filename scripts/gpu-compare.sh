@@ -4,7 +4,8 @@
 # 1. planted: HEAD against HEAD plus bench/data/planted-gpu-2pct.patch (a spin of about 2 % of a
 #             Q8_0 decode step after each pass), committed on a temporary ref: regressed;
 # 2. aa:      HEAD against HEAD with the short-circuit off (an A/A run): equivalent, no false alarm;
-# 3. before:  BEFORE (default: the parent of the last commit that changed native/cuda) against HEAD.
+# 3. before:  BEFORE (default: the parent of the last commit that changed the module's code, that is
+#             native/cuda but its CMake presets) against HEAD.
 # KITE_GPU_COMPARE_SECONDS caps each workload's timing (default 120 s; _PLANTED, _AA and _BEFORE
 # override it for one compare); KITE_GPU_COMPARE_ONLY names the workloads (default CMP3 CMP5); the
 # cache of revisions is $KITE_COMPARE_CACHE (default ~/.cache/kite/compare).
@@ -16,7 +17,7 @@ export PYTHONUNBUFFERED=1
 secs="${KITE_GPU_COMPARE_SECONDS:-120}"
 read -r -a only <<<"${KITE_GPU_COMPARE_ONLY:-CMP3 CMP5}"
 head=$(git rev-parse HEAD)
-before="${2:-$(git rev-parse "$(git log -1 --format=%H -- native/cuda)^")}"
+before="${2:-$(git rev-parse "$(git log -1 --format=%H -- native/cuda ':!native/cuda/CMakePresets.json')^")}"
 
 # the planted revision: HEAD plus the patch, committed in a worktree of its own (the user's tree and
 # branches are untouched; the ref refs/kite/planted-gpu-2pct keeps the commit)

@@ -2,7 +2,7 @@
 # Issue 33's GPU report: three compares on one GPU machine, each with its pairs and seconds.
 #   scripts/gpu-compare.sh OUTDIR [BEFORE]
 # 1. planted: HEAD against HEAD plus bench/data/planted-gpu-2pct.patch (a spin of about 2 % of a
-#             Q8_0 decode step after each pass), committed on a temporary ref: regressed;
+#             Q8_0 decode step before each pass), committed on a temporary ref: regressed;
 # 2. aa:      HEAD against HEAD with the short-circuit off (an A/A run): equivalent, no false alarm;
 # 3. before:  BEFORE (default: the parent of the last commit that changed the module's code, that is
 #             native/cuda but its CMake presets) against HEAD.

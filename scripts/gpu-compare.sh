@@ -8,7 +8,8 @@
 #             native/cuda but its CMake presets) against HEAD.
 # KITE_GPU_COMPARE_SECONDS caps each workload's timing (default 120 s; _PLANTED, _AA and _BEFORE
 # override it for one compare); KITE_GPU_COMPARE_ONLY names the workloads (default CMP3 CMP5); the
-# cache of revisions is $KITE_COMPARE_CACHE (default ~/.cache/kite/compare).
+# cache of revisions is $KITE_COMPARE_CACHE (default ~/.cache/kite/compare); KITE_GPU_COMPARE_STEPS
+# names the compares to run (default: planted aa before).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${1:?usage: scripts/gpu-compare.sh OUTDIR [BEFORE]}"
@@ -40,8 +41,9 @@ run() {  # name, seconds, compare's arguments...
   return 0
 }
 echo "head $head, planted $planted, before $before" | tee "$out/revisions.txt"
+steps=" ${KITE_GPU_COMPARE_STEPS:-planted aa before} "
 # the planted slowdown first: it needs the most pairs to be told apart
-run planted "${KITE_GPU_COMPARE_SECONDS_PLANTED:-$secs}" "$head" "$planted"
-run aa "${KITE_GPU_COMPARE_SECONDS_AA:-$secs}" "$head" "$head" --no-short-circuit
-run before "${KITE_GPU_COMPARE_SECONDS_BEFORE:-$secs}" "$before" "$head"
+[[ $steps == *" planted "* ]] && run planted "${KITE_GPU_COMPARE_SECONDS_PLANTED:-$secs}" "$head" "$planted"
+[[ $steps == *" aa "* ]] && run aa "${KITE_GPU_COMPARE_SECONDS_AA:-$secs}" "$head" "$head" --no-short-circuit
+[[ $steps == *" before "* ]] && run before "${KITE_GPU_COMPARE_SECONDS_BEFORE:-$secs}" "$before" "$head"
 exit "$rc"

@@ -63,10 +63,13 @@ def load_criteria(cfg: Config, files: list[Path]) -> list[Criterion]:
     return schema.load_many(files, cfg.root, list(cfg.builds), list(cfg.dumps), list(cfg.env_names))
 
 
-def select(crits: list[Criterion], only: list[str], kinds: list[str]) -> list[Criterion]:
+def select(crits: list[Criterion], only: list[str], kinds: list[str],
+           registered: frozenset[str] = frozenset()) -> list[Criterion]:
+    """The criteria that --only and --kind leave. An --only id that no file has is an error,
+    unless it is registered (then the run reports it missing, as a full run would)."""
     if only:
         known = {c.id for c in crits}
-        missing = [i for i in only if i not in known]
+        missing = [i for i in only if i not in known and i not in registered]
         if missing:
             raise HarnessError(f"--only: unknown id(s) {', '.join(missing)}; known: {', '.join(sorted(known)) or '-'}")
         crits = [c for c in crits if c.id in only]
@@ -183,17 +186,17 @@ def verify(cfg: Config, opts: VerifyOptions, say: Callable[[str], None] | None =
     say = say or (lambda s: print(s, file=sys.stderr, flush=True))
     files = opts.files or default_files(cfg)
     every = load_criteria(cfg, files)
-    crits = select(every, opts.only, opts.kinds)
     if opts.registry_path is not None and not opts.registry_path.exists():
         # the default registry may be absent (nothing registered yet); a named one is a typo
         raise HarnessError(f"--registry {opts.registry_path}: no such file")
+    reg_path = opts.registry_path or cfg.root / "regressions" / "registry.lock"
+    crits = select(every, opts.only, opts.kinds, _registered_absent(reg_path, cfg.root, opts.only, every))
     untrusted = [c for c in crits if not c.in_repository and c.runs_foreign_code()]
     if untrusted and not opts.trust_outside:
         raise SchemaErrors([f"{c.file}:{c.line}: {c.id}: `wrapper` runs a command and `place` copies files, and "
                             f"this criteria file is outside the repository ({cfg.root}); review it, then pass "
                             f"--trust-outside-criteria (or set {TRUST_ENV}=1)" for c in untrusted])
     if opts.exploratory:
-        reg_path = opts.registry_path or cfg.root / "regressions" / "registry.lock"
         reused = registry.reused_ids(registry.load_checked(reg_path, cfg.root), crits, cfg.root)
         if reused:
             raise SchemaErrors(reused)
@@ -267,7 +270,8 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
                  lambda c, st: register_hint(opts.command, shown_file(cfg, opts, c), c, st),
                  reproduce=lambda c, x: reproduce_command(c, x, opts.command, shown_file(cfg, opts, c)),
                  models=lambda: sorted(str(relative(cfg, m)) for m in sess.models.used), refuse=refuse)
-    if not crits:
+    absent = [i for i in opts.only if i not in {c.id for c in every}]
+    if not crits and not absent:
         say("no criteria selected" + ("" if files else " (no criteria files under regressions/)"))
     selected = {c.id for c in crits}
     if not narrowed:  # the registry's ids are the contract: each is judged, missing, or withdrawn
@@ -276,7 +280,7 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
             scope |= {e.file for e in registry.current(entries).values()
                       if not (Path(e.file) if Path(e.file).is_absolute() else cfg.root / e.file).exists()}
         rep.doc["withdrawn"] = _withdrawn(entries, scope)
-        missing = _missing(entries, scope, {c.id for c in every}, git)
+        missing = _missing(entries, scope, {c.id for c in every}, git, opts.command)
         # a resumed report: results of ids that are no criterion's now (withdrawn, or missing
         # before and judged again below) do not stand
         known = {c.id for c in every} | {m.id for m in missing}
@@ -285,6 +289,14 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
             say(f"{res.id}: FAIL: {res.reason}")
             rep.add(res)
             selected.add(res.id)
+        rep.write()
+    elif absent:  # --only naming registered ids that no file has: missing, as in a full run
+        everywhere = {e.file for e in registry.current(entries).values()}
+        for res in _missing(entries, everywhere, {c.id for c in every}, git, opts.command):
+            if res.id in absent:
+                say(f"{res.id}: FAIL: {res.reason}")
+                rep.add(res)
+                selected.add(res.id)
         rep.write()
     taken = {c.id for c in every}
 
@@ -383,8 +395,17 @@ def _drop_stale(rep: report.Report, git: dict[str, Any], builds: dict[str, Any],
         rep.doc["results"] = [r for r in rep.results if r.get("id") not in gone]
 
 
+def _registered_absent(reg_path: Path, root: Path, only: list[str], every: list[Criterion]) -> frozenset[str]:
+    """The --only ids that no criteria file has but the registry holds (not withdrawn)."""
+    absent = {i for i in only if i not in {c.id for c in every}}
+    if not absent or not reg_path.exists():
+        return frozenset()
+    entries = registry.load_checked(reg_path, root)
+    return frozenset(absent & (set(registry.current(entries)) - set(registry.withdrawn(entries))))
+
+
 def _missing(entries: list[registry.Entry], scope: set[str], present: set[str],
-             git: dict[str, Any]) -> list[report.Result]:
+             git: dict[str, Any], command: str) -> list[report.Result]:
     """A FAIL for each id registered to a file in scope, not withdrawn, that no criteria file has."""
     gone = registry.withdrawn(entries)
     out = []
@@ -394,8 +415,8 @@ def _missing(entries: list[registry.Entry], scope: set[str], present: set[str],
                 id=e.id, title="(registered criterion not found)", kind="missing", file=e.file, digest=e.digest,
                 verdict="FAIL", registration="missing",
                 reason=(f"{e.id} is registered to {e.file} (registry.lock:{e.line}), but no criteria file of this run "
-                        f"has it: restore it in {e.file}, or retire it: python -m harness register --withdraw {e.id} "
-                        "--reason TEXT"),
+                        f"has it: restore it in {e.file}, or retire it: `{command} register --withdraw {e.id} "
+                        "--reason TEXT`"),
                 details={"ran_with": resume.ran_with(git, {})}, finished=report.utc_now()))
     return out
 

@@ -458,3 +458,17 @@ def test_a_full_resume_judges_missing_and_withdrawn_ids_afresh(fake_repo):
     assert fake_repo.verify("--resume") == 0
     doc = fake_repo.report()
     assert [r["id"] for r in doc["results"]] == ["R1", "R3"] and [w["id"] for w in doc["withdrawn"]] == ["R2"]
+
+
+def test_only_naming_a_registered_id_without_its_criterion_says_it_is_missing(fake_repo, capsys):
+    """`verify --only R2` with R2 registered but gone from its file: a FAIL naming the file and
+    the registry line, as a full run reports it (was: "--only: unknown id(s) R2", exit 2)."""
+    p = _registered(fake_repo)
+    p.write_text(_drop_r2(SUITE))
+    assert fake_repo.verify("--only", "R2") == 1
+    r = fake_repo.result("R2")
+    assert r["verdict"] == "FAIL" and r["file"] == "regressions/suite.yaml"
+    assert r["reason"].startswith("R2 is registered to regressions/suite.yaml (registry.lock:4), but no "
+                                  "criteria file of this run has it")
+    assert main(["--root", str(fake_repo.root), "verify", "--only", "NOPE"]) == 2
+    assert "unknown id(s) NOPE" in capsys.readouterr().err

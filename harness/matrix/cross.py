@@ -99,11 +99,10 @@ def sources_from_doc(doc: dict[str, Any], report_dir: Path | None) -> tuple[dict
 
 
 def add_cross_results(report: Report, matrix: Matrix, sources: dict[tuple[str, str], DumpSource],
-                      skipped: dict[str, str], dump_files: dict[str, str], registry_path: Path | None = None,
-                      exploratory: bool = False) -> None:
-    """Evaluate the cross-entry criteria. With a registry, one that is not (or not as) registered
-    FAILs, or runs labelled exploratory with --exploratory, exactly like a criteria file's."""
-    entries = registry.load(registry_path) if registry_path is not None else None
+                      skipped: dict[str, str], dump_files: dict[str, str],
+                      entries: list[registry.Entry] | None = None, exploratory: bool = False) -> None:
+    """Evaluate the cross-entry criteria. With the registry's entries, one that is not (or not as)
+    registered FAILs, or runs labelled exploratory with --exploratory, exactly like a criteria file's."""
     for c in matrix.cross.values():
         t0 = time.perf_counter()
         st = registry.status(entries, RegisteredCross(c.id, "", c.digest(), c.line)) if entries is not None else None
@@ -144,9 +143,8 @@ def recompute_cross(rep: Report, root: Path, matrix_path: Path | None) -> None:
     rep.doc["results"] = [r for r in rep.doc["results"] if r["id"].split("@")[0] not in cross]
     # the project's own cross criteria are pre-registered: check them against its registry
     reg = root / "regressions" / "registry.lock"
-    check = matrix_path is None and reg.exists()
-    add_cross_results(rep, dataclasses.replace(mx, cross=cross), sources, skipped, dump_files,
-                      reg if check else None)
+    entries = registry.load_checked(reg, root) if matrix_path is None and reg.exists() else None
+    add_cross_results(rep, dataclasses.replace(mx, cross=cross), sources, skipped, dump_files, entries)
 
 
 def merge_reports(dirs: list[Path], out: Path, *, root: Path, matrix_path: Path | None = None,

@@ -136,6 +136,8 @@ def run_matrix(root: Path, names: list[str] | None, *, report_dir: Path | None =
     entries = matrix.select(names)
     reports = root / cfg.reports_dir
     git = sysinfo.git_state(root)
+    # read (and checked against git HEAD) before anything runs, as verify does
+    reg = registry.load_checked(Path(cfg.root) / "regressions" / "registry.lock", Path(cfg.root))
     if report_dir is None:
         report_dir = new_report_dir(reports, git.get("short"))
         point_latest(reports, report_dir)
@@ -161,7 +163,6 @@ def run_matrix(root: Path, names: list[str] | None, *, report_dir: Path | None =
         except CriterionFail as e:  # the entry's checks end with this reason
             raise HarnessError(e.reason) from None
 
-    reg = registry.load(Path(cfg.root) / "regressions" / "registry.lock")
     t_all = time.perf_counter()
     failed = False
     for ent in entries:
@@ -187,8 +188,7 @@ def run_matrix(root: Path, names: list[str] | None, *, report_dir: Path | None =
     selected = {e.name for e in entries}
     cross = {k: c for k, c in matrix.cross.items() if sum(e in selected for e, _ in c.entries) >= c.min_entries}
     add_cross_results(rep, dataclasses.replace(matrix, cross=cross), sources, skipped,
-                      {n: s.file for n, s in cfg.dumps.items()},
-                      Path(cfg.root) / "regressions" / "registry.lock", exploratory)
+                      {n: s.file for n, s in cfg.dumps.items()}, reg, exploratory)
     rep.doc["matrix"]["wall_s"] = round(time.perf_counter() - t_all, 3)
     summ = rep.summarize()
     rep.write(final=True, status="complete")

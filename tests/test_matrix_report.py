@@ -1,0 +1,77 @@
+"""A matrix run's and a merge's report: the registry read as verify reads it (checked against git
+HEAD), reports/latest moved only by a finished full run, and an interrupted run that says so."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+from harness.errors import HarnessError
+from harness.matrix import run as MR
+from harness.matrix.cross import merge_reports
+from harness.matrix.entry import EntryRun, EntryRunner
+from test_merge_reports import MATRIX, floats, make_report
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _git(root: Path, *args: str) -> None:
+    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@example.org", GIT_COMMITTER_NAME="t",
+               GIT_COMMITTER_EMAIL="t@example.org")
+    subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True, env=env)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """The project's configs with a two-entry matrix whose cross criterion X1 is registered and
+    committed."""
+    root = tmp_path / "repo"
+    shutil.copytree(REPO / "configs", root / "configs")
+    (root / "configs" / "matrix.yaml").write_text(MATRIX)
+    (root / "regressions").mkdir()
+    assert main(["--root", str(root), "register", str(root / "configs" / "matrix.yaml")]) == 0
+    (root / ".gitignore").write_text("/reports/\n/build/\n")
+    _git(root, "init", "-q")
+    _git(root, "add", "-A")
+    _git(root, "commit", "-q", "-m", "registered")
+    return root
+
+
+def _edit_committed_line(root: Path) -> None:
+    """Rewrite X1's committed registration for another digest (a hand edit, not an event)."""
+    reg = root / "regressions" / "registry.lock"
+    lines = reg.read_text().split("\n")
+    i = next(n for n, line in enumerate(lines) if line.startswith("X1\t"))
+    fields = lines[i].split("\t")
+    fields = [("sha256:" + "0" * 64) if f.startswith("sha256:") else f for f in fields]
+    lines[i] = "\t".join(fields)
+    reg.write_text("\n".join(lines))
+
+
+def _skip_entries(monkeypatch) -> None:
+    """Entries that SKIP at once: the run's own bookkeeping is what is tested, not a build."""
+    monkeypatch.setattr(EntryRunner, "execute", lambda self: EntryRun(self.ent.name, "SKIP", "not built in tests"))
+
+
+def test_merge_reads_the_registry_checked_against_git_head(project, tmp_path):
+    """Was: a merge read the registry as it was, so a committed line rewritten by hand counted."""
+    same = {"h_out": floats(1.0, 2.0), "logits": floats(0.5, -0.25, 3.0)}
+    a = make_report(tmp_path / "a", "a-gcc", [("dump", "PASS")], same)
+    b = make_report(tmp_path / "b", "b-mingw", [("dump", "PASS")], dict(same))
+    _edit_committed_line(project)
+    with pytest.raises(HarnessError, match="differs from the committed registry"):
+        merge_reports([a, b], tmp_path / "merged", root=project)
+
+
+def test_matrix_reads_the_registry_checked_against_git_head(project, monkeypatch):
+    """Was: the matrix read the registry as it was, and ran its entries."""
+    _skip_entries(monkeypatch)
+    _edit_committed_line(project)
+    with pytest.raises(HarnessError, match="differs from the committed registry"):
+        MR.run_matrix(project, ["a-gcc"], progress=lambda s: None)
+    assert not (project / "reports").exists() or not any((project / "reports").iterdir())

@@ -75,3 +75,48 @@ def test_matrix_reads_the_registry_checked_against_git_head(project, monkeypatch
     with pytest.raises(HarnessError, match="differs from the committed registry"):
         MR.run_matrix(project, ["a-gcc"], progress=lambda s: None)
     assert not (project / "reports").exists() or not any((project / "reports").iterdir())
+
+
+def test_latest_moves_only_when_a_full_matrix_run_has_finished(project, monkeypatch):
+    """Was: reports/latest pointed at a matrix report from its start, while it was "running"."""
+    from harness.report.document import resolve_latest
+
+    reports = project / "reports"
+    seen = []
+
+    def execute(self):
+        seen.append(resolve_latest(reports) if reports.exists() else None)
+        return EntryRun(self.ent.name, "SKIP", "not built in tests")
+
+    monkeypatch.setattr(EntryRunner, "execute", execute)
+    _, narrowed = MR.run_matrix(project, ["a-gcc"], progress=lambda s: None)
+    assert seen == [None] and resolve_latest(reports) is None  # a narrowed run never moves it
+    _, full = MR.run_matrix(project, None, progress=lambda s: None)
+    assert full not in seen  # not while it ran
+    assert resolve_latest(reports) == full.resolve()
+
+
+@pytest.mark.parametrize("stop", ["full disk", "SIGINT"])
+def test_a_stopped_matrix_run_leaves_its_report_interrupted(project, monkeypatch, stop):
+    """Was: a full disk (RunStopped) or Ctrl-C left the matrix report "running"."""
+    import json
+
+    from harness.run.runner import RunStopped
+
+    def criteria(*args, **kwargs):
+        if stop == "SIGINT":
+            raise KeyboardInterrupt("SIGINT")
+        raise RunStopped("cannot write the engine's log: No space left on device")
+
+    _skip_entries(monkeypatch)
+    monkeypatch.setattr(MR, "entry_criteria", criteria)
+    with pytest.raises(KeyboardInterrupt if stop == "SIGINT" else HarnessError) as e:
+        MR.run_matrix(project, None, progress=lambda s: None)
+    [rdir] = [d for d in (project / "reports").iterdir() if d.name.startswith("2")]
+    doc = json.loads((rdir / "report.json").read_text())
+    assert doc["status"] == "interrupted"
+    assert "status **interrupted**" in (rdir / "report.md").read_text()
+    assert not (project / "reports" / "latest").exists()
+    if stop == "full disk":
+        assert "No space left on device" in doc["interrupted_by"]
+        assert f"the matrix report {rdir} is marked interrupted" in str(e.value)

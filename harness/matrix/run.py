@@ -24,7 +24,7 @@ from harness.report import sysinfo
 from harness.report.document import Report, new_report_dir, point_latest
 from harness.run.probes import Probes
 from harness.run.result import Result
-from harness.run.runner import Context, CriterionFail
+from harness.run.runner import Context, CriterionFail, RunStopped
 from harness.run.suite import Judged, Models, judge
 from harness.spec import registry, schema
 from harness.spec.config import Config, load_config
@@ -138,9 +138,9 @@ def run_matrix(root: Path, names: list[str] | None, *, report_dir: Path | None =
     git = sysinfo.git_state(root)
     # read (and checked against git HEAD) before anything runs, as verify does
     reg = registry.load_checked(Path(cfg.root) / "regressions" / "registry.lock", Path(cfg.root))
+    full = report_dir is None and not names  # only a finished full run moves reports/latest
     if report_dir is None:
         report_dir = new_report_dir(reports, git.get("short"))
-        point_latest(reports, report_dir)
     elif (report_dir / "report.json").exists():
         shutil.rmtree(report_dir)  # a fixed folder (reports/matrix/<entry>/): the previous run goes
     try:
@@ -164,34 +164,48 @@ def run_matrix(root: Path, names: list[str] | None, *, report_dir: Path | None =
             raise HarnessError(e.reason) from None
 
     t_all = time.perf_counter()
-    failed = False
-    for ent in entries:
-        runner = EntryRunner(cfg, matrix, ent, report_dir, dump_model, say, force)
-        try:
-            run = runner.execute()
-        except HarnessError as ex:
-            run = EntryRun(ent.name, "FAIL", str(ex))
-        copy_dumps(report_dir, run, runner.dump_dirs)
-        t_crit = time.perf_counter()
-        crit_results = entry_criteria(cfg, runner, run, report_dir, reg, exploratory, models)
-        crit_s = time.perf_counter() - t_crit
-        _record(rep, ent, run, crit_results, crit_s)
-        crit_failed = [r.id for r in crit_results if r.verdict == "FAIL"]
-        say(f"matrix {ent.name}: {run.verdict} in {run.seconds + crit_s:.1f} s (build {run.build_seconds:.1f} s, "
-            f"criteria {crit_s:.1f} s, {len(crit_failed)} failed): {run.reason[:200]}")
-        failed |= run.verdict == "FAIL" or bool(crit_failed)
-        rep.write()
-        if failed and not keep_going:
-            break
-    # cross criteria: here when this run holds enough of their entries, else in `harness merge`
-    sources, skipped = sources_from_doc(rep.doc, report_dir)
-    selected = {e.name for e in entries}
-    cross = {k: c for k, c in matrix.cross.items() if sum(e in selected for e, _ in c.entries) >= c.min_entries}
-    add_cross_results(rep, dataclasses.replace(matrix, cross=cross), sources, skipped,
-                      {n: s.file for n, s in cfg.dumps.items()}, reg, exploratory)
+    try:
+        failed = False
+        for ent in entries:
+            runner = EntryRunner(cfg, matrix, ent, report_dir, dump_model, say, force)
+            try:
+                run = runner.execute()
+            except RunStopped:
+                raise
+            except HarnessError as ex:
+                run = EntryRun(ent.name, "FAIL", str(ex))
+            copy_dumps(report_dir, run, runner.dump_dirs)
+            t_crit = time.perf_counter()
+            crit_results = entry_criteria(cfg, runner, run, report_dir, reg, exploratory, models)
+            crit_s = time.perf_counter() - t_crit
+            _record(rep, ent, run, crit_results, crit_s)
+            crit_failed = [r.id for r in crit_results if r.verdict == "FAIL"]
+            say(f"matrix {ent.name}: {run.verdict} in {run.seconds + crit_s:.1f} s (build {run.build_seconds:.1f} s, "
+                f"criteria {crit_s:.1f} s, {len(crit_failed)} failed): {run.reason[:200]}")
+            failed |= run.verdict == "FAIL" or bool(crit_failed)
+            rep.write()
+            if failed and not keep_going:
+                break
+        # cross criteria: here when this run holds enough of their entries, else in `harness merge`
+        sources, skipped = sources_from_doc(rep.doc, report_dir)
+        selected = {e.name for e in entries}
+        cross = {k: c for k, c in matrix.cross.items() if sum(e in selected for e, _ in c.entries) >= c.min_entries}
+        add_cross_results(rep, dataclasses.replace(matrix, cross=cross), sources, skipped,
+                          {n: s.file for n, s in cfg.dumps.items()}, reg, exploratory)
+    except KeyboardInterrupt as e:  # Ctrl-C, SIGTERM, SIGHUP: the report says so, never "running"
+        rep.doc["interrupted_by"] = str(e) or "SIGINT"
+        rep.write(final=True, status="interrupted")
+        raise
+    except RunStopped as e:  # a full disk: what ran is kept, the report says it was cut short
+        rep.doc["interrupted_by"] = f"a full disk ({e})"
+        rep.write(final=True, status="interrupted")
+        raise HarnessError(f"{e}; the matrix report {report_dir} is marked interrupted: free some space, "
+                           "then run the matrix again") from None
     rep.doc["matrix"]["wall_s"] = round(time.perf_counter() - t_all, 3)
     summ = rep.summarize()
     rep.write(final=True, status="complete")
+    if full:
+        point_latest(reports, report_dir)
     say(f"matrix: {summ['passed']} passed, {summ['failed']} failed, {summ['skipped']} skipped "
         f"in {rep.doc['matrix']['wall_s']:.1f} s; report {report_dir}")
     return (1 if summ.get("failed", 0) > 0 else 0), report_dir

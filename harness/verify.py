@@ -98,14 +98,6 @@ def reproduce_command(c: Criterion, exploratory: bool, command: str = "python -m
     return f"{command} verify {file or c.file} --only {c.id}" + (" --exploratory" if exploratory else "")
 
 
-def register_hint(command: str, file: str, c: Criterion, st: registry.Status) -> str:
-    """The command that registers c as it is now: an amendment when another text is registered."""
-    if st.state == "changed":
-        return (f"if the change is intended, amend its registration: `{command} register {file} --amend {c.id} "
-                f"--reason 'what changed and why'`")
-    return f"register it: `{command} register {file}`, or run with --exploratory"
-
-
 def not_run(crits: list[Criterion], rep: report.Report) -> list[str]:
     """Ids of the criteria with no verdict in the report for their current text."""
     out = []
@@ -197,7 +189,9 @@ def verify(cfg: Config, opts: VerifyOptions, say: Callable[[str], None] | None =
                             f"this criteria file is outside the repository ({cfg.root}); review it, then pass "
                             f"--trust-outside-criteria (or set {TRUST_ENV}=1)" for c in untrusted])
     if opts.exploratory:
-        reused = registry.reused_ids(registry.load_checked(reg_path, cfg.root), crits, cfg.root)
+        reused = registry.reused_ids(registry.load_checked(reg_path, cfg.root), crits, cfg.root,
+                                     lambda c: registry.register_hint(opts.command, shown_file(cfg, opts, c), c.id,
+                                                                      "changed"))
         if reused:
             raise SchemaErrors(reused)
     reports_dir = opts.reports_dir or cfg.root / cfg.reports_dir
@@ -267,7 +261,7 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
         return None
 
     how = Judged(entries, opts.exploratory,
-                 lambda c, st: register_hint(opts.command, shown_file(cfg, opts, c), c, st),
+                 lambda c, st: registry.register_hint(opts.command, shown_file(cfg, opts, c), c.id, st.state),
                  reproduce=lambda c, x: reproduce_command(c, x, opts.command, shown_file(cfg, opts, c)),
                  models=lambda: sorted(str(relative(cfg, m)) for m in sess.models.used), refuse=refuse)
     absent = [i for i in opts.only if i not in {c.id for c in every}]

@@ -26,20 +26,28 @@ def _git(root: Path, *args: str) -> None:
     subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True, env=env)
 
 
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    """The project's configs with a two-entry matrix whose cross criterion X1 is registered and
-    committed."""
+def _project(tmp_path: Path, register: bool = True) -> Path:
+    """The project's configs with a two-entry matrix, its cross criterion X1 registered (or not),
+    in a git checkout."""
     root = tmp_path / "repo"
     shutil.copytree(REPO / "configs", root / "configs")
     (root / "configs" / "matrix.yaml").write_text(MATRIX)
     (root / "regressions").mkdir()
-    assert main(["--root", str(root), "register", str(root / "configs" / "matrix.yaml")]) == 0
+    if register:
+        assert main(["--root", str(root), "register", str(root / "configs" / "matrix.yaml")]) == 0
+    else:  # the registry's header only
+        header = (REPO / "regressions" / "registry.lock").read_text().split("\n")[:2]
+        (root / "regressions" / "registry.lock").write_text("\n".join(header) + "\n")
     (root / ".gitignore").write_text("/reports/\n/build/\n")
     _git(root, "init", "-q")
     _git(root, "add", "-A")
     _git(root, "commit", "-q", "-m", "registered")
     return root
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    return _project(tmp_path)
 
 
 def _edit_committed_line(root: Path) -> None:
@@ -120,3 +128,58 @@ def test_a_stopped_matrix_run_leaves_its_report_interrupted(project, monkeypatch
     if stop == "full disk":
         assert "No space left on device" in doc["interrupted_by"]
         assert f"the matrix report {rdir} is marked interrupted" in str(e.value)
+
+
+def _hint(text: str) -> list[str]:
+    """The first backquoted `... register ...` command of text, as argv."""
+    import re
+    import shlex
+
+    m = re.search(r"`([^`]* register [^`]*)`", text)
+    assert m, text
+    return shlex.split(m.group(1))
+
+
+def test_merge_hint_for_an_unregistered_cross_criterion_runs_as_printed(tmp_path):
+    """Was: "run `harness register configs/matrix.yaml`": no `harness` command exists."""
+    import json
+    import sys
+
+    _project(tmp_path, register=False)
+    same = {"h_out": floats(1.0, 2.0), "logits": floats(0.5, -0.25, 3.0)}
+    make_report(tmp_path / "a", "a-gcc", [("dump", "PASS")], same)
+    make_report(tmp_path / "b", "b-mingw", [("dump", "PASS")], dict(same))
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+
+    def run(argv: list[str]) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+
+    merge = [sys.executable, "-m", "harness", "--root", "repo", "merge", "a", "b", "-o"]
+    assert run([*merge, "m1"]).returncode == 1
+    x1 = next(r for r in json.loads((tmp_path / "m1" / "report.json").read_text())["results"] if r["id"] == "X1")
+    hint = _hint(x1["reason"])
+    assert hint[1:] == ["-m", "harness", "--root", "repo", "register", "repo/configs/matrix.yaml"], hint
+    done = run(hint)
+    assert done.returncode == 0, done.stderr
+    assert run([*merge, "m2"]).returncode == 0
+
+
+def test_exploratory_reuse_of_a_registered_id_hints_a_command_that_runs(fake_repo):
+    """Was: "amend the registered one: harness register --amend ID --reason TEXT": no `harness`
+    command, and no file."""
+    import sys
+
+    f = fake_repo.criteria("criteria:\n  - {id: H3, title: one, kind: run, runs: [{args: [selftest]}]}\n")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(list(args), cwd=fake_repo.root, env=env, capture_output=True, text=True, timeout=300)
+
+    assert run(sys.executable, "-m", "harness", "register", "regressions/suite.yaml").returncode == 0
+    f.write_text(f.read_text().replace("title: one", "title: two"))
+    r = run(sys.executable, "-m", "harness", "verify", "--exploratory")
+    assert r.returncode == 2 and "exploratory criteria need an id of their own" in r.stderr, r.stderr
+    hint = _hint(r.stderr)
+    assert hint[1:6] == ["-m", "harness", "register", "regressions/suite.yaml", "--amend"], hint
+    done = run(*hint)
+    assert done.returncode == 0 and "amended    H3" in done.stdout, done.stderr

@@ -48,6 +48,28 @@ def _fake_noise_state(request, tmp_path_factory, monkeypatch):
     monkeypatch.setenv("FAKE_NOISE_STATE", str(tmp_path_factory.getbasetemp() / f"noise-runs-{name}"))
 
 
+def planted_context(tmp: Path):
+    """A runner.Context on a repository under tmp whose default build is prebuilt (a `kite` and a
+    module file that are never run), for tests that plant the engine's runs in-process."""
+    from harness.build.cmake import BuildResult, PartResult
+    from harness.run import runner
+    from harness.run.probes import Probes
+    from harness.spec.config import load_config
+
+    root = tmp / "repo"
+    (root / "configs").mkdir(parents=True)
+    (root / "configs" / "engine.yaml").write_text(ENGINE_YAML)
+    bins = root / "fakebin" / "default"
+    bins.mkdir(parents=True)
+    (bins / "kite").write_text("engine")
+    (bins / "libkite_cuda.so").write_text("module")
+    b = BuildResult("default", str(bins), str(bins / "kite"), str(bins / "libkite_cuda.so"),
+                    PartResult("prebuilt"), PartResult("skipped"))
+    return runner.Context(cfg=load_config(root), report_dir=tmp / "report", probes=Probes(gpu_info=lambda: None),
+                          ensure_build=lambda name: b, model_path=lambda spec: root / "models" / "tiny.gguf",
+                          progress=lambda s: None)
+
+
 def write_engine(folder: Path, forced_env: dict[str, str] | None = None, module: dict | None = None) -> Path:
     """An executable `kite` (the fake engine) in folder, plus a simulated module when given."""
     folder.mkdir(parents=True, exist_ok=True)

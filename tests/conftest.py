@@ -70,6 +70,15 @@ def planted_context(tmp: Path):
                           progress=lambda s: None)
 
 
+def alive(pid: int) -> bool:
+    """Whether process pid runs (a zombie, ended but not reaped, does not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
 def write_engine(folder: Path, forced_env: dict[str, str] | None = None, module: dict | None = None) -> Path:
     """An executable `kite` (the fake engine) in folder, plus a simulated module when given."""
     folder.mkdir(parents=True, exist_ok=True)

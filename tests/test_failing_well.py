@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import alive
+
 REPO = Path(__file__).resolve().parent.parent
 
 needs_cc = pytest.mark.skipif(not (shutil.which("cmake") and (shutil.which("cc") or shutil.which("gcc"))),
@@ -86,14 +88,6 @@ time.sleep(600)
 """
 
 
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
 def _wait_for(what, seconds: float = 120.0) -> bool:
     """Poll until what() holds (an event, not a guessed delay); False if it never did."""
     import time
@@ -157,21 +151,21 @@ def test_interrupt_during_build_ends_the_whole_tree(tmp_path, how):
         if how == "parent-death":
             os.kill(parent.pid, signal.SIGKILL)
             parent.wait(timeout=30)
-            assert _wait_for(lambda: not _alive(harness_pid)), "the harness outlived its parent"
+            assert _wait_for(lambda: not alive(harness_pid)), "the harness outlived its parent"
         elif how == "SIGKILL":  # nothing runs in the harness: the build's tree guard ends the tree
             os.kill(parent.pid, signal.SIGKILL)
             parent.wait(timeout=30)
-            assert _wait_for(lambda: not _alive(job)), f"build job {job} outlived the killed harness"
+            assert _wait_for(lambda: not alive(job)), f"build job {job} outlived the killed harness"
             return
         else:
             os.kill(parent.pid, getattr(signal, how))
             _, err = parent.communicate(timeout=120)
             assert parent.returncode == 128 + getattr(signal, how), err
         # the harness ends the tree before it exits: no waiting for the job to go
-        assert not _alive(job), f"build job {job} outlived the harness"
+        assert not alive(job), f"build job {job} outlived the harness"
     finally:
         for pid in (job, parent.pid):
-            if pid and _alive(pid):
+            if pid and alive(pid):
                 os.kill(pid, signal.SIGKILL)
     [rdir] = list((root / "reports").glob("2*"))
     doc = json.loads((rdir / "report.json").read_text())
@@ -194,9 +188,9 @@ def test_engine_helper_in_its_own_session_is_ended(fake_repo, tmp_path):
     try:
         assert fake_repo.verify("--exploratory") == 0
         pid = int(helper.read_text())
-        assert not _alive(pid), "the engine's helper outlived the run"
+        assert not alive(pid), "the engine's helper outlived the run"
     finally:
-        if pid and _alive(pid):
+        if pid and alive(pid):
             os.kill(pid, signal.SIGKILL)
 
 

@@ -268,29 +268,27 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
     if not crits and not absent:
         say("no criteria selected" + ("" if files else " (no criteria files under regressions/)"))
     selected = {c.id for c in crits}
+    vanished: list[report.Result] = []
     if not narrowed:  # the registry's ids are the contract: each is judged, missing, or withdrawn
         scope = {rel_path(f, cfg.root) for f in files}
         if not opts.files:  # a default run also answers for registered files that are gone
             scope |= {e.file for e in registry.current(entries).values()
                       if not (Path(e.file) if Path(e.file).is_absolute() else cfg.root / e.file).exists()}
         rep.doc["withdrawn"] = _withdrawn(entries, scope)
-        missing = _missing(entries, scope, {c.id for c in every}, git, opts.command)
+        vanished = _missing(entries, scope, {c.id for c in every}, git, opts.command)
         # a resumed report: results of ids that are no criterion's now (withdrawn, or missing
         # before and judged again below) do not stand
-        known = {c.id for c in every} | {m.id for m in missing}
+        known = {c.id for c in every} | {m.id for m in vanished}
         rep.doc["results"] = [r for r in rep.results if r.get("id") in known and r.get("registration") != "missing"]
-        for res in missing:
-            say(f"{res.id}: FAIL: {res.reason}")
-            rep.add(res)
-            selected.add(res.id)
-        rep.write()
     elif absent:  # --only naming registered ids that no file has: missing, as in a full run
         everywhere = {e.file for e in registry.current(entries).values()}
-        for res in _missing(entries, everywhere, {c.id for c in every}, git, opts.command):
-            if res.id in absent:
-                say(f"{res.id}: FAIL: {res.reason}")
-                rep.add(res)
-                selected.add(res.id)
+        vanished = [m for m in _missing(entries, everywhere, {c.id for c in every}, git, opts.command)
+                   if m.id in absent]
+    for res in vanished:
+        say(f"{res.id}: FAIL: {res.reason}")
+        rep.add(res)
+        selected.add(res.id)
+    if not narrowed or absent:
         rep.write()
     taken = {c.id for c in every}
 

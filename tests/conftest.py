@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import subprocess
 import sys
 import textwrap
 from dataclasses import dataclass
@@ -68,6 +70,14 @@ def planted_context(tmp: Path):
     return runner.Context(cfg=load_config(root), report_dir=tmp / "report", probes=Probes(gpu_info=lambda: None),
                           ensure_build=lambda name: b, model_path=lambda spec: root / "models" / "tiny.gguf",
                           progress=lambda s: None)
+
+
+def git(root: Path, *args: str) -> str:
+    """git -C root ARGS under a fixed author, its output stripped; an error raises."""
+    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@example.org", GIT_COMMITTER_NAME="t",
+               GIT_COMMITTER_EMAIL="t@example.org")
+    return subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True, text=True,
+                          env=env).stdout.strip()
 
 
 def alive(pid: int) -> bool:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import git
 from harness.cli import main
 from harness.errors import HarnessError
 from harness.matrix import run as MR
@@ -18,12 +19,6 @@ from harness.matrix.entry import EntryRun, EntryRunner
 from test_merge_reports import MATRIX, floats, make_report
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-def _git(root: Path, *args: str) -> None:
-    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@example.org", GIT_COMMITTER_NAME="t",
-               GIT_COMMITTER_EMAIL="t@example.org")
-    subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True, env=env)
 
 
 def _project(tmp_path: Path, register: bool = True) -> Path:
@@ -39,9 +34,9 @@ def _project(tmp_path: Path, register: bool = True) -> Path:
         header = (REPO / "regressions" / "registry.lock").read_text().split("\n")[:2]
         (root / "regressions" / "registry.lock").write_text("\n".join(header) + "\n")
     (root / ".gitignore").write_text("/reports/\n/build/\n")
-    _git(root, "init", "-q")
-    _git(root, "add", "-A")
-    _git(root, "commit", "-q", "-m", "registered")
+    git(root, "init", "-q")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "registered")
     return root
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
+import shlex
 import subprocess
 import sys
 import textwrap
@@ -78,6 +80,13 @@ def git(root: Path, *args: str) -> str:
                GIT_COMMITTER_EMAIL="t@example.org")
     return subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True, text=True,
                           env=env).stdout.strip()
+
+
+def register_command(text: str) -> list[str]:
+    """The first backquoted `... register ...` command of a hint in text, as argv."""
+    m = re.search(r"`([^`]* register [^`]*)`", text)
+    assert m, text
+    return shlex.split(m.group(1))
 
 
 def alive(pid: int) -> bool:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import alive
+from conftest import alive, register_command
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -254,15 +254,6 @@ def test_compile_error_annotations_come_first_and_are_capped(tmp_path):
 
 # ---- hints --------------------------------------------------------------------------------------
 
-def _hint(text: str) -> list[str]:
-    import re
-    import shlex
-
-    m = re.search(r"`([^`]* register [^`]*)`", text)
-    assert m, text
-    return shlex.split(m.group(1))
-
-
 def test_register_hints_run_as_printed(fake_repo, tmp_path):
     """An unregistered, then a changed criterion: the FAIL line carries file:line and a command that
     runs as printed, in the form the harness was run (was: "run `harness register`", no such
@@ -275,7 +266,7 @@ def test_register_hints_run_as_printed(fake_repo, tmp_path):
 
     r = run([sys.executable, "-m", "harness", "verify"])
     assert r.returncode == 1 and "    FAIL at regressions/suite.yaml:2: not pre-registered" in r.stderr, r.stderr
-    hint = _hint(r.stderr)
+    hint = register_command(r.stderr)
     assert hint[:3] == [sys.executable, "-m", "harness"] or hint[1:3] == ["-m", "harness"]
     assert hint[3:] == ["register", "regressions/suite.yaml"]
     assert run(hint).returncode == 0
@@ -283,7 +274,7 @@ def test_register_hints_run_as_printed(fake_repo, tmp_path):
     f.write_text(f.read_text().replace("title: hinted", "title: hinted again"))
     r = run([sys.executable, "-m", "harness", "verify"])
     assert r.returncode == 1, r.stderr
-    hint = _hint(r.stderr)
+    hint = register_command(r.stderr)
     assert hint[3:7] == ["register", "regressions/suite.yaml", "--amend", "H1"] and "--reason" in hint
     done = run(hint)
     assert done.returncode == 0, done.stderr

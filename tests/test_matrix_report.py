@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import git
+from conftest import git, register_command
 from harness.cli import main
 from harness.errors import HarnessError
 from harness.matrix import run as MR
@@ -125,16 +125,6 @@ def test_a_stopped_matrix_run_leaves_its_report_interrupted(project, monkeypatch
         assert f"the matrix report {rdir} is marked interrupted" in str(e.value)
 
 
-def _hint(text: str) -> list[str]:
-    """The first backquoted `... register ...` command of text, as argv."""
-    import re
-    import shlex
-
-    m = re.search(r"`([^`]* register [^`]*)`", text)
-    assert m, text
-    return shlex.split(m.group(1))
-
-
 def test_merge_hint_for_an_unregistered_cross_criterion_runs_as_printed(tmp_path):
     """Was: "run `harness register configs/matrix.yaml`": no `harness` command exists."""
     import json
@@ -152,7 +142,7 @@ def test_merge_hint_for_an_unregistered_cross_criterion_runs_as_printed(tmp_path
     merge = [sys.executable, "-m", "harness", "--root", "repo", "merge", "a", "b", "-o"]
     assert run([*merge, "m1"]).returncode == 1
     x1 = next(r for r in json.loads((tmp_path / "m1" / "report.json").read_text())["results"] if r["id"] == "X1")
-    hint = _hint(x1["reason"])
+    hint = register_command(x1["reason"])
     assert hint[1:] == ["-m", "harness", "--root", "repo", "register", "repo/configs/matrix.yaml"], hint
     done = run(hint)
     assert done.returncode == 0, done.stderr
@@ -174,7 +164,7 @@ def test_exploratory_reuse_of_a_registered_id_hints_a_command_that_runs(fake_rep
     f.write_text(f.read_text().replace("title: one", "title: two"))
     r = run(sys.executable, "-m", "harness", "verify", "--exploratory")
     assert r.returncode == 2 and "exploratory criteria need an id of their own" in r.stderr, r.stderr
-    hint = _hint(r.stderr)
+    hint = register_command(r.stderr)
     assert hint[1:6] == ["-m", "harness", "register", "regressions/suite.yaml", "--amend"], hint
     done = run(*hint)
     assert done.returncode == 0 and "amended    H3" in done.stdout, done.stderr

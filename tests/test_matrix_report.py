@@ -168,3 +168,25 @@ def test_exploratory_reuse_of_a_registered_id_hints_a_command_that_runs(fake_rep
     assert hint[1:6] == ["-m", "harness", "register", "regressions/suite.yaml", "--amend"], hint
     done = run(*hint)
     assert done.returncode == 0 and "amended    H3" in done.stdout, done.stderr
+
+
+def test_a_bare_resume_never_continues_a_matrix_report(project, monkeypatch):
+    """A stopped matrix run, newer than an interrupted verify run: a bare `verify --resume` goes
+    on with the verify report (was: the newest folder, the matrix report)."""
+    import json
+
+    from harness.report.document import resume_target
+
+    reports = project / "reports"
+    older = reports / "20260101T000000Z-aaaaaaa"
+    older.mkdir(parents=True)
+    (older / "report.json").write_text(json.dumps({"status": "interrupted", "results": []}))
+
+    def interrupt(*args, **kwargs):
+        raise KeyboardInterrupt("SIGINT")
+
+    monkeypatch.setattr(MR, "entry_criteria", interrupt)
+    _skip_entries(monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        MR.run_matrix(project, None, progress=lambda s: None)
+    assert resume_target(reports) == older

@@ -23,7 +23,7 @@ from harness.compare import cli as compare_cli
 from harness.errors import HarnessError, SchemaErrors
 from harness.history import cli as history_cli
 from harness.matrix import cli as matrix_cli
-from harness.matrix.cross import merge_reports
+from harness.matrix.cross import Hints, merge_reports
 from harness.matrix.spec import load_matrix, registrable
 from harness.models import cli as models_cli
 from harness.process import interrupts, run_process
@@ -136,13 +136,19 @@ def invocation() -> str:
     return f"{runnable(sys.executable)} -m harness"
 
 
-def _hint_opts(opts: VerifyOptions, cfg: Config) -> VerifyOptions:
+def _hints(root: Path) -> Hints:
     """Hints in the form the user ran the harness, from the folder they ran it in."""
     here = Path.cwd()
-    opts.command = invocation()
-    if here.resolve() != cfg.root.resolve():
-        opts.command += f" --root {shlex.quote(os.path.relpath(cfg.root, here))}"
-    opts.here = here
+    command = invocation()
+    if here.resolve() != root.resolve():
+        command += f" --root {shlex.quote(os.path.relpath(root, here))}"
+    return Hints(command, here)
+
+
+def _hint_opts(opts: VerifyOptions, cfg: Config) -> VerifyOptions:
+    """Hints in the form the user ran the harness, from the folder they ran it in."""
+    hints = _hints(cfg.root)
+    opts.command, opts.here = hints.command, hints.here
     return opts
 
 
@@ -347,14 +353,15 @@ def _print_table(rows: list[list[Any]], headers: list[str]) -> None:
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
-    return matrix_cli.run(args, _root(args))
+    root = _root(args)
+    return matrix_cli.run(args, root, _hints(root))
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
     """Merge report folders (e.g. one per matrix entry or machine) into one report."""
     root = _root(args)
     out = args.out or root / "reports" / ("merged-" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ"))
-    rc, _ = merge_reports(args.dirs, out, root=root, matrix_path=args.matrix, say=_say)
+    rc, _ = merge_reports(args.dirs, out, root=root, matrix_path=args.matrix, say=_say, hints=_hints(root))
     if args.format != "none":
         fname = {"md": "report.md", "json": "report.json", "junit": "junit.xml"}[args.format]
         print((out / fname).read_text(encoding="utf-8"), end="")

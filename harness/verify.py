@@ -63,10 +63,13 @@ def load_criteria(cfg: Config, files: list[Path]) -> list[Criterion]:
     return schema.load_many(files, cfg.root, list(cfg.builds), list(cfg.dumps), list(cfg.env_names))
 
 
-def select(crits: list[Criterion], only: list[str], kinds: list[str]) -> list[Criterion]:
+def select(crits: list[Criterion], only: list[str], kinds: list[str],
+           registered: frozenset[str] = frozenset()) -> list[Criterion]:
+    """The criteria that --only and --kind leave. An --only id that no file has is an error,
+    unless it is registered (then the run reports it missing, as a full run would)."""
     if only:
         known = {c.id for c in crits}
-        missing = [i for i in only if i not in known]
+        missing = [i for i in only if i not in known and i not in registered]
         if missing:
             raise HarnessError(f"--only: unknown id(s) {', '.join(missing)}; known: {', '.join(sorted(known)) or '-'}")
         crits = [c for c in crits if c.id in only]
@@ -93,14 +96,6 @@ def shown_file(cfg: Config, opts: VerifyOptions, c: Criterion) -> str:
 def reproduce_command(c: Criterion, exploratory: bool, command: str = "python -m harness", file: str = "") -> str:
     """One line that runs this criterion alone (it builds and prepares what it needs)."""
     return f"{command} verify {file or c.file} --only {c.id}" + (" --exploratory" if exploratory else "")
-
-
-def register_hint(command: str, file: str, c: Criterion, st: registry.Status) -> str:
-    """The command that registers c as it is now: an amendment when another text is registered."""
-    if st.state == "changed":
-        return (f"if the change is intended, amend its registration: `{command} register {file} --amend {c.id} "
-                f"--reason 'what changed and why'`")
-    return f"register it: `{command} register {file}`, or run with --exploratory"
 
 
 def not_run(crits: list[Criterion], rep: report.Report) -> list[str]:
@@ -183,18 +178,20 @@ def verify(cfg: Config, opts: VerifyOptions, say: Callable[[str], None] | None =
     say = say or (lambda s: print(s, file=sys.stderr, flush=True))
     files = opts.files or default_files(cfg)
     every = load_criteria(cfg, files)
-    crits = select(every, opts.only, opts.kinds)
     if opts.registry_path is not None and not opts.registry_path.exists():
         # the default registry may be absent (nothing registered yet); a named one is a typo
         raise HarnessError(f"--registry {opts.registry_path}: no such file")
+    reg_path = opts.registry_path or cfg.root / "regressions" / "registry.lock"
+    crits = select(every, opts.only, opts.kinds, _registered_absent(reg_path, cfg.root, opts.only, every))
     untrusted = [c for c in crits if not c.in_repository and c.runs_foreign_code()]
     if untrusted and not opts.trust_outside:
         raise SchemaErrors([f"{c.file}:{c.line}: {c.id}: `wrapper` runs a command and `place` copies files, and "
                             f"this criteria file is outside the repository ({cfg.root}); review it, then pass "
                             f"--trust-outside-criteria (or set {TRUST_ENV}=1)" for c in untrusted])
     if opts.exploratory:
-        reg_path = opts.registry_path or cfg.root / "regressions" / "registry.lock"
-        reused = registry.reused_ids(registry.load_checked(reg_path, cfg.root), crits, cfg.root)
+        reused = registry.reused_ids(registry.load_checked(reg_path, cfg.root), crits, cfg.root,
+                                     lambda c: registry.register_hint(opts.command, shown_file(cfg, opts, c), c.id,
+                                                                      "changed"))
         if reused:
             raise SchemaErrors(reused)
     reports_dir = opts.reports_dir or cfg.root / cfg.reports_dir
@@ -264,27 +261,34 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
         return None
 
     how = Judged(entries, opts.exploratory,
-                 lambda c, st: register_hint(opts.command, shown_file(cfg, opts, c), c, st),
+                 lambda c, st: registry.register_hint(opts.command, shown_file(cfg, opts, c), c.id, st.state),
                  reproduce=lambda c, x: reproduce_command(c, x, opts.command, shown_file(cfg, opts, c)),
                  models=lambda: sorted(str(relative(cfg, m)) for m in sess.models.used), refuse=refuse)
-    if not crits:
+    absent = [i for i in opts.only if i not in {c.id for c in every}]
+    if not crits and not absent:
         say("no criteria selected" + ("" if files else " (no criteria files under regressions/)"))
     selected = {c.id for c in crits}
+    vanished: list[report.Result] = []
     if not narrowed:  # the registry's ids are the contract: each is judged, missing, or withdrawn
         scope = {rel_path(f, cfg.root) for f in files}
         if not opts.files:  # a default run also answers for registered files that are gone
             scope |= {e.file for e in registry.current(entries).values()
                       if not (Path(e.file) if Path(e.file).is_absolute() else cfg.root / e.file).exists()}
         rep.doc["withdrawn"] = _withdrawn(entries, scope)
-        missing = _missing(entries, scope, {c.id for c in every}, git)
+        vanished = _missing(entries, scope, {c.id for c in every}, git, opts.command)
         # a resumed report: results of ids that are no criterion's now (withdrawn, or missing
         # before and judged again below) do not stand
-        known = {c.id for c in every} | {m.id for m in missing}
+        known = {c.id for c in every} | {m.id for m in vanished}
         rep.doc["results"] = [r for r in rep.results if r.get("id") in known and r.get("registration") != "missing"]
-        for res in missing:
-            say(f"{res.id}: FAIL: {res.reason}")
-            rep.add(res)
-            selected.add(res.id)
+    elif absent:  # --only naming registered ids that no file has: missing, as in a full run
+        everywhere = {e.file for e in registry.current(entries).values()}
+        vanished = [m for m in _missing(entries, everywhere, {c.id for c in every}, git, opts.command)
+                   if m.id in absent]
+    for res in vanished:
+        say(f"{res.id}: FAIL: {res.reason}")
+        rep.add(res)
+        selected.add(res.id)
+    if not narrowed or absent:
         rep.write()
     taken = {c.id for c in every}
 
@@ -383,8 +387,17 @@ def _drop_stale(rep: report.Report, git: dict[str, Any], builds: dict[str, Any],
         rep.doc["results"] = [r for r in rep.results if r.get("id") not in gone]
 
 
+def _registered_absent(reg_path: Path, root: Path, only: list[str], every: list[Criterion]) -> frozenset[str]:
+    """The --only ids that no criteria file has but the registry holds (not withdrawn)."""
+    absent = {i for i in only if i not in {c.id for c in every}}
+    if not absent or not reg_path.exists():
+        return frozenset()
+    entries = registry.load_checked(reg_path, root)
+    return frozenset(absent & (set(registry.current(entries)) - set(registry.withdrawn(entries))))
+
+
 def _missing(entries: list[registry.Entry], scope: set[str], present: set[str],
-             git: dict[str, Any]) -> list[report.Result]:
+             git: dict[str, Any], command: str) -> list[report.Result]:
     """A FAIL for each id registered to a file in scope, not withdrawn, that no criteria file has."""
     gone = registry.withdrawn(entries)
     out = []
@@ -394,8 +407,8 @@ def _missing(entries: list[registry.Entry], scope: set[str], present: set[str],
                 id=e.id, title="(registered criterion not found)", kind="missing", file=e.file, digest=e.digest,
                 verdict="FAIL", registration="missing",
                 reason=(f"{e.id} is registered to {e.file} (registry.lock:{e.line}), but no criteria file of this run "
-                        f"has it: restore it in {e.file}, or retire it: python -m harness register --withdraw {e.id} "
-                        "--reason TEXT"),
+                        f"has it: restore it in {e.file}, or retire it: `{command} register --withdraw {e.id} "
+                        "--reason TEXT`"),
                 details={"ran_with": resume.ran_with(git, {})}, finished=report.utc_now()))
     return out
 

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
+import shlex
+import subprocess
 import sys
 import textwrap
 from dataclasses import dataclass
@@ -46,6 +50,52 @@ def _fake_noise_state(request, tmp_path_factory, monkeypatch):
     in every session (tests/fake_engine.py, FAKE_NOISE)."""
     name = hashlib.sha1(request.node.nodeid.encode()).hexdigest()[:16]
     monkeypatch.setenv("FAKE_NOISE_STATE", str(tmp_path_factory.getbasetemp() / f"noise-runs-{name}"))
+
+
+def planted_context(tmp: Path):
+    """A runner.Context on a repository under tmp whose default build is prebuilt (a `kite` and a
+    module file that are never run), for tests that plant the engine's runs in-process."""
+    from harness.build.cmake import BuildResult, PartResult
+    from harness.run import runner
+    from harness.run.probes import Probes
+    from harness.spec.config import load_config
+
+    root = tmp / "repo"
+    (root / "configs").mkdir(parents=True)
+    (root / "configs" / "engine.yaml").write_text(ENGINE_YAML)
+    bins = root / "fakebin" / "default"
+    bins.mkdir(parents=True)
+    (bins / "kite").write_text("engine")
+    (bins / "libkite_cuda.so").write_text("module")
+    b = BuildResult("default", str(bins), str(bins / "kite"), str(bins / "libkite_cuda.so"),
+                    PartResult("prebuilt"), PartResult("skipped"))
+    return runner.Context(cfg=load_config(root), report_dir=tmp / "report", probes=Probes(gpu_info=lambda: None),
+                          ensure_build=lambda name: b, model_path=lambda spec: root / "models" / "tiny.gguf",
+                          progress=lambda s: None)
+
+
+def git(root: Path, *args: str) -> str:
+    """git -C root ARGS under a fixed author, its output stripped; an error raises."""
+    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@example.org", GIT_COMMITTER_NAME="t",
+               GIT_COMMITTER_EMAIL="t@example.org")
+    return subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True, text=True,
+                          env=env).stdout.strip()
+
+
+def register_command(text: str) -> list[str]:
+    """The first backquoted `... register ...` command of a hint in text, as argv."""
+    m = re.search(r"`([^`]* register [^`]*)`", text)
+    assert m, text
+    return shlex.split(m.group(1))
+
+
+def alive(pid: int) -> bool:
+    """Whether process pid runs (a zombie, ended but not reaped, does not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
 
 
 def write_engine(folder: Path, forced_env: dict[str, str] | None = None, module: dict | None = None) -> Path:

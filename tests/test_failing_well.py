@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import alive, register_command
+
 REPO = Path(__file__).resolve().parent.parent
 
 needs_cc = pytest.mark.skipif(not (shutil.which("cmake") and (shutil.which("cc") or shutil.which("gcc"))),
@@ -86,14 +88,6 @@ time.sleep(600)
 """
 
 
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
 def _wait_for(what, seconds: float = 120.0) -> bool:
     """Poll until what() holds (an event, not a guessed delay); False if it never did."""
     import time
@@ -157,21 +151,21 @@ def test_interrupt_during_build_ends_the_whole_tree(tmp_path, how):
         if how == "parent-death":
             os.kill(parent.pid, signal.SIGKILL)
             parent.wait(timeout=30)
-            assert _wait_for(lambda: not _alive(harness_pid)), "the harness outlived its parent"
+            assert _wait_for(lambda: not alive(harness_pid)), "the harness outlived its parent"
         elif how == "SIGKILL":  # nothing runs in the harness: the build's tree guard ends the tree
             os.kill(parent.pid, signal.SIGKILL)
             parent.wait(timeout=30)
-            assert _wait_for(lambda: not _alive(job)), f"build job {job} outlived the killed harness"
+            assert _wait_for(lambda: not alive(job)), f"build job {job} outlived the killed harness"
             return
         else:
             os.kill(parent.pid, getattr(signal, how))
             _, err = parent.communicate(timeout=120)
             assert parent.returncode == 128 + getattr(signal, how), err
         # the harness ends the tree before it exits: no waiting for the job to go
-        assert not _alive(job), f"build job {job} outlived the harness"
+        assert not alive(job), f"build job {job} outlived the harness"
     finally:
         for pid in (job, parent.pid):
-            if pid and _alive(pid):
+            if pid and alive(pid):
                 os.kill(pid, signal.SIGKILL)
     [rdir] = list((root / "reports").glob("2*"))
     doc = json.loads((rdir / "report.json").read_text())
@@ -194,9 +188,9 @@ def test_engine_helper_in_its_own_session_is_ended(fake_repo, tmp_path):
     try:
         assert fake_repo.verify("--exploratory") == 0
         pid = int(helper.read_text())
-        assert not _alive(pid), "the engine's helper outlived the run"
+        assert not alive(pid), "the engine's helper outlived the run"
     finally:
-        if pid and _alive(pid):
+        if pid and alive(pid):
             os.kill(pid, signal.SIGKILL)
 
 
@@ -260,15 +254,6 @@ def test_compile_error_annotations_come_first_and_are_capped(tmp_path):
 
 # ---- hints --------------------------------------------------------------------------------------
 
-def _hint(text: str) -> list[str]:
-    import re
-    import shlex
-
-    m = re.search(r"`([^`]* register [^`]*)`", text)
-    assert m, text
-    return shlex.split(m.group(1))
-
-
 def test_register_hints_run_as_printed(fake_repo, tmp_path):
     """An unregistered, then a changed criterion: the FAIL line carries file:line and a command that
     runs as printed, in the form the harness was run (was: "run `harness register`", no such
@@ -281,7 +266,7 @@ def test_register_hints_run_as_printed(fake_repo, tmp_path):
 
     r = run([sys.executable, "-m", "harness", "verify"])
     assert r.returncode == 1 and "    FAIL at regressions/suite.yaml:2: not pre-registered" in r.stderr, r.stderr
-    hint = _hint(r.stderr)
+    hint = register_command(r.stderr)
     assert hint[:3] == [sys.executable, "-m", "harness"] or hint[1:3] == ["-m", "harness"]
     assert hint[3:] == ["register", "regressions/suite.yaml"]
     assert run(hint).returncode == 0
@@ -289,7 +274,7 @@ def test_register_hints_run_as_printed(fake_repo, tmp_path):
     f.write_text(f.read_text().replace("title: hinted", "title: hinted again"))
     r = run([sys.executable, "-m", "harness", "verify"])
     assert r.returncode == 1, r.stderr
-    hint = _hint(r.stderr)
+    hint = register_command(r.stderr)
     assert hint[3:7] == ["register", "regressions/suite.yaml", "--amend", "H1"] and "--reason" in hint
     done = run(hint)
     assert done.returncode == 0, done.stderr

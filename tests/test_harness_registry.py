@@ -157,7 +157,7 @@ def test_refusal_of_a_reused_id_for_matrix_and_verify():
     """registry.refusal (used by verify and by the matrix's criteria) refuses a changed criterion
     even when exploratory; an unregistered one still runs, labelled."""
     changed = registry.Status("changed", "sha256:x", [])
-    assert registry.refusal(changed, True, "hint") == registry.REUSED
+    assert registry.refusal(changed, True, "hint") == registry.reused("hint")
     assert "not as registered" in registry.refusal(changed, False, "hint")
     assert registry.refusal(registry.Status("unregistered", None, []), True, "hint") is None
     assert registry.refusal(registry.Status("registered", "sha256:x", []), False, "hint") is None
@@ -316,7 +316,7 @@ def test_refusal():
     ok = registry.Status("registered", "d", [])
     changed = registry.Status("changed", "sha256:9", [])
     assert registry.refusal(ok, False, "hint") is None and registry.refusal(ok, True, "hint") is None
-    assert registry.refusal(changed, True, "hint") == registry.REUSED
+    assert registry.refusal(changed, True, "hint") == registry.reused("hint")
     assert registry.refusal(registry.Status("unregistered", None, []), True, "hint") is None
     assert registry.refusal(changed, False, "run register") == \
         "not as registered: digest differs from the registered sha256:9 (run register)"

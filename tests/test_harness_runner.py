@@ -20,15 +20,13 @@ from typing import Any
 
 import pytest
 
-from conftest import ENGINE_YAML
+from conftest import planted_context
 from harness.build.binfmt import BinaryFormatError, BinaryInfo, Symbol, read_binary
 from harness.build.cmake import BuildResult, PartResult
 from harness.process import ProcResult
 from harness.run import runner, timing
-from harness.run.probes import Probes
 from harness.spec import schema
 from harness.spec.criteria import FileCheck
-from harness.spec.config import load_config
 
 BUILDS = ["default", "stub", "gpu"]
 DUMPS = ["h_out", "logits"]
@@ -64,18 +62,7 @@ class Engine:
 
 @pytest.fixture
 def ctx(tmp_path: Path) -> runner.Context:
-    root = tmp_path / "repo"
-    (root / "configs").mkdir(parents=True)
-    (root / "configs" / "engine.yaml").write_text(ENGINE_YAML)
-    bins = root / "fakebin" / "default"
-    bins.mkdir(parents=True)
-    (bins / "kite").write_text("engine")
-    (bins / "libkite_cuda.so").write_text("module")
-    b = BuildResult("default", str(bins), str(bins / "kite"), str(bins / "libkite_cuda.so"),
-                    PartResult("prebuilt"), PartResult("skipped"))
-    return runner.Context(cfg=load_config(root), report_dir=tmp_path / "report", probes=Probes(gpu_info=lambda: None),
-                          ensure_build=lambda name: b, model_path=lambda spec: root / "models" / "tiny.gguf",
-                          progress=lambda s: None)
+    return planted_context(tmp_path)
 
 
 def evaluate(ctx: runner.Context, text: str, engine: Engine, monkeypatch) -> runner.Outcome:

@@ -5,13 +5,12 @@ it so that a change there shows as "not as registered"."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 
+from conftest import git
 from harness.cli import main
 from harness.spec import registry, schema
 from harness.spec.config import load_config
@@ -171,21 +170,14 @@ def test_registered_criteria_stay_registered_with_their_dependencies():
 
 # ---- git provenance and --strict ------------------------------------------------------------------
 
-def _git(root: Path, *args: str) -> str:
-    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@example.org", GIT_COMMITTER_NAME="t",
-               GIT_COMMITTER_EMAIL="t@example.org")
-    return subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True, text=True,
-                          env=env).stdout.strip()
-
-
 def test_commit_shown_and_strict_requires_it(fake_repo, capsys):
     root = fake_repo.root
     p = fake_repo.criteria(SUITE)
     fake_repo.register(p)
-    _git(root, "init", "-q")
-    _git(root, "add", "-A")
-    _git(root, "commit", "-q", "-m", "register")
-    sha = _git(root, "rev-parse", "HEAD")
+    git(root, "init", "-q")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "register")
+    sha = git(root, "rev-parse", "HEAD")
     assert fake_repo.verify("--strict") == 0
     r = fake_repo.result("A1")
     assert r["registration"] == f"registered @ {sha[:10]}"
@@ -200,8 +192,8 @@ def test_commit_shown_and_strict_requires_it(fake_repo, capsys):
     r = fake_repo.result("A2")
     assert r["verdict"] == "FAIL" and r["reason"].startswith("registration not committed: registry.lock line(s) ")
     assert fake_repo.result("A1")["verdict"] == "PASS"
-    _git(root, "add", "-A")
-    _git(root, "commit", "-q", "-m", "register more")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "register more")
     assert fake_repo.verify("--strict") == 0
 
 

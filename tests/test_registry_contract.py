@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import write_engine
+from conftest import git, write_engine
 from harness.cli import main
 from harness.errors import HarnessError, SchemaErrors
 from harness.spec import registry, schema
@@ -40,20 +40,13 @@ criteria:
 """
 
 
-def _git(root: Path, *args: str) -> str:
-    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@example.org", GIT_COMMITTER_NAME="t",
-               GIT_COMMITTER_EMAIL="t@example.org")
-    return subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True, text=True,
-                          env=env).stdout.strip()
-
-
 def _commit(root: Path, message: str) -> str:
     if not (root / ".git").exists():
-        _git(root, "init", "-q")
+        git(root, "init", "-q")
         (root / ".gitignore").write_text("/reports/\n")
-    _git(root, "add", "-A")
-    _git(root, "commit", "-q", "-m", message)
-    return _git(root, "rev-parse", "HEAD")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", message)
+    return git(root, "rev-parse", "HEAD")
 
 
 def _registered(fake_repo, text: str = SUITE, name: str = "suite.yaml") -> Path:
@@ -338,7 +331,7 @@ def test_committed_registry_lines_never_change(fake_repo, capsys):
     assert main(["--root", str(fake_repo.root), "register", str(p)]) == 2
     assert "differs from the committed registry" in capsys.readouterr().err
     # appending through the tool keeps the committed file a prefix
-    _git(fake_repo.root, "checkout", "--", "regressions/registry.lock")
+    git(fake_repo.root, "checkout", "--", "regressions/registry.lock")
     assert main(["--root", str(fake_repo.root), "register", str(p), "--amend", "R1", "--reason", "title"]) == 0
     assert fake_repo.verify() == 0
 
@@ -458,3 +451,17 @@ def test_a_full_resume_judges_missing_and_withdrawn_ids_afresh(fake_repo):
     assert fake_repo.verify("--resume") == 0
     doc = fake_repo.report()
     assert [r["id"] for r in doc["results"]] == ["R1", "R3"] and [w["id"] for w in doc["withdrawn"]] == ["R2"]
+
+
+def test_only_naming_a_registered_id_without_its_criterion_says_it_is_missing(fake_repo, capsys):
+    """`verify --only R2` with R2 registered but gone from its file: a FAIL naming the file and
+    the registry line, as a full run reports it (was: "--only: unknown id(s) R2", exit 2)."""
+    p = _registered(fake_repo)
+    p.write_text(_drop_r2(SUITE))
+    assert fake_repo.verify("--only", "R2") == 1
+    r = fake_repo.result("R2")
+    assert r["verdict"] == "FAIL" and r["file"] == "regressions/suite.yaml"
+    assert r["reason"].startswith("R2 is registered to regressions/suite.yaml (registry.lock:4), but no "
+                                  "criteria file of this run has it")
+    assert main(["--root", str(fake_repo.root), "verify", "--only", "NOPE"]) == 2
+    assert "unknown id(s) NOPE" in capsys.readouterr().err

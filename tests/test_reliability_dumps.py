@@ -18,13 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ENGINE_YAML
-from harness.build.cmake import BuildResult, PartResult
+from conftest import planted_context
 from harness.process import ProcResult
 from harness.run import runner
-from harness.run.probes import Probes
 from harness.spec import inputs, schema
-from harness.spec.config import load_config
 
 EQ = """\
 criteria:
@@ -39,20 +36,6 @@ H = struct.pack("<6f", 1, 2, 3, 4, 5, 6)
 SHAPED = {"shapes": {"h_out": [2, 3]}}
 
 
-def _ctx(tmp: Path) -> runner.Context:
-    root = tmp / "repo"
-    (root / "configs").mkdir(parents=True)
-    (root / "configs" / "engine.yaml").write_text(ENGINE_YAML)
-    bins = root / "fakebin" / "default"
-    bins.mkdir(parents=True)
-    (bins / "kite").write_text("engine")
-    b = BuildResult("default", str(bins), str(bins / "kite"), str(bins / "libkite_cuda.so"),
-                    PartResult("prebuilt"), PartResult("skipped"))
-    return runner.Context(cfg=load_config(root), report_dir=tmp / "report", probes=Probes(gpu_info=lambda: None),
-                          ensure_build=lambda name: b, model_path=lambda spec: root / "models" / "tiny.gguf",
-                          progress=lambda s: None)
-
-
 def _evaluate(tmp: Path, monkeypatch, plant: Callable[[Path, str], None], meta: dict | None = None) -> runner.Outcome:
     """Each variant writes meta.json and h_out.f32 (H), then plant(dump folder, side) changes it."""
     def engine(argv, env=None, *, timeout=120.0, log_prefix=None, **kw):
@@ -65,7 +48,7 @@ def _evaluate(tmp: Path, monkeypatch, plant: Callable[[Path, str], None], meta: 
 
     monkeypatch.setattr(runner, "run_process", engine)
     (crit,) = schema.load_text(EQ, "regressions/t.yaml", ["default"], ["h_out", "logits"])
-    return runner.evaluate(_ctx(tmp), crit)
+    return runner.evaluate(planted_context(tmp), crit)
 
 
 def _replace(d: Path, make: Callable[[Path], None], name: str = "h_out.f32") -> None:

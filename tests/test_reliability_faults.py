@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import alive
 from harness.report import document as report_mod
 from harness.errors import HarnessError
 
@@ -393,14 +394,6 @@ worker.wait()
 """
 
 
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
 def _guard_of(pid: int) -> bool:
     """The process pid runs under a tree guard (its parent is one)."""
     try:
@@ -434,14 +427,14 @@ def test_harness_death_ends_a_builds_own_children(tmp_path, guarded):
         os.killpg(harness.pid, signal.SIGKILL)
         harness.wait(timeout=10)
         deadline = time.time() + 20
-        while time.time() < deadline and (_alive(driver) or (guarded and _alive(worker))):
+        while time.time() < deadline and (alive(driver) or (guarded and alive(worker))):
             time.sleep(0.05)
-        assert not _alive(driver), "PR_SET_PDEATHSIG did not end the command"
-        assert _alive(worker) != guarded
+        assert not alive(driver), "PR_SET_PDEATHSIG did not end the command"
+        assert alive(worker) != guarded
     finally:
         if harness.poll() is None:
             os.killpg(harness.pid, signal.SIGKILL)
-        if worker and _alive(worker):
+        if worker and alive(worker):
             os.kill(worker, signal.SIGKILL)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import struct
+from collections.abc import Iterator
 from pathlib import Path
 
 from harness.errors import HarnessError
@@ -22,12 +23,11 @@ def parse_cuobjdump_list(text: str) -> list[str]:
     return _by_arch(set(re.findall(r"^(?:ELF|PTX) file\s+\d+:\s+\S*?\b(sm_\d+[a-z]?)\.(?:cubin|ptx)\s*$", text, re.M)))
 
 
-def scan_fatbin(data: bytes) -> dict[str, list[str]]:
-    """SASS (ELF) and PTX architectures of every CUDA fat binary in `data`: the container header
-    (magic 0xBA55ED50, version 1, header size 16, payload size) followed by entries {kind u16
-    (1 PTX, 2 ELF), version u16, header size u32, payload size u64, ..., arch u32 at offset 28}.
-    The same sets as `cuobjdump --list-elf / --list-ptx`."""
-    found: dict[str, set[str]] = {"elf": set(), "ptx": set()}
+def _code_objects(data: bytes) -> Iterator[tuple[int, int, int, int, int]]:
+    """(offset, kind, arch, header size, payload size) of every code object of every CUDA fat
+    binary in `data`: the container header (magic 0xBA55ED50, version 1, header size 16, payload
+    size) followed by entries {kind u16 (1 PTX, 2 ELF), version u16, header size u32, payload size
+    u64, ..., arch u32 at offset 28, flags u64 at offset 40}. A damaged entry ends its container."""
     magic = struct.pack("<I", FATBIN_MAGIC)
     i = data.find(magic)
     while i >= 0:
@@ -37,14 +37,22 @@ def scan_fatbin(data: bytes) -> dict[str, list[str]]:
             break
         if ver == 1 and hsize == 16 and 0 < fsize <= len(data) - i - 16:
             p, end = i + hsize, i + hsize + fsize
-            while p + 32 <= end:
+            while p + 48 <= end:
                 kind, _, ehs, size = struct.unpack_from("<HHIQ", data, p)
                 arch, = struct.unpack_from("<I", data, p + 28)
-                if ehs < 32 or kind not in (1, 2):
+                if ehs < 48 or kind not in (1, 2) or p + ehs + size > end:
                     break
-                found["ptx" if kind == 1 else "elf"].add(f"sm_{arch}")
+                yield p, kind, arch, ehs, size
                 p += ehs + size
         i = data.find(magic, i + 4)
+
+
+def scan_fatbin(data: bytes) -> dict[str, list[str]]:
+    """SASS (ELF) and PTX architectures of every CUDA fat binary in `data` (_code_objects): the
+    same sets as `cuobjdump --list-elf / --list-ptx`."""
+    found: dict[str, set[str]] = {"elf": set(), "ptx": set()}
+    for _, kind, arch, _, _ in _code_objects(data):
+        found["ptx" if kind == 1 else "elf"].add(f"sm_{arch}")
     return {k: _by_arch(v) for k, v in found.items()}
 
 
@@ -65,26 +73,11 @@ FATBIN_COMPRESSED = 0x2000  # entry flag: the payload is compressed (nvcc -compr
 
 
 def fatbin_entries(data: bytes) -> list[dict[str, object]]:
-    """Every code object of every fat binary in `data`: {kind: elf|ptx, arch: sm_XX, compressed,
-    payload: bytes} (entry flags u64 at offset 40; the layout of scan_fatbin)."""
+    """Every code object of every fat binary in `data` (_code_objects): {kind: elf|ptx, arch:
+    sm_XX, compressed, payload: bytes}."""
     out: list[dict[str, object]] = []
-    magic = struct.pack("<I", FATBIN_MAGIC)
-    i = data.find(magic)
-    while i >= 0:
-        try:
-            _, ver, hsize, fsize = struct.unpack_from("<IHHQ", data, i)
-        except struct.error:
-            break
-        if ver == 1 and hsize == 16 and 0 < fsize <= len(data) - i - 16:
-            p, end = i + hsize, i + hsize + fsize
-            while p + 48 <= end:
-                kind, _, ehs, size = struct.unpack_from("<HHIQ", data, p)
-                arch, = struct.unpack_from("<I", data, p + 28)
-                flags, = struct.unpack_from("<Q", data, p + 40)
-                if ehs < 48 or kind not in (1, 2) or p + ehs + size > end:
-                    break
-                out.append({"kind": "ptx" if kind == 1 else "elf", "arch": f"sm_{arch}",
-                            "compressed": bool(flags & FATBIN_COMPRESSED), "payload": data[p + ehs:p + ehs + size]})
-                p += ehs + size
-        i = data.find(magic, i + 4)
+    for p, kind, arch, ehs, size in _code_objects(data):
+        flags, = struct.unpack_from("<Q", data, p + 40)
+        out.append({"kind": "ptx" if kind == 1 else "elf", "arch": f"sm_{arch}",
+                    "compressed": bool(flags & FATBIN_COMPRESSED), "payload": data[p + ehs:p + ehs + size]})
     return out

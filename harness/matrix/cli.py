@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from harness.errors import HarnessError
-from harness.matrix.cross import merge_reports
+from harness.matrix.cross import Hints, merge_reports
 from harness.matrix.run import criteria_refs, run_matrix
 from harness.matrix.spec import MatrixError, availability, entry_summary, load_matrix
 from harness.spec.config import load_config
@@ -36,7 +36,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="run criteria that are not (or not as) registered, labelled exploratory")
 
 
-def run(a: argparse.Namespace, root: Path) -> int:
+def run(a: argparse.Namespace, root: Path, hints: Hints | None = None) -> int:
     matrix = load_matrix(a.matrix or root / "configs" / "matrix.yaml", root)
     if a.check:
         entries = matrix.select(a.entries or None)
@@ -63,11 +63,11 @@ def run(a: argparse.Namespace, root: Path) -> int:
     if a.merge_into and not a.report_dir:
         raise HarnessError("--merge-into needs --report-dir (e.g. reports/matrix/<entry>)")
     rc, rdir = run_matrix(root, a.entries or None, report_dir=a.report_dir, model=a.model, force=a.force,
-                          matrix_path=a.matrix, keep_going=not a.stop, exploratory=a.exploratory)
+                          matrix_path=a.matrix, keep_going=not a.stop, exploratory=a.exploratory, hints=hints)
     if a.merge_into:
         # every report beside this one (reports/matrix/<entry>/: the latest run of each entry)
         dirs = sorted(p.parent for p in rdir.parent.glob("*/report.json") if p.parent != a.merge_into.resolve())
         mrc, _ = merge_reports(dirs, a.merge_into, root=root, matrix_path=a.matrix,
-                               say=lambda s: print(s, file=sys.stderr, flush=True))
+                               say=lambda s: print(s, file=sys.stderr, flush=True), hints=hints)
         rc = max(rc, mrc)
     return rc

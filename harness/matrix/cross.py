@@ -6,6 +6,8 @@ reports made on different machines."""
 from __future__ import annotations
 
 import dataclasses
+import os
+import shlex
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -98,16 +100,29 @@ def sources_from_doc(doc: dict[str, Any], report_dir: Path | None) -> tuple[dict
     return sources, skipped
 
 
+@dataclass(frozen=True)
+class Hints:
+    """How fix hints name the harness and files: as the user ran it (`kite-harness`, `python3 -m
+    harness`, with --root when needed), files relative to the folder it ran in (here)."""
+    command: str = "python -m harness"
+    here: Path | None = None
+
+    def file(self, path: Path) -> str:
+        return shlex.quote(os.path.relpath(path, self.here) if self.here else str(path))
+
+
 def add_cross_results(report: Report, matrix: Matrix, sources: dict[tuple[str, str], DumpSource],
-                      skipped: dict[str, str], dump_files: dict[str, str], registry_path: Path | None = None,
-                      exploratory: bool = False) -> None:
-    """Evaluate the cross-entry criteria. With a registry, one that is not (or not as) registered
-    FAILs, or runs labelled exploratory with --exploratory, exactly like a criteria file's."""
-    entries = registry.load(registry_path) if registry_path is not None else None
+                      skipped: dict[str, str], dump_files: dict[str, str],
+                      entries: list[registry.Entry] | None = None, exploratory: bool = False,
+                      hints: Hints | None = None) -> None:
+    """Evaluate the cross-entry criteria. With the registry's entries, one that is not (or not as)
+    registered FAILs, or runs labelled exploratory with --exploratory, exactly like a criteria file's."""
+    hints = hints or Hints()
     for c in matrix.cross.values():
         t0 = time.perf_counter()
         st = registry.status(entries, RegisteredCross(c.id, "", c.digest(), c.line)) if entries is not None else None
-        refused = registry.refusal(st, exploratory, "run `harness register configs/matrix.yaml`") if st else None
+        hint = registry.register_hint(hints.command, hints.file(matrix.path), c.id, st.state) if st else ""
+        refused = registry.refusal(st, exploratory, hint) if st else None
         if refused:
             verdict, reason, details = "FAIL", refused, {}
         else:
@@ -127,7 +142,7 @@ def matrix_result(rid: str, title: str, kind: str, digest: str, verdict: str, re
                   registration="matrix", details=details, duration_s=round(seconds, 3), finished=utc_now())
 
 
-def recompute_cross(rep: Report, root: Path, matrix_path: Path | None) -> None:
+def recompute_cross(rep: Report, root: Path, matrix_path: Path | None, hints: Hints | None = None) -> None:
     """Evaluate the cross criteria again over a merged report's entries and dumps."""
     path = matrix_path or root / "configs" / "matrix.yaml"
     if "matrix" not in rep.doc or not path.exists():
@@ -144,12 +159,12 @@ def recompute_cross(rep: Report, root: Path, matrix_path: Path | None) -> None:
     rep.doc["results"] = [r for r in rep.doc["results"] if r["id"].split("@")[0] not in cross]
     # the project's own cross criteria are pre-registered: check them against its registry
     reg = root / "regressions" / "registry.lock"
-    check = matrix_path is None and reg.exists()
-    add_cross_results(rep, dataclasses.replace(mx, cross=cross), sources, skipped, dump_files,
-                      reg if check else None)
+    entries = registry.load_checked(reg, root) if matrix_path is None and reg.exists() else None
+    add_cross_results(rep, dataclasses.replace(mx, cross=cross), sources, skipped, dump_files, entries,
+                      hints=hints)
 
 
 def merge_reports(dirs: list[Path], out: Path, *, root: Path, matrix_path: Path | None = None,
-                  say: Callable[[str], None] | None = None) -> tuple[int, Report]:
+                  say: Callable[[str], None] | None = None, hints: Hints | None = None) -> tuple[int, Report]:
     """`harness merge`: the reports joined (harness/report/merge.py), the cross criteria recomputed."""
-    return merge(dirs, out, recompute=lambda rep: recompute_cross(rep, root, matrix_path), say=say)
+    return merge(dirs, out, recompute=lambda rep: recompute_cross(rep, root, matrix_path, hints), say=say)

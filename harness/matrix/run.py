@@ -17,14 +17,14 @@ from pathlib import Path
 from harness import confined
 from harness.build import toolchains
 from harness.errors import HarnessError
-from harness.matrix.cross import add_cross_results, matrix_result, sources_from_doc
+from harness.matrix.cross import Hints, add_cross_results, matrix_result, sources_from_doc
 from harness.matrix.entry import EntryRun, EntryRunner
 from harness.matrix.spec import Entry, Matrix, load_matrix
 from harness.report import sysinfo
 from harness.report.document import Report, new_report_dir, point_latest
 from harness.run.probes import Probes
 from harness.run.result import Result
-from harness.run.runner import Context, CriterionFail
+from harness.run.runner import Context, CriterionFail, RunStopped
 from harness.run.suite import Judged, Models, judge
 from harness.spec import registry, schema
 from harness.spec.config import Config, load_config
@@ -79,7 +79,8 @@ def hip_probes() -> dict[str, tuple[bool, str]]:
 
 
 def entry_criteria(cfg: Config, runner: EntryRunner, run: EntryRun, report_dir: Path,
-                   reg: list[registry.Entry], exploratory: bool, models: Models) -> list[Result]:
+                   reg: list[registry.Entry], exploratory: bool, models: Models,
+                   hints: Hints = Hints()) -> list[Result]:
     """The entry's registered criteria (`criteria: [file.yaml, file.yaml#ID]`) on its builds."""
     ent = runner.ent
     ctx = Context(cfg=runner.cfg, report_dir=report_dir / "criteria" / ent.name,
@@ -90,10 +91,11 @@ def entry_criteria(cfg: Config, runner: EntryRunner, run: EntryRun, report_dir: 
         ctx.probes.overrides["linux"] = (False, "runs under wine")
     if ent.module.gpu == "hip":  # the same criteria on hipcc's module: its compiler, an AMD GPU
         ctx.probes.overrides.update(hip_probes())
-    how = Judged(reg, exploratory, "run `harness register`, or `matrix --exploratory`", id_prefix=f"{ent.name}/",
-                 title_prefix=f"{ent.name}: ", report_root=report_dir,
+    how = Judged(reg, exploratory,
+                 lambda c, st: registry.register_hint(hints.command, hints.file(cfg.root / c.file), c.id, st.state),
+                 id_prefix=f"{ent.name}/", title_prefix=f"{ent.name}: ", report_root=report_dir,
                  skip=run.reason if run.verdict == "SKIP" else None,
-                 reproduce=lambda c, exploratory: f"python -m harness matrix {ent.name}"
+                 reproduce=lambda c, exploratory: f"{hints.command} matrix {ent.name}"
                  + (" --exploratory" if exploratory else ""))
     out = []
     for ref, file, crits, problem in criteria_refs(cfg, ent):
@@ -127,18 +129,22 @@ def _record(rep: Report, ent: Entry, run: EntryRun, crit_results: list[Result], 
 
 def run_matrix(root: Path, names: list[str] | None, *, report_dir: Path | None = None, model: str | None = None,
                force: bool = False, matrix_path: Path | None = None, keep_going: bool = True,
-               exploratory: bool = False, progress: Callable[[str], None] | None = None) -> tuple[int, Path]:
+               exploratory: bool = False, progress: Callable[[str], None] | None = None,
+               hints: Hints | None = None) -> tuple[int, Path]:
     """Run entries (all when names is empty), then the cross criteria. Returns (exit status, report dir):
-    0 = nothing failed (SKIPs allowed), 1 = something failed."""
+    0 = nothing failed (SKIPs allowed), 1 = something failed. hints: how fix hints name commands."""
+    hints = hints or Hints()
     say = progress or (lambda s: print(s, file=sys.stderr, flush=True))
     cfg = load_config(root)
     matrix: Matrix = load_matrix(matrix_path or root / "configs" / "matrix.yaml", root)
     entries = matrix.select(names)
     reports = root / cfg.reports_dir
     git = sysinfo.git_state(root)
+    # read (and checked against git HEAD) before anything runs, as verify does
+    reg = registry.load_checked(Path(cfg.root) / "regressions" / "registry.lock", Path(cfg.root))
+    full = report_dir is None and not names  # only a finished full run moves reports/latest
     if report_dir is None:
         report_dir = new_report_dir(reports, git.get("short"))
-        point_latest(reports, report_dir)
     elif (report_dir / "report.json").exists():
         shutil.rmtree(report_dir)  # a fixed folder (reports/matrix/<entry>/): the previous run goes
     try:
@@ -161,37 +167,49 @@ def run_matrix(root: Path, names: list[str] | None, *, report_dir: Path | None =
         except CriterionFail as e:  # the entry's checks end with this reason
             raise HarnessError(e.reason) from None
 
-    reg = registry.load(Path(cfg.root) / "regressions" / "registry.lock")
     t_all = time.perf_counter()
-    failed = False
-    for ent in entries:
-        runner = EntryRunner(cfg, matrix, ent, report_dir, dump_model, say, force)
-        try:
-            run = runner.execute()
-        except HarnessError as ex:
-            run = EntryRun(ent.name, "FAIL", str(ex))
-        copy_dumps(report_dir, run, runner.dump_dirs)
-        t_crit = time.perf_counter()
-        crit_results = entry_criteria(cfg, runner, run, report_dir, reg, exploratory, models)
-        crit_s = time.perf_counter() - t_crit
-        _record(rep, ent, run, crit_results, crit_s)
-        crit_failed = [r.id for r in crit_results if r.verdict == "FAIL"]
-        say(f"matrix {ent.name}: {run.verdict} in {run.seconds + crit_s:.1f} s (build {run.build_seconds:.1f} s, "
-            f"criteria {crit_s:.1f} s, {len(crit_failed)} failed): {run.reason[:200]}")
-        failed |= run.verdict == "FAIL" or bool(crit_failed)
-        rep.write()
-        if failed and not keep_going:
-            break
-    # cross criteria: here when this run holds enough of their entries, else in `harness merge`
-    sources, skipped = sources_from_doc(rep.doc, report_dir)
-    selected = {e.name for e in entries}
-    cross = {k: c for k, c in matrix.cross.items() if sum(e in selected for e, _ in c.entries) >= c.min_entries}
-    add_cross_results(rep, dataclasses.replace(matrix, cross=cross), sources, skipped,
-                      {n: s.file for n, s in cfg.dumps.items()},
-                      Path(cfg.root) / "regressions" / "registry.lock", exploratory)
+    try:
+        failed = False
+        for ent in entries:
+            runner = EntryRunner(cfg, matrix, ent, report_dir, dump_model, say, force)
+            try:
+                run = runner.execute()
+            except RunStopped:
+                raise
+            except HarnessError as ex:
+                run = EntryRun(ent.name, "FAIL", str(ex))
+            copy_dumps(report_dir, run, runner.dump_dirs)
+            t_crit = time.perf_counter()
+            crit_results = entry_criteria(cfg, runner, run, report_dir, reg, exploratory, models, hints)
+            crit_s = time.perf_counter() - t_crit
+            _record(rep, ent, run, crit_results, crit_s)
+            crit_failed = [r.id for r in crit_results if r.verdict == "FAIL"]
+            say(f"matrix {ent.name}: {run.verdict} in {run.seconds + crit_s:.1f} s (build {run.build_seconds:.1f} s, "
+                f"criteria {crit_s:.1f} s, {len(crit_failed)} failed): {run.reason[:200]}")
+            failed |= run.verdict == "FAIL" or bool(crit_failed)
+            rep.write()
+            if failed and not keep_going:
+                break
+        # cross criteria: here when this run holds enough of their entries, else in `harness merge`
+        sources, skipped = sources_from_doc(rep.doc, report_dir)
+        selected = {e.name for e in entries}
+        cross = {k: c for k, c in matrix.cross.items() if sum(e in selected for e, _ in c.entries) >= c.min_entries}
+        add_cross_results(rep, dataclasses.replace(matrix, cross=cross), sources, skipped,
+                          {n: s.file for n, s in cfg.dumps.items()}, reg, exploratory, hints)
+    except KeyboardInterrupt as e:  # Ctrl-C, SIGTERM, SIGHUP: the report says so, never "running"
+        rep.doc["interrupted_by"] = str(e) or "SIGINT"
+        rep.write(final=True, status="interrupted")
+        raise
+    except RunStopped as e:  # a full disk: what ran is kept, the report says it was cut short
+        rep.doc["interrupted_by"] = f"a full disk ({e})"
+        rep.write(final=True, status="interrupted")
+        raise HarnessError(f"{e}; the matrix report {report_dir} is marked interrupted: free some space, "
+                           "then run the matrix again") from None
     rep.doc["matrix"]["wall_s"] = round(time.perf_counter() - t_all, 3)
     summ = rep.summarize()
     rep.write(final=True, status="complete")
+    if full:
+        point_latest(reports, report_dir)
     say(f"matrix: {summ['passed']} passed, {summ['failed']} failed, {summ['skipped']} skipped "
         f"in {rep.doc['matrix']['wall_s']:.1f} s; report {report_dir}")
     return (1 if summ.get("failed", 0) > 0 else 0), report_dir

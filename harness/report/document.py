@@ -93,14 +93,17 @@ def resume_target(reports: Path) -> Path | None:
         return base, int(n) if n.isdigit() else 1
 
     folders = sorted((d for d in reports.glob("2*") if d.is_dir() and not d.is_symlink()), key=order)
-    if folders:
+    for folder in reversed(folders):  # the newest verify report (a matrix report has a kind)
         try:
-            doc = inputs.json_loads(inputs.read_text(folders[-1] / "report.json", inputs.MAX_REPORT))
+            doc = inputs.json_loads(inputs.read_text(folder / "report.json", inputs.MAX_REPORT))
         except (OSError, ValueError):
             doc = None
+        if isinstance(doc, dict) and doc.get("kind"):
+            continue
         if isinstance(doc, dict) and (doc.get("status") in ("running", "interrupted")
                                       or (doc.get("status") == "partial" and doc.get("resumed"))):
-            return folders[-1]
+            return folder
+        break
     return resolve_latest(reports)
 
 

@@ -11,13 +11,19 @@ _HEADER_RE = re.compile(r"^([0-9a-f]{40}) \d+ (\d+)(?: \d+)?$")
 _NOT_COMMITTED = "0" * 40
 
 
+def _toplevel(root: Path) -> Path | None:
+    """The top folder of the git checkout holding root; None outside one. OSError when git is
+    missing, SubprocessError when it does not answer."""
+    top = subprocess.run(["git", "-C", str(root), "rev-parse", "--show-toplevel"], capture_output=True,
+                         text=True, timeout=60)
+    return Path(top.stdout.strip()) if top.returncode == 0 else None
+
+
 def registry_commits(root: Path, path: Path) -> dict[int, str | None] | None:
     """line number -> the commit that added it, None for a line in no commit yet (also every line
     of a file git does not track). None when root is not a git checkout or git is missing."""
     try:
-        top = subprocess.run(["git", "-C", str(root), "rev-parse", "--show-toplevel"], capture_output=True,
-                             text=True, timeout=60)
-        if top.returncode != 0:
+        if _toplevel(root) is None:
             return None
         r = subprocess.run(["git", "-C", str(root), "blame", "--porcelain", "--", str(path.resolve())],
                            capture_output=True, text=True, timeout=120, errors="replace")
@@ -41,11 +47,10 @@ def committed_text(root: Path, path: Path) -> str | None:
     """The file's text in git HEAD, or None: not a git checkout, git missing, no commit yet, or
     the file is not in HEAD (never committed, or outside the checkout)."""
     try:
-        top = subprocess.run(["git", "-C", str(root), "rev-parse", "--show-toplevel"], capture_output=True,
-                             text=True, timeout=60)
-        if top.returncode != 0:
+        top = _toplevel(root)
+        if top is None:
             return None
-        rel = path.resolve().relative_to(Path(top.stdout.strip()).resolve()).as_posix()
+        rel = path.resolve().relative_to(top.resolve()).as_posix()
         r = subprocess.run(["git", "-C", str(root), "show", f"HEAD:{rel}"], capture_output=True, timeout=120)
     except (OSError, subprocess.SubprocessError, ValueError):
         return None

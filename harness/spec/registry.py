@@ -22,7 +22,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -89,20 +89,31 @@ def refusal(st: Status, exploratory: bool, hint: str) -> str | None:
     if st.state in ("suspect", "withdrawn", "elsewhere"):  # no run mode makes these a result of this id
         return st.reason()
     if exploratory and st.state == "changed":
-        return REUSED
+        return reused(hint)
     if exploratory:
         return None
     return f"{st.reason()} ({hint})"
 
 
-REUSED = ("exploratory criteria need an id of their own: this id is registered with another digest "
-          "(rename it, or amend the registered one: harness register --amend ID --reason TEXT)")
+def register_hint(command: str, file: str, cid: str, state: str) -> str:
+    """The command that registers criterion cid of file as it is now, as printed for the user: an
+    amendment when another text is registered (state "changed")."""
+    if state == "changed":
+        return (f"if the change is intended, amend its registration: `{command} register {file} --amend {cid} "
+                f"--reason 'what changed and why'`")
+    return f"register it: `{command} register {file}`, or run with --exploratory"
 
 
-def reused_ids(entries: list[Entry], crits: list[Criterion], root: Path | None = None) -> list[str]:
+def reused(hint: str) -> str:
+    """Why an exploratory run refuses a criterion under an id registered with another digest."""
+    return f"exploratory criteria need an id of their own: this id is registered with another digest (rename it, or {hint})"
+
+
+def reused_ids(entries: list[Entry], crits: list[Criterion], root: Path | None,
+               hint: Callable[[Criterion], str]) -> list[str]:
     """One line per criterion that reuses a registered id with other content, or an id registered
     to another file or withdrawn (file:line first): an exploratory run must not report a result
-    under a registered criterion's name."""
+    under a registered criterion's name. hint(c): the command that amends c's registration."""
     cur = current(entries)
     taken = {e.id for e in entries} | {c.id for c in crits}
     out = []
@@ -113,7 +124,7 @@ def reused_ids(entries: list[Entry], crits: list[Criterion], root: Path | None =
         if st.state in ("withdrawn", "elsewhere"):
             out.append(f"{c.file}:{c.line}: {c.id}: {st.why}")
         elif cur[c.id].digest != c.digest:
-            out.append(f"{c.file}:{c.line}: {c.id}: {REUSED}; registered from {cur[c.id].file}")
+            out.append(f"{c.file}:{c.line}: {c.id}: {reused(hint(c))}; registered from {cur[c.id].file}")
     return out
 
 

@@ -152,6 +152,12 @@ def test_report_opens_with_the_verdict_table():
     assert [h.strip() for h in lines[2].strip("|").split("|")] == report.HEADERS
     assert "S\\|1" in md and "CHANGED (must stay same)" in md and "Holm" in md
     assert "working tree with uncommitted changes: dirty" in md
+    assert "- speed: skipped: no GPU: x" in md
+    # a verdict's reason that starts with it is said once (was "- speed: regressed: regressed: ...")
+    c = a_compare()
+    c.outcomes[0].reason = "regressed: ratio 1.1000, interval [1.05, 1.15] after 24 pairs"
+    md = report.render_markdown(c)
+    assert "- speed: regressed: ratio 1.1000" in md and "regressed: regressed" not in md
 
 
 def test_junit_comment_and_annotations():

@@ -79,7 +79,9 @@ def render_markdown(c: Compare, fail_on: str = "any") -> str:
     for o in c.outcomes:
         out.append(f"### {_cell(o.id)}: {_cell(o.title)}")
         out.append(f"- where: `{o.file}:{o.line}`; margin ±{o.margin * 100:g} %")
-        out.append(f"- speed: {o.speed}" + (f": {_cell(o.reason)}" if o.reason else ""))
+        # the reason starts with its verdict ("regressed: ratio ..."); say the verdict once
+        said = o.reason.startswith(f"{o.speed}:") if o.reason else False
+        out.append(f"- speed: {_cell(o.reason)}" if said else f"- speed: {o.speed}" + (f": {_cell(o.reason)}" if o.reason else ""))
         if o.pairs:
             out.append(f"- pairs {o.pairs}, {o.seconds:.1f} s; p-value of no change {o.p_value:.3g}; smallest "
                        f"detectable change {o.detectable * 100:.2f} %")

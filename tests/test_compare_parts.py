@@ -199,7 +199,7 @@ def test_verify_skips_a_compare_workload(tmp_path):
     ctx = Context(cfg=None, report_dir=tmp_path, probes=Probes(gpu_info=lambda: None),  # type: ignore[arg-type]
                   ensure_build=None, model_path=None)  # type: ignore[arg-type]
     out = evaluate(ctx, c)
-    assert (out.verdict, out.reason) == ("SKIP", "a compare workload: run by `harness compare BASE [HEAD]` "
+    assert (out.verdict, out.reason) == ("SKIP", "a compare workload: run by `python3 -m harness compare BASE [HEAD]` "
                                                  "(docs/COMPARE.md)")
 
 

@@ -142,7 +142,7 @@ def run_compare(cfg: Config, opts: Options, report_dir: Path, say: Callable[[str
         outcomes.append(out)
         st = registry.status(entries, c)
         if not st.ok and not opts.exploratory:
-            out.speed, out.reason = "error", registry.refusal(st, False, "run `harness register FILE`") or st.state
+            out.speed, out.reason = "error", registry.refusal(st, False, "run `python3 -m harness register FILE`") or st.state
             continue
         unmet = probes.unmet(c.requires)
         if unmet:

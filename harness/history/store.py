@@ -54,7 +54,7 @@ class Store:
     def __init__(self, path: Path, create: bool = True):
         self.path = path
         if not path.exists() and not create:
-            raise HarnessError(f"{path}: no history store (make one with `harness history add --store {path} ...`)")
+            raise HarnessError(f"{path}: no history store (make one with `python3 -m harness history add --store {path} ...`)")
         if path.exists() and not path.is_file():
             raise HarnessError(f"{path}: not a file")
         try:
@@ -88,7 +88,7 @@ class Store:
             step = MIGRATIONS.get(version)
             if step is None:
                 raise HarnessError(f"{self.path}: history store version {version} cannot be migrated to "
-                                   f"{VERSION}; rebuild it with `harness history add` from the reports")
+                                   f"{VERSION}; rebuild it with `python3 -m harness history add` from the reports")
             with self.db:
                 step(self.db)
                 version += 1

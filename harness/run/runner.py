@@ -536,7 +536,7 @@ def run_artifact(ctx: Context, crit: C.Criterion, work: Path) -> Outcome:
 
 def run_compare_workload(ctx: Context, crit: C.Criterion, work: Path) -> Outcome:
     """A `kind: compare` workload runs two revisions: `harness compare BASE HEAD` does it, not verify."""
-    return Outcome("SKIP", "a compare workload: run by `harness compare BASE [HEAD]` (docs/COMPARE.md)")
+    return Outcome("SKIP", "a compare workload: run by `python3 -m harness compare BASE [HEAD]` (docs/COMPARE.md)")
 
 
 RUNNERS: dict[str, Callable[[Context, C.Criterion, Path], Outcome]] = {

@@ -133,6 +133,9 @@ CASES += [
      ["t.yaml:2", "missing required key 'files'"]),
     ("run_exit_type", "criteria:\n  - id: R\n    title: t\n    kind: run\n    runs:\n"
                       "      - {args: [selftest], expect: {exit: zero}}\n", ["t.yaml:6", "exit", "integer"]),
+    ("compare_same_without_dumps", "criteria:\n  - id: W\n    title: t\n    kind: compare\n    args: [run]\n"
+                                   "    bytes: same\n    margin: 0.02\n    budget: {pairs: 8}\n",
+     ["t.yaml:6", "`bytes: same` needs `dumps` (the dumps that must stay byte-identical)"]),
 ]
 
 

@@ -86,6 +86,8 @@ def test_second_register_event_is_refused(fake_repo, capsys):
      "registry.lock:1: `amend` for Y, which is not registered before it"),
     ([_line("Y", "d", "2026-01-01T00:00:00Z"), _line("Y", "e", "2026-01-01T00:00:00Z", "amend")],
      "registry.lock:2: an amendment of Y without a reason"),
+    ([_line("Y", "d", "2026-01-01T00:00:00Z"), _line("Y", "d", "2026-01-01T00:00:00Z", "withdraw")],
+     "registry.lock:2: a withdrawal of Y without a reason"),
     ([_line("Y", "d", "yesterday")], "registry.lock:1: time 'yesterday' is not in the format"),
     ([_line("Y", "d", "2026-01-01T00:00:00Z", "rename")], "registry.lock:1: unknown event 'rename'"),
 ])

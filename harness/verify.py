@@ -254,9 +254,12 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
             return (f"registration not committed: registry.lock line(s) {', '.join(map(str, reg['uncommitted']))} "
                     "are in no commit yet (--strict: commit the registration before taking results)")
         gpu = bool({"gpu", "no_gpu"} & set(c.requires))
+        # a criterion whose requirements are not met SKIPs for them, whatever its builds did, unless
+        # the build that answers the GPU probe failed (then the probe's answer means nothing)
+        skips = probes.unmet(list(c.requires)) is not None
         for n in builds_needed(cfg, [c]):
             why = build_failure(n, sess.builds[n], gpu) if n in sess.builds else None
-            if why:
+            if why and (not skips or n == cfg.gpu.build):
                 return why
         return None
 
@@ -301,8 +304,15 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
         # builds first, once, and only those that the criteria left to run need: a failure is
         # reported here, with its first errors, and each criterion needing it FAILs pointing at it
         # (a resumed result is kept only on the same binaries, so its builds are needed too: a build
-        # whose inputs did not change does not start CMake)
-        needed = builds_needed(cfg, crits)
+        # whose inputs did not change does not start CMake). The GPU probe's build comes first; a
+        # criterion whose requirements are not met here SKIPs without its builds (a CUDA llama.cpp
+        # on a machine without a GPU), unless the probe's own build failed, which fails the run.
+        probe = [cfg.gpu.build] if cfg.gpu.build in cfg.builds and any(
+            {"gpu", "no_gpu"} & set(c.requires) for c in crits) else []
+        for n in probe:
+            sess.ensure_build(n)
+        runnable = [c for c in crits if probes.unmet(list(c.requires)) is None]
+        needed = probe + [n for n in builds_needed(cfg, runnable) if n not in probe]
         for n in needed:
             sess.ensure_build(n)
         if cfg.gpu.build in needed:
@@ -312,7 +322,7 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
             st = registry.status(entries, c, deps, suspect, root=cfg.root, taken=taken)
             shown, prov = _provenance(entries, st, c.id, commits)
             registration = {**prov, "dependencies": deps}
-            prev = rep.result_for(c.id)
+            prev = rep.result_for(c.id) if c in runnable else None  # one that SKIPs here is judged again
             if prev is not None:  # a resumed run: keep the result only if a fresh run would judge it alike
                 refused = registry.refusal(st, opts.exploratory, how.hint(c, st)) or how.refuse(c, st, prov)
                 why = "refused now" if refused else resume.why_not_kept(prev, c.digest, shown, not st.ok,

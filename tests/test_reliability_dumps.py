@@ -148,6 +148,18 @@ def test_a_huge_sparse_dump_without_a_shape_is_capped(tmp_path, monkeypatch):
     assert out.reason == "variant a: dump h_out.f32: 67108864 bytes, over the 1 MiB allowed for this file", out.reason
 
 
+def test_a_shaped_dump_over_the_plain_cap_is_read(tmp_path, monkeypatch):
+    """Before: F5's 3 GB logits (3000 positions, shape in meta.json) failed the 2 GiB cap meant for
+    dumps of unknown size. A dump of exactly its shape's size is read up to MAX_SHAPED_DUMP (both
+    caps made small here: the shape [2, 3] of f32 is 24 bytes)."""
+    monkeypatch.setattr(inputs, "MAX_DUMP", 16, raising=False)
+    assert _evaluate(tmp_path / "read", monkeypatch, lambda d, side: None).verdict == "PASS"
+    monkeypatch.setattr(inputs, "MAX_SHAPED_DUMP", 16, raising=False)
+    out = _evaluate(tmp_path / "capped", monkeypatch, lambda d, side: None)
+    assert out.verdict == "FAIL"
+    assert out.reason == "variant a: dump h_out.f32: 24 bytes, over the 16 bytes allowed for this file", out.reason
+
+
 @pytest.mark.parametrize("meta", [{}, {"shapes": {"h_out": [0, 3]}}], ids=["no shape", "shape [0, 3]"])
 def test_empty_dumps_in_both_variants_are_vacuous(tmp_path, monkeypatch, meta):
     """Before: PASS, "1 comparison: identical bytes", with no element compared."""

@@ -205,11 +205,13 @@ def _shape(meta: Any, dotted: str, variant: str, runs: list[dict[str, Any]]) -> 
 
 def _read_dump(folder: Path, ds: DumpSpec, shape: list[int] | None, where: str, runs: list[dict[str, Any]]) -> bytes:
     """One dump's bytes, read inside its folder (inputs.read_inside): of exactly the size its shape
-    gives (unread when not), never empty: a dump with no element compares vacuously."""
+    gives (unread when not; up to inputs.MAX_SHAPED_DUMP, else inputs.MAX_DUMP), never empty: a
+    dump with no element compares vacuously."""
     want = math.prod(shape) * DTYPES[ds.dtype] if shape is not None else None
     why = f"meta.json shape {shape} of {ds.dtype} needs {want} (truncated or stale dump)"
     try:
-        data = inputs.read_inside(folder, ds.file, inputs.MAX_DUMP, want, why, f"dump {ds.file}")
+        cap = inputs.MAX_DUMP if want is None else inputs.MAX_SHAPED_DUMP
+        data = inputs.read_inside(folder, ds.file, cap, want, why, f"dump {ds.file}")
     except FileNotFoundError:
         raise CriterionFail(f"{where}: dump {ds.file} missing", {"runs": runs}) from None
     except inputs.FileRefused as e:

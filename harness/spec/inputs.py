@@ -26,9 +26,12 @@ MAX_REGISTRY = 16 * MIB
 MAX_CONFIG = 4 * MIB
 MAX_REPORT = 256 * MIB
 MAX_META = 64 * MIB
-# one engine dump: far above a real one (logits of 100 positions of a 248k vocabulary: 100 MB), far
-# below what two of them in memory would cost; a dump with a shape must also be exactly its size
+# one engine dump whose size nothing states (no shape in meta.json): far above a real one (logits
+# of 100 positions of a 248k vocabulary: 100 MB), far below what two of them in memory would cost
 MAX_DUMP = 2 * GIB
+# a dump with a shape is read only when exactly its size, up to this: F5's logits after 3000
+# tokens of a 248k vocabulary are 3 GB (the 2 GiB cap above, applied to them, failed F5)
+MAX_SHAPED_DUMP = 16 * GIB
 MAX_BUILT = 1 * GIB  # a built file an artifact criterion reads (a CUDA module with its fat binary)
 
 READ_SECONDS = 300.0  # one file's read: a stalled file system ends in an error, not a hang

@@ -1,3 +1,4 @@
+#include "gemv_tile.cuh"
 #include "matvec_device.cuh"
 
 
@@ -56,9 +57,15 @@ int32_t gemv_smem_optin(void) {
     KC_OPT(1, 2); KC_OPT(2, 2); KC_OPT(4, 2); KC_OPT(8, 2);
     KC_OPT(1, 4); KC_OPT(2, 4); KC_OPT(4, 4); KC_OPT(8, 4);
 #undef KC_OPT
+    CK(cudaFuncSetAttribute(k_gemv_tile, cudaFuncAttributeMaxDynamicSharedMemorySize, mx));
     g_smem_max = mx;
     return 0;
 }
+
+int gemv_sms(void) { return g_sms; }
+int gemv_smem_max(void) { return g_smem_max; }
+
+size_t glu_smem(const GluArgs &a) { return a.x ? (size_t)a.gate.k + (size_t)a.gate.k / 32 * 4 : 0; }
 
 // Rows per warp: each lane keeps up to 4 weight blocks in flight (blocks b, b+32, ... of RPW
 // rows), and a matrix keeps at least 8 warps per SM (one row per warp leaves too few bytes in

@@ -80,16 +80,21 @@ static bool norm_prologue(int m, const Prologue &P) {
     return !off && m == 1 && P.mode == 1 && m >= KC_ACTQ_MIN_M;
 }
 
-// One matrix product with its activation preparation.
-static int32_t gemv_in(kcuda_model *md, std::vector<PassOp> *ops, const MatvecJobs &js, int m, const Prologue &P) {
+// The product of js over one row with its row norm P through the tile engine; false where the
+// engine does not apply (nothing added).
+static bool add_tile(std::vector<PassOp> *ops, const MatvecJobs &js, const Prologue &P) {
     TileArgs t;
     int grid = 0, smem = 0;
-    if (norm_prologue(m, P) && gemv_tile_plan(js, P, &t, &grid, &smem)) {
-        PassOp o = pass_op(OP_GEMV_TILE, grid, 1, 1, KC_THREADS, smem);
-        o.tile = t;
-        ops->push_back(o);
-        return 0;
-    }
+    if (!gemv_tile_plan(js, P, &t, &grid, &smem)) return false;
+    PassOp o = pass_op(OP_GEMV_TILE, grid, 1, 1, KC_TILE_THREADS, smem);
+    o.tile = t;
+    ops->push_back(o);
+    return true;
+}
+
+// One matrix product with its activation preparation.
+static int32_t gemv_in(kcuda_model *md, std::vector<PassOp> *ops, const MatvecJobs &js, int m, const Prologue &P) {
+    if (norm_prologue(m, P) && add_tile(ops, js, P)) return 0;
     ActIn a;
     CKS(act_prepare(md, ops, js, m, P, &a));
     return add_gemv(ops, js, m, a);
@@ -210,16 +215,25 @@ int32_t plan_pass(kcuda_model *md, int m, int s, std::vector<PassOp> *ops) {
     Prologue final_norm = prologue(1, md->x, nullptr, E, md->out_norm, 1, eps);
     final_norm.out2 = out.hout;
     final_norm.ld2 = E;
+    // M=1: each piece streams through the tile engine with the final norm as its prologue
+    TileArgs probe;
+    int probe_grid = 0, probe_smem = 0;
+    const bool tile = norm_prologue(m, final_norm) && gemv_tile_plan(js, final_norm, &probe, &probe_grid, &probe_smem);
     ActIn a;
-    CKS(act_prepare(md, ops, js, m, final_norm, &a));
+    if (!tile) CKS(act_prepare(md, ops, js, m, final_norm, &a));
     int chunks = 1, pieces = 1;
     lm_split(m, V, &chunks, &pieces);
     for (int p = 0; p < pieces; p++) {
         const int col0 = lm_piece_col(p, chunks, pieces, V), col1 = lm_piece_col(p + 1, chunks, pieces, V);
         if (col1 > col0) {
             js.j[0] = job_rows(W, col0, col1 - col0, out.logits + col0, V);
-            CKS(add_gemv(ops, js, m, a));
-            a.P.out2 = nullptr; // h_out: written once (by a prologue of the first piece, if any)
+            if (tile) {
+                if (!add_tile(ops, js, final_norm)) return KCUDA_E_STATE;
+                final_norm.out2 = nullptr; // h_out: written once, by the first piece
+            } else {
+                CKS(add_gemv(ops, js, m, a));
+                a.P.out2 = nullptr; // h_out: written once (by a prologue of the first piece, if any)
+            }
         }
         PassOp done = pass_op(OP_PIECE_DONE, 0, 0, 0, 0, 0);
         done.piece = p;

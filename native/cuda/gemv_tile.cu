@@ -19,7 +19,7 @@ bool gemv_tile_plan(const MatvecJobs &in, const Prologue &P, TileArgs *out, int 
     }
     a.js.nwarps = 0; // not used by the tile engine
     const TileLayout L = tile_layout(k, type == KCUDA_T_Q4_0);
-    if (L.total > (size_t)gemv_smem_max()) return false;
+    if (L.total > (size_t)gemv_tile_smem_max()) return false;
     const int sms = gemv_sms();
     a.rows = rows;
     a.rows_per_cta = (rows + sms - 1) / sms;

@@ -86,9 +86,10 @@ Prologue prologue(int mode, const float *a, const float *b, int lda, const float
 // Opt the gemv instances with a prologue and the tile engine in to the device's dynamic shared
 // memory (kcuda_init).
 int32_t gemv_smem_optin(void);
-// The device's multiprocessors and the dynamic shared memory a block may take (after the opt-in).
+// The device's multiprocessors, and the dynamic shared memory k_gemv_tile may take (after the
+// opt-in; 0 on a device without the opt-in above 48 KB).
 int gemv_sms(void);
-int gemv_smem_max(void);
+int gemv_tile_smem_max(void);
 // The launches of the product of js over m rows (one per 8 rows, or fewer rows when the
 // prologue's shared memory is short), appended to calls. gq / gd / gf: activations in global
 // memory (P.mode == -1: int8 quants, f32 block scales, f32 values, row stride ldx); otherwise

@@ -96,44 +96,6 @@ __device__ __forceinline__ void actq_block(const ActArgs &a, const BlockAt &at, 
     quant_block32(v, lane, a.xq + (size_t)row * a.ldx + bb * 32, a.xd + (size_t)row * (a.ldx >> 5) + bb);
 }
 
-// One row's RMSNorm and its 32-block quantization, by a whole block, into xq [n] / xd [n / 32]
-// (shared memory; n % 32 == 0): k_actq mode 1's operations (docs/NUMERICS.md), done once by a
-// block of the product that reads them instead of by an op of its own. out2 (if set): the normed
-// row as floats. It reads x: after the wait. Every thread calls it (two barriers).
-__device__ __forceinline__ void block_norm_quant(const float *x, const float *w, int n, float eps, int8_t *xq, float *xd,
-                                                 float *out2) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5, nb = n >> 5;
-    constexpr int PB = 4; // 32-blocks a warp loads while warp 0 sums the squares (one round trip)
-    __shared__ float s_scale;
-    float av[PB], wv[PB];
-#pragma unroll
-    for (int u = 0; u < PB; u++) {
-        const int bb = warp + u * nw;
-        av[u] = bb < nb ? x[bb * 32 + lane] : 0.0f;
-        wv[u] = bb < nb ? __ldg(&w[bb * 32 + lane]) : 0.0f;
-    }
-    if (warp == 0) {
-        const float ss = warp_sum32(lane_dot<32>(x, x, n, lane));
-        if (lane == 0) s_scale = kite_rsqrtf(ss / (float)n + eps);
-    }
-    __syncthreads();
-    const float sc = s_scale;
-#pragma unroll
-    for (int u = 0; u < PB; u++) {
-        const int bb = warp + u * nw;
-        if (bb >= nb) break;
-        const float v = (av[u] * sc) * wv[u];
-        if (out2) out2[bb * 32 + lane] = v;
-        quant_block32(v, lane, xq + bb * 32, xd + bb);
-    }
-    for (int bb = warp + PB * nw; bb < nb; bb += nw) {
-        const float v = (x[bb * 32 + lane] * sc) * __ldg(&w[bb * 32 + lane]);
-        if (out2) out2[bb * 32 + lane] = v;
-        quant_block32(v, lane, xq + bb * 32, xd + bb);
-    }
-    __syncthreads();
-}
-
 // One row of the embedding (block x = the row): x[row] = the dequantized row of token in[1 + row].
 template <class Wait>
 __device__ __forceinline__ void embed_block(const EmbedArgs &a, const BlockAt &at, const Wait &wait) {

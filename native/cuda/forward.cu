@@ -4,7 +4,6 @@
 // The activations of a matrix product. All matrices quantized: k_actq (once per pass, parallel
 // over rows and 32-blocks) into xq / xd, which the gemv reads; the gemv's own prologue remains
 // for m < KC_ACTQ_MIN_M and gated norms with hs % 32 != 0. Float weights: k_act into xf first.
-// At M=1 a row norm is the prologue of the product itself, once a CTA (norm_prologue below).
 struct ActIn {
     Prologue P; // the gemv's prologue (mode -1: activations in q / d / f)
     const int8_t *q;
@@ -72,29 +71,8 @@ static ActIn act_from_op(kcuda_model *md) {
     return ActIn{prologue(-1, nullptr, nullptr, 0, nullptr, 1, 0.0f), md->xq2, md->xd2, nullptr, md->ldx};
 }
 
-// Products of one row whose input is a row norm take it as their own prologue, done once a CTA
-// (k_gemv_tile, k_gemv_glu with x set) instead of a k_actq before them; KITE_CUDA_TILE=0 keeps
-// the k_actq (the reference of an A/B in one build).
-static bool norm_prologue(int m, const Prologue &P) {
-    static const bool off = getenv("KITE_CUDA_TILE") && strcmp(getenv("KITE_CUDA_TILE"), "0") == 0;
-    return !off && m == 1 && P.mode == 1 && m >= KC_ACTQ_MIN_M;
-}
-
-// The product of js over one row with its row norm P through the tile engine; false where the
-// engine does not apply (nothing added).
-static bool add_tile(std::vector<PassOp> *ops, const MatvecJobs &js, const Prologue &P) {
-    TileArgs t;
-    int grid = 0, smem = 0;
-    if (!gemv_tile_plan(js, P, &t, &grid, &smem)) return false;
-    PassOp o = pass_op(OP_GEMV_TILE, grid, 1, 1, KC_TILE_THREADS, smem);
-    o.tile = t;
-    ops->push_back(o);
-    return true;
-}
-
 // One matrix product with its activation preparation.
 static int32_t gemv_in(kcuda_model *md, std::vector<PassOp> *ops, const MatvecJobs &js, int m, const Prologue &P) {
-    if (norm_prologue(m, P) && add_tile(ops, js, P)) return 0;
     ActIn a;
     CKS(act_prepare(md, ops, js, m, P, &a));
     return add_gemv(ops, js, m, a);
@@ -184,19 +162,10 @@ int32_t plan_pass(kcuda_model *md, int m, int s, std::vector<PassOp> *ops) {
                          quantized(l.w[KCUDA_W_FFN_UP]) && quantized(l.w[KCUDA_W_FFN_DOWN]);
         const Prologue post_norm = prologue(1, md->x, nullptr, E, l.v[KCUDA_W_POST_ATTN_NORM], 1, eps);
         if (glu) {
-            GluArgs g = {js.j[0], js.j[1], nullptr, nullptr, md->xq2, md->xd2, nullptr, nullptr, 0.0f};
-            if (norm_prologue(m, post_norm) && E >= 1024 && E % 32 == 0) {
-                g.x = md->x;
-                g.norm = l.v[KCUDA_W_POST_ATTN_NORM];
-                g.eps = eps;
-            } else {
-                ActIn a;
-                CKS(act_prepare(md, ops, js, m, post_norm, &a));
-                g.xq = a.q;
-                g.xd = a.d;
-            }
-            PassOp o = pass_op(OP_GEMV_GLU, F / 32, 1, 1, KC_GLU_THREADS, (int)glu_smem(g));
-            o.glu = g;
+            ActIn a;
+            CKS(act_prepare(md, ops, js, m, post_norm, &a));
+            PassOp o = pass_op(OP_GEMV_GLU, F / 32, 1, 1, KC_GLU_THREADS, 0);
+            o.glu = GluArgs{js.j[0], js.j[1], a.q, a.d, md->xq2, md->xd2};
             ops->push_back(o);
         } else {
             CKS(gemv_in(md, ops, js, m, post_norm));
@@ -215,25 +184,16 @@ int32_t plan_pass(kcuda_model *md, int m, int s, std::vector<PassOp> *ops) {
     Prologue final_norm = prologue(1, md->x, nullptr, E, md->out_norm, 1, eps);
     final_norm.out2 = out.hout;
     final_norm.ld2 = E;
-    // M=1: each piece streams through the tile engine with the final norm as its prologue
-    TileArgs probe;
-    int probe_grid = 0, probe_smem = 0;
-    const bool tile = norm_prologue(m, final_norm) && gemv_tile_plan(js, final_norm, &probe, &probe_grid, &probe_smem);
     ActIn a;
-    if (!tile) CKS(act_prepare(md, ops, js, m, final_norm, &a));
+    CKS(act_prepare(md, ops, js, m, final_norm, &a));
     int chunks = 1, pieces = 1;
     lm_split(m, V, &chunks, &pieces);
     for (int p = 0; p < pieces; p++) {
         const int col0 = lm_piece_col(p, chunks, pieces, V), col1 = lm_piece_col(p + 1, chunks, pieces, V);
         if (col1 > col0) {
             js.j[0] = job_rows(W, col0, col1 - col0, out.logits + col0, V);
-            if (tile) {
-                if (!add_tile(ops, js, final_norm)) return KCUDA_E_STATE;
-                final_norm.out2 = nullptr; // h_out: written once, by the first piece
-            } else {
-                CKS(add_gemv(ops, js, m, a));
-                a.P.out2 = nullptr; // h_out: written once (by a prologue of the first piece, if any)
-            }
+            CKS(add_gemv(ops, js, m, a));
+            a.P.out2 = nullptr; // h_out: written once (by a prologue of the first piece, if any)
         }
         PassOp done = pass_op(OP_PIECE_DONE, 0, 0, 0, 0, 0);
         done.piece = p;
@@ -251,7 +211,6 @@ static int32_t run_op(kcuda_model *md, const PassOp &o, cudaStreamCaptureStatus 
     case OP_ACTQ: CK(klaunch(k_actq, g, b, o.smem, o.act)); break;
     case OP_GEMV: CK(gemv_launch(GemvCall{o.gemv, o.MT, o.RPW, (unsigned)o.gx, (size_t)o.smem})); break;
     case OP_GEMV_GLU: CK(klaunch(k_gemv_glu, g, b, o.smem, o.glu)); break;
-    case OP_GEMV_TILE: CK(klaunch(k_gemv_tile, g, b, o.smem, o.tile)); break;
     case OP_DELTANET: CK(klaunch(k_deltanet, g, b, o.smem, o.deltanet)); break;
     case OP_DELTANET_HEAD: CK(klaunch(k_deltanet_head, g, b, o.smem, o.deltanet)); break;
     case OP_QKPREP: CK(klaunch(k_qkprep, g, b, o.smem, o.qkprep)); break;

@@ -91,11 +91,6 @@ template <typename F>
 static inline hipError_t cudaFuncSetAttribute(F *kernel, hipFuncAttribute attr, int value) {
     return hipFuncSetAttribute((const void *)kernel, attr, value);
 }
-#define cudaFuncAttributes hipFuncAttributes
-template <typename F>
-static inline hipError_t cudaFuncGetAttributes(hipFuncAttributes *attr, F *kernel) {
-    return hipFuncGetAttributes(attr, (const void *)kernel);
-}
 static inline hipError_t cudaMallocHost(void **p, size_t bytes) {
     return hipHostMalloc(p, bytes, hipHostMallocDefault);
 }

@@ -1,4 +1,3 @@
-#include "gemv_tile.cuh"
 #include "matvec_device.cuh"
 
 
@@ -23,7 +22,6 @@ __global__ void __launch_bounds__(KC_GLU_THREADS) k_gemv_glu(GluArgs a KC_TL_PAR
 // Host side: launches on g_stream, no host synchronisation (capturable).
 static int g_smem_max = 48 * 1024; // dynamic shared memory opted in for the gemv instances
 static int g_sms = 132;            // multiprocessors of the device
-static int g_tile_smem_max = 0;    // dynamic shared memory opted in for k_gemv_tile (0: none)
 
 template <int MT, int RPW>
 static cudaError_t gemv_launch_mt(const GemvCall &c) {
@@ -59,18 +57,8 @@ int32_t gemv_smem_optin(void) {
     KC_OPT(1, 4); KC_OPT(2, 4); KC_OPT(4, 4); KC_OPT(8, 4);
 #undef KC_OPT
     g_smem_max = mx;
-    // the tile engine has static shared memory too (its row scale): the dynamic part is the rest
-    cudaFuncAttributes fa;
-    CK(cudaFuncGetAttributes(&fa, k_gemv_tile));
-    g_tile_smem_max = mx - (int)fa.sharedSizeBytes;
-    CK(cudaFuncSetAttribute(k_gemv_tile, cudaFuncAttributeMaxDynamicSharedMemorySize, g_tile_smem_max));
     return 0;
 }
-
-int gemv_sms(void) { return g_sms; }
-int gemv_tile_smem_max(void) { return g_tile_smem_max; }
-
-size_t glu_smem(const GluArgs &a) { return a.x ? (size_t)a.gate.k + (size_t)a.gate.k / 32 * 4 : 0; }
 
 // Rows per warp: each lane keeps up to 4 weight blocks in flight (blocks b, b+32, ... of RPW
 // rows), and a matrix keeps at least 8 warps per SM (one row per warp leaves too few bytes in

@@ -62,20 +62,13 @@ struct GemvCall {
 // down product reads them without a k_actq of its own. xq / xd: the input row, quantized.
 // Grid: gate.n / 32 blocks (gate.n == up.n, a multiple of 32; both quantized).
 #define KC_GLU_THREADS 512
-// With x set, the block builds xq / xd itself, in dynamic shared memory (glu_smem bytes): the
-// RMSNorm of x with weight norm and its quantization (k_actq mode 1's operations) after the wait,
-// so that no k_actq runs before it; for gate.k >= 1024 (every lane has a first block, so every
-// warp reaches the wait, whose barriers the whole block shares).
 struct GluArgs {
     MatvecJob gate, up;
     const int8_t *xq;
     const float *xd;
     int8_t *oq; // [gate.n]
     float *od;  // [gate.n / 32]
-    const float *x, *norm; // the input row [gate.k] and its norm weight, or null
-    float eps;
 };
-size_t glu_smem(const GluArgs &a);
 __global__ void k_gemv_glu(GluArgs a KC_TL_PARAMS);
 
 // One matrix as a job writing y (row stride ldy), added to y when add is set.
@@ -83,13 +76,8 @@ MatvecJob job(const DeviceMatrix &w, float *y, int ldy, int add);
 // Rows r0 .. r0 + n - 1 of w as a job of their own (its output y is row r0's).
 MatvecJob job_rows(const DeviceMatrix &w, int r0, int n, float *y, int ldy);
 Prologue prologue(int mode, const float *a, const float *b, int lda, const float *w, int hs, float eps);
-// Opt the gemv instances with a prologue and the tile engine in to the device's dynamic shared
-// memory (kcuda_init).
+// Opt the gemv instances with a prologue in to the device's dynamic shared memory (kcuda_init).
 int32_t gemv_smem_optin(void);
-// The device's multiprocessors, and the dynamic shared memory k_gemv_tile may take (after the
-// opt-in; 0 on a device without the opt-in above 48 KB).
-int gemv_sms(void);
-int gemv_tile_smem_max(void);
 // The launches of the product of js over m rows (one per 8 rows, or fewer rows when the
 // prologue's shared memory is short), appended to calls. gq / gd / gf: activations in global
 // memory (P.mode == -1: int8 quants, f32 block scales, f32 values, row stride ldx); otherwise

@@ -1,6 +1,5 @@
 // matvec_device.cuh - the body of k_gemv (matvec.cu) over one block.
 #pragma once
-#include "activation_device.cuh"
 #include "matvec.cuh"
 #include "warp_math.cuh"
 
@@ -339,23 +338,8 @@ __device__ __forceinline__ void gemv_block(const GemvArgs &a, const BlockAt &at,
 // One block of k_gemv_glu (matvec.cuh): warp w < 8 takes gate rows 32c + 4w .. + 3, warp w >= 8
 // the same rows of up; each warp's 4 sums as gemv_rows stores them (the same lane partials and
 // butterfly), then warp 0 makes the 32-block c of silu(gate) * up and quantizes it.
-// The wait of k_gemv_glu with its own input (GluArgs.x): the PDL wait, then the row norm and
-// its quantization into the block's shared memory.
 template <class Wait>
-struct NormAfterWait {
-    const Wait &wait;
-    const GluArgs &a;
-    int8_t *xq;
-    float *xd;
-    __device__ __forceinline__ void operator()() const {
-        wait();
-        block_norm_quant(a.x, a.norm, a.gate.k, a.eps, xq, xd, nullptr);
-    }
-};
-
-template <class Wait>
-__device__ __forceinline__ void glu_rows(const GluArgs &a, const BlockAt &at, const int8_t *xq, const float *xd,
-                                         const Wait &wait) {
+__device__ __forceinline__ void gemv_glu_block(const GluArgs &a, const BlockAt &at, const Wait &wait) {
     __shared__ float s_gu[2][32]; // [gate, up][row of the 32-block]
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int half = warp >> 3, r0 = at.x * 32 + (warp & 7) * 4;
@@ -367,7 +351,7 @@ __device__ __forceinline__ void glu_rows(const GluArgs &a, const BlockAt &at, co
     }
     bool waited = false;
     float acc[4][1];
-    warp_rows<1, 4>(J, r0, J.k, 1, xq, xd, 0, 0, nullptr, 0, lane, wait, waited, acc);
+    warp_rows<1, 4>(J, r0, J.k, 1, a.xq, a.xd, 0, 0, nullptr, 0, lane, wait, waited, acc);
     if (!waited) wait();
     const float v = warp_sum32_scatter<4>(&acc[0][0], lane);
     if ((lane & 7) == 0) s_gu[half][(warp & 7) * 4 + lane / 8] = v;
@@ -375,17 +359,5 @@ __device__ __forceinline__ void glu_rows(const GluArgs &a, const BlockAt &at, co
     if (warp == 0) {
         const float h = kite_siluf(s_gu[0][lane]) * s_gu[1][lane];
         quant_block32(h, lane, a.oq + (size_t)at.x * 32, a.od + at.x);
-    }
-}
-
-template <class Wait>
-__device__ __forceinline__ void gemv_glu_block(const GluArgs &a, const BlockAt &at, const Wait &wait) {
-    if (a.x) {
-        extern __shared__ __align__(16) unsigned char smraw[];
-        int8_t *xq = (int8_t *)smraw;
-        float *xd = (float *)(smraw + a.gate.k);
-        glu_rows(a, at, xq, xd, NormAfterWait<Wait>{wait, a, xq, xd});
-    } else {
-        glu_rows(a, at, a.xq, a.xd, wait);
     }
 }

@@ -5,7 +5,6 @@
 #include "activation.cuh"
 #include "attention.cuh"
 #include "deltanet.cuh"
-#include "gemv_tile.cuh"
 #include "matvec.cuh"
 
 enum PassOpKind {
@@ -14,7 +13,6 @@ enum PassOpKind {
     OP_ACTQ,         // k_actq
     OP_GEMV,         // k_gemv<MT, RPW, PRO>
     OP_GEMV_GLU,     // k_gemv_glu: FFN gate / up with SwiGLU and its quantization (M=1)
-    OP_GEMV_TILE,    // k_gemv_tile: a product with its row norm, one CTA an SM (M=1)
     OP_DELTANET,     // k_deltanet
     OP_DELTANET_HEAD, // k_deltanet_head: M=1, with the gated norm and its quantization
     OP_QKPREP,       // k_qkprep
@@ -35,7 +33,6 @@ struct PassOp {
         ActArgs act;
         GemvArgs gemv;
         GluArgs glu;
-        TileArgs tile;
         DeltanetArgs deltanet;
         QkprepArgs qkprep;
         ScoresArgs scores;

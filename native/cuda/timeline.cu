@@ -13,7 +13,6 @@ static const char *op_name(int kind) {
     case OP_ACTQ: return "actq";
     case OP_GEMV: return "gemv";
     case OP_GEMV_GLU: return "gemv_glu";
-    case OP_GEMV_TILE: return "gemv_tile";
     case OP_DELTANET: return "deltanet";
     case OP_DELTANET_HEAD: return "deltanet_head";
     case OP_QKPREP: return "qkprep";

@@ -186,6 +186,20 @@ def test_bad_inputs(tmp_path):
         MG.merge([], tmp_path / "m")
 
 
+def test_a_report_named_twice_is_refused(tmp_path, matrix_file, capsys):
+    """Before: `merge reports/X reports/latest` after a partial run (which leaves reports/latest at
+    X) merged X with itself, exit 0, and the partial run's report was missing without a word."""
+    import shutil
+    a = make_report(tmp_path / "a", "a-gcc", [("info", "PASS")], None)
+    shutil.copytree(a, tmp_path / "copy")
+    (tmp_path / "latest").symlink_to(a)
+    for second, says in ((tmp_path / "latest", "the same folder as"), (tmp_path / "copy", "the same run (a copy?) as"),
+                         (a / "report.json", "the same folder as")):
+        assert main(["merge", str(a), str(second), "-o", str(tmp_path / "m"), "--matrix", str(matrix_file)]) == 2
+        assert f"merge: {second} is {says} {a}: name each report once" in capsys.readouterr().err
+    assert not (tmp_path / "m").exists()
+
+
 def test_cli_exit_codes(tmp_path, matrix_file, capsys):
     a = make_report(tmp_path / "a", "a-gcc", [("info", "PASS")], None)
     assert main(["merge", str(a), "-o", str(tmp_path / "m"), "--matrix", str(matrix_file), "--format", "junit"]) == 0

@@ -22,6 +22,7 @@ Exit status: 0 nothing failed (skips allowed), 1 something failed, 2 unreadable 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -290,6 +291,27 @@ def merge_docs(sources: list[tuple[Path, dict[str, Any]]], out: Path) -> dict[st
     return merged
 
 
+def _run_identity(doc: dict[str, Any]) -> str:
+    """What tells one verify run from another: its times, commit, machine and results (a copied
+    report folder has the same)."""
+    key = [doc.get("started"), doc.get("finished"), (doc.get("git") or {}).get("commit"), doc.get("system"),
+           doc.get("results")]
+    return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _refuse_repeats(dirs: list[Path], sources: list[tuple[Path, dict[str, Any]]]) -> None:
+    """A run named twice (the same folder, or a copy of it) would merge into itself and hide that
+    the report meant to be beside it is missing (as `reports/latest`, which a partial run leaves,
+    does): an error naming both."""
+    seen: dict[str, Path] = {}
+    for given, (d, doc) in zip(dirs, sources):
+        for key in (f"dir:{d.resolve()}", f"run:{_run_identity(doc)}"):
+            if key in seen:
+                what = "the same folder as" if key.startswith("dir:") else "the same run (a copy?) as"
+                raise HarnessError(f"merge: {given} is {what} {seen[key]}: name each report once")
+        seen[f"dir:{d.resolve()}"] = seen[f"run:{_run_identity(doc)}"] = Path(given)
+
+
 def merge(dirs: list[Path], out: Path, *, recompute: Callable[[Report], None] | None = None,
           say: Callable[[str], None] | None = None) -> tuple[int, Report]:
     """Merge report folders into out. recompute: re-evaluates what depends on the merged data
@@ -297,6 +319,7 @@ def merge(dirs: list[Path], out: Path, *, recompute: Callable[[Report], None] | 
     if not dirs:
         raise HarnessError("merge: name at least one report folder (or report.json)")
     sources = [_read(Path(d)) for d in dirs]
+    _refuse_repeats(dirs, sources)
     out.mkdir(parents=True, exist_ok=True)
     for d, _ in sources:
         if d.resolve() == out.resolve():

@@ -1,20 +1,38 @@
 #!/usr/bin/env bash
 # Run the whole verify job on a GPU machine without nox and keep what backs a claim:
 #   scripts/gpu-report.sh OUTDIR [--no-build]
-# Builds both halves (unless --no-build: use build/ as it is), runs every registered suite,
-# then the GPU benchmark (KITE_VERIFY_TIMEOUT / KITE_BENCH_TIMEOUT bound each, in seconds), and copies report.{md,json}, junit.xml and the benchmark table to OUTDIR.
-# It also builds llamacpp-cuda (the llama.cpp adapter and llama-bench), and the benchmark puts both beside kite.
+# Builds both halves and llama.cpp's two builds (unless --no-build: use build/ as it is), runs every
+# registered suite, then llama.cpp's criteria (regressions/engines/llamacpp.yaml), merged with the
+# suites into one report (OUTDIR/report.{md,json}, junit.xml), then the GPU benchmark with the
+# adapter and llama-bench beside kite, and where the adapter's time goes (llama-costs.md).
+# KITE_VERIFY_TIMEOUT / KITE_BENCH_TIMEOUT bound each step, in seconds.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${1:?usage: scripts/gpu-report.sh OUTDIR [--no-build]}"; shift
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$out/gpu.txt" 2>&1 || true
-# llama.cpp's CUDA build (the adapter and llama-bench) first, outside verify's time limit
-case " $* " in *" --no-build "*) ;; *) python3 -m harness build llamacpp-cuda > "$out/build-llamacpp-cuda.log" 2>&1 ;; esac
-timeout "${KITE_VERIFY_TIMEOUT:-1800}" python3 -m harness verify "$@" 2>&1 | tee "$out/verify.log"
+# llama.cpp's builds first (the CUDA one: the adapter and llama-bench; the CPU one for L7), outside
+# verify's time limit
+case " $* " in *" --no-build "*) ;; *)
+  python3 -m harness build llamacpp-cuda > "$out/build-llamacpp-cuda.log" 2>&1
+  python3 -m harness build llamacpp > "$out/build-llamacpp.log" 2>&1 ;; esac
+timeout "${KITE_VERIFY_TIMEOUT:-1800}" python3 -m harness verify --reports "$out/runs" "$@" 2>&1 | tee "$out/verify.log"
 rc=${PIPESTATUS[0]}
-cp reports/latest/report.md reports/latest/report.json reports/latest/junit.xml "$out/" 2>/dev/null || true
+newest() { find "$1" -mindepth 1 -maxdepth 1 -type d -name '2*' 2>/dev/null | sort | tail -1; } # a run's folder: its start time
+suites=$(newest "$out/runs")
+# llama.cpp's criteria in a report of their own (the CPU ones too: L7 needs both builds), then one
+# report of both; a partial run never moves reports/latest, so each run's folder is named here
+timeout "${KITE_VERIFY_TIMEOUT:-1800}" python3 -m harness verify --no-build --reports "$out/runs-llama" \
+  regressions/engines/llamacpp.yaml 2>&1 | tee "$out/verify-llama.log"
+[ "${PIPESTATUS[0]}" -ne 0 ] && rc=1
+llama_run=$(newest "$out/runs-llama")
+if [ -n "$suites" ] && [ -n "$llama_run" ]; then
+  python3 -m harness merge "$suites" "$llama_run" -o "$out/merged" 2>&1 | tail -2
+  cp "$out"/merged/report.md "$out"/merged/report.json "$out"/merged/junit.xml "$out/" 2>/dev/null || true
+elif [ -n "$suites" ]; then
+  cp "$suites"/report.md "$suites"/report.json "$suites"/junit.xml "$out/" 2>/dev/null || true
+fi
 # llama.cpp beside kite: the adapter and llama-bench of the llamacpp-cuda build (L6-L15 and the benchmark)
 llama=()
 [ -x build/llamacpp-cuda/bin/kite-llama ] && llama=(--llama build/llamacpp-cuda/bin/kite-llama)

@@ -16,8 +16,9 @@ a PDL wait (all ones: no thread 0 waited) and the latest warp end, in ns of %glo
 An op's share of the step runs from the previous op's last warp to its own last warp, so the
 shares add up to the step. For each op the median over the steps (the first --skip left out) is
 taken, then the ops are summed by kind and blocks. Printed as Markdown: the step's span, a row a
-group (ops, us of the step, us an op, previous end -> wait released, wait released -> end), and
-with --ops a row per op.
+group (ops, us of the step, us an op, first block start -> previous end: how long before the op
+before it ended the op had a block running, its lookahead; previous end -> wait released, wait
+released -> end), and with --ops a row per op.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ class OpShare:
     index: int
     group: str
     share: float  # previous op's end -> this op's end
+    ahead: float  # this op's first block start -> the previous op's end (> 0: it started before)
     to_wait: float | None  # previous op's end -> this op's first wait release
     after_wait: float | None  # first wait release -> this op's end
 
@@ -93,7 +95,7 @@ def spans(steps: dict[int, list[OpTimes]]) -> list[float]:
 
 def shares(steps: dict[int, list[OpTimes]]) -> list[OpShare]:
     """Per op (the first op of a step has no previous end and is left out): median over steps."""
-    per: dict[int, list[tuple[float, float | None, float | None]]] = {}
+    per: dict[int, list[tuple[float, float, float | None, float | None]]] = {}
     group: dict[int, str] = {}
     for v in steps.values():
         for prev, o in zip(v, v[1:], strict=False):
@@ -101,6 +103,7 @@ def shares(steps: dict[int, list[OpTimes]]) -> list[OpShare]:
             per.setdefault(o.index, []).append(
                 (
                     (o.end - prev.end) / 1000,
+                    (prev.end - o.start) / 1000,
                     (o.wait - prev.end) / 1000 if waited else None,
                     (o.end - o.wait) / 1000 if waited else None,
                 )
@@ -108,13 +111,14 @@ def shares(steps: dict[int, list[OpTimes]]) -> list[OpShare]:
             group[o.index] = o.group
     out = []
     for i, rows in sorted(per.items()):
-        waits = [r[1] for r in rows if r[1] is not None]
-        afters = [r[2] for r in rows if r[2] is not None]
+        waits = [r[2] for r in rows if r[2] is not None]
+        afters = [r[3] for r in rows if r[3] is not None]
         out.append(
             OpShare(
                 i,
                 group[i],
                 statistics.median(r[0] for r in rows),
+                statistics.median(r[1] for r in rows),
                 statistics.median(waits) if waits else None,
                 statistics.median(afters) if afters else None,
             )
@@ -127,6 +131,7 @@ class GroupRow:
     group: str
     ops: int
     total: float
+    ahead: float  # mean over the group's ops
     to_wait: float | None  # mean over the group's ops
     after_wait: float | None
 
@@ -142,7 +147,8 @@ def groups(op_shares: list[OpShare]) -> list[GroupRow]:
         return sum(got) / len(got) if got else None
 
     out = [
-        GroupRow(g, len(v), sum(s.share for s in v), mean([s.to_wait for s in v]), mean([s.after_wait for s in v]))
+        GroupRow(g, len(v), sum(s.share for s in v), sum(s.ahead for s in v) / len(v), mean([s.to_wait for s in v]),
+                 mean([s.after_wait for s in v]))
         for g, v in rows.items()
     ]
     return sorted(out, key=lambda r: -r.total)
@@ -164,21 +170,25 @@ def report(ops: list[OpTimes], skip: int, per_op: bool) -> str:
         f"{statistics.median(spans(kept)):.1f} us; the shares below add up to "
         f"{sum(r.total for r in rows):.1f} us.",
         "",
-        "| op | ops | us of the step | us an op | previous end -> wait released | wait released -> end |",
-        "| --- | ---: | ---: | ---: | ---: | ---: |",
+        "| op | ops | us of the step | us an op | first block start -> previous end | previous end -> wait "
+        "released | wait released -> end |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in rows:
         lines.append(
-            f"| {r.group} | {r.ops} | {r.total:.1f} | {r.total / r.ops:.2f} | {_us(r.to_wait)} | {_us(r.after_wait)} |"
+            f"| {r.group} | {r.ops} | {r.total:.1f} | {r.total / r.ops:.2f} | {r.ahead:.2f} | {_us(r.to_wait)} | "
+            f"{_us(r.after_wait)} |"
         )
     if per_op:
         lines += [
             "",
-            "| op | group | us | previous end -> wait released | wait released -> end |",
-            "| ---: | --- | ---: | ---: | ---: |",
+            "| op | group | us | first block start -> previous end | previous end -> wait released | wait released "
+            "-> end |",
+            "| ---: | --- | ---: | ---: | ---: | ---: |",
         ]
         lines += [
-            f"| {s.index} | {s.group} | {s.share:.2f} | {_us(s.to_wait)} | {_us(s.after_wait)} |" for s in op_shares
+            f"| {s.index} | {s.group} | {s.share:.2f} | {s.ahead:.2f} | {_us(s.to_wait)} | {_us(s.after_wait)} |"
+            for s in op_shares
         ]
     return "\n".join(lines) + "\n"
 

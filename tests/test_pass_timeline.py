@@ -23,14 +23,15 @@ def _timeline():
 
 
 def _step(step: int, t0: int, gemv_after_wait: int = 1200) -> list[str]:
-    """embed 0-1000 ns (no wait), actq waits at 1500 and ends 2500, gemv waits at 2800 and ends
-    2800 + gemv_after_wait; a piece event (op 3) has no line, the LM head gemv is op 4."""
+    """embed 0-1000 ns (no wait), actq starts at 500, waits at 1500 and ends 2500, gemv starts at
+    1800, waits at 2800 and ends 2800 + gemv_after_wait; a piece event (op 3) has no line, the LM
+    head gemv is op 4 (it starts 200 ns before the gemv ends)."""
     end = 2800 + gemv_after_wait
     rows = [
         (0, "embed", 1, 1, 1, 256, 0, 0, 0, NO_WAIT, 1000),
         (1, "actq", 4, 1, 1, 256, 0, 0, 500, 1500, 2500),
-        (2, "gemv", 224, 1, 1, 256, 1, 4, 2000, 2800, end),
-        (4, "gemv", 1940, 1, 1, 256, 1, 4, end - 500, end + 300, end + 2300),
+        (2, "gemv", 224, 1, 1, 256, 1, 4, 1800, 2800, end),
+        (4, "gemv", 1940, 1, 1, 256, 1, 4, end - 200, end + 300, end + 2300),
     ]
     return [
         f"{step} {i} {k} {x} {y} {z} {th} {mt} {rpw} {t0 + s} {w if w == NO_WAIT else t0 + w} {t0 + e}"
@@ -47,12 +48,14 @@ def test_shares_add_up_to_the_step_and_group_by_kind_and_blocks():
     rows = {r.group: r for r in pt.groups(pt.shares(kept))}
     assert set(rows) == {"actq (4 blocks)", "gemv <1, 4> (224 blocks)", "gemv <1, 4> (1940 blocks)"}
     actq = rows["actq (4 blocks)"]
-    assert (actq.ops, actq.total, actq.to_wait, actq.after_wait) == (1, 1.5, 0.5, 1.0)
+    assert (actq.ops, actq.total, actq.ahead, actq.to_wait, actq.after_wait) == (1, 1.5, 0.5, 0.5, 1.0)
     gemv = rows["gemv <1, 4> (224 blocks)"]
     assert gemv.total == pytest.approx(1.6)  # median of 1.5 and 1.7 us
     assert gemv.to_wait == pytest.approx(0.3) and gemv.after_wait == pytest.approx(1.3)
+    assert gemv.ahead == pytest.approx(0.7)  # its first block ran 0.7 us before the actq ended
     head = rows["gemv <1, 4> (1940 blocks)"]
     assert head.total == pytest.approx(2.3) and head.to_wait == pytest.approx(0.3)
+    assert head.ahead == pytest.approx(0.2)
     # the shares add up to the span less the first op's own time (its start to its end)
     spans = pt.spans(kept)
     assert spans == [pytest.approx(6.3), pytest.approx(6.5)]
@@ -66,8 +69,8 @@ def test_report_and_cli(tmp_path, capsys):
     assert pt.main([str(f), "--skip", "1", "--ops"]) == 0
     out = capsys.readouterr().out
     assert "Steps: 2 (first 1 of 3 left out)" in out
-    assert "| actq (4 blocks) | 1 | 1.5 | 1.50 | 0.50 | 1.00 |" in out
-    assert "| 4 | gemv <1, 4> (1940 blocks) | 2.30 | 0.30 | 2.00 |" in out
+    assert "| actq (4 blocks) | 1 | 1.5 | 1.50 | 0.50 | 0.50 | 1.00 |" in out
+    assert "| 4 | gemv <1, 4> (1940 blocks) | 2.30 | 0.20 | 0.30 | 2.00 |" in out
 
 
 def test_an_op_that_never_waited_shows_no_wait_times():
@@ -75,7 +78,7 @@ def test_an_op_that_never_waited_shows_no_wait_times():
     lines = [line for line in _step(0, 0) if " actq " not in line]
     lines.append(f"0 1 actq 4 1 1 256 0 0 500 {NO_WAIT} 2500")
     text = pt.report(pt.parse(lines), 0, False)
-    assert "| actq (4 blocks) | 1 | 1.5 | 1.50 | - | - |" in text
+    assert "| actq (4 blocks) | 1 | 1.5 | 1.50 | 0.50 | - | - |" in text
 
 
 @pytest.mark.parametrize(

@@ -304,12 +304,12 @@ def _refuse_repeats(dirs: list[Path], sources: list[tuple[Path, dict[str, Any]]]
     the report meant to be beside it is missing (as `reports/latest`, which a partial run leaves,
     does): an error naming both."""
     seen: dict[str, Path] = {}
-    for given, (d, doc) in zip(dirs, sources):
-        for key in (f"dir:{d.resolve()}", f"run:{_run_identity(doc)}"):
+    for given, (d, doc) in zip(dirs, sources, strict=True):
+        keys = {f"dir:{d.resolve()}": "the same folder as", f"run:{_run_identity(doc)}": "the same run (a copy?) as"}
+        for key, what in keys.items():
             if key in seen:
-                what = "the same folder as" if key.startswith("dir:") else "the same run (a copy?) as"
                 raise HarnessError(f"merge: {given} is {what} {seen[key]}: name each report once")
-        seen[f"dir:{d.resolve()}"] = seen[f"run:{_run_identity(doc)}"] = Path(given)
+        seen.update(dict.fromkeys(keys, Path(given)))
 
 
 def merge(dirs: list[Path], out: Path, *, recompute: Callable[[Report], None] | None = None,

@@ -4,6 +4,8 @@ its pictures. SKIPs only where no chromium is installed."""
 
 from __future__ import annotations
 
+import html
+import json
 import re
 import shutil
 import subprocess
@@ -54,9 +56,23 @@ def test_the_pages_stand_alone(site):
         for src in re.findall(r'<img src="([^"]+)"', text):
             assert (site / src).is_file(), src
     e8b = (site / "E8b.html").read_text()
-    assert "plots/E8b--ratio.svg" in e8b and "plots/E8b--ab.svg" in e8b  # the series and the last verdict
+    assert "plots/E8b/series-ratio.svg" in e8b and "plots/E8b/verdict.svg" in e8b  # the series and the last verdict
     assert "FAIL" in (site / "F1.html").read_text()
-    assert 'href="E8b.html"' in (site / "index.html").read_text()
+    index = (site / "index.html").read_text()
+    assert 'href="E8b.html"' in index
+
+
+def test_a_page_names_its_criterion_says_which_way_is_better_and_each_machines_last_verdict(site):
+    doc = json.loads(next(RESULTS.glob("*/report.json")).read_text())
+    e8b = next(r for r in doc["results"] if r["id"] == "E8b")
+    page = (site / "E8b.html").read_text()
+    assert html.escape(e8b["title"]) in page and html.escape(e8b["title"]) in (site / "index.html").read_text()
+    assert "A/B ratio a/b (median of the pairs); higher is better" in page  # its bar: ci_lower >= X
+    assert "side b: timings.decode_ms (median of the pairs); lower is better" in page
+    svg = (site / "plots" / "E8b" / "series-ratio.svg").read_text()
+    assert "higher is better" in svg
+    assert "<th>last verdict</th>" in page and f"<span class=\"{e8b['verdict']}\">" in page
+    assert "NVIDIA H200" in page
 
 
 def test_each_page_loads_in_chromium_with_no_console_error_and_shows_its_plots(site, tmp_path):
@@ -75,8 +91,8 @@ def test_a_missing_picture_is_caught(site, tmp_path):
     exe = chromium()
     broken = tmp_path / "broken"
     shutil.copytree(site, broken)
-    (broken / "plots" / "E8b--ratio.svg").unlink()
+    (broken / "plots" / "E8b" / "series-ratio.svg").unlink()
     dom, console = load(exe, broken / "E8b.html", tmp_path)
-    assert any("plot not shown" in line and "E8b--ratio.svg" in line for line in console), console
+    assert any("plot not shown" in line and "series-ratio.svg" in line for line in console), console
     want = len(re.findall(r"<img ", (broken / "E8b.html").read_text()))
     assert f'data-plots-shown="{want - 1}"' in dom

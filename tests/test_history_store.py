@@ -330,6 +330,12 @@ def test_add_git_reads_each_kept_report_once(tmp_path, capsys):
         assert st.counts()["reports"] == 2
     assert main(["history", "--store", str(store), "add-git", "docs/results", "--git", str(tmp_path)]) == 2
     assert "git log failed" in capsys.readouterr().err
+    planted = tmp_path / "planted"
+    for rev in (f"--output={planted}", "-p"):  # an option to git, not a revision (N26)
+        assert main(["history", "--store", str(store), "add-git", "docs/results", "--git", str(repo),
+                     f"--rev={rev}"]) == 2
+        assert "not a revision (it starts with '-')" in capsys.readouterr().err
+    assert not planted.exists()
 
 
 def test_a_run_from_a_dirty_tree_is_marked(tmp_path, capsys):

@@ -96,3 +96,23 @@ def test_a_missing_picture_is_caught(site, tmp_path):
     assert any("plot not shown" in line and "series-ratio.svg" in line for line in console), console
     want = len(re.findall(r"<img ", (broken / "E8b.html").read_text()))
     assert f'data-plots-shown="{want - 1}"' in dom
+
+
+def test_criteria_whose_ids_read_alike_as_file_names_get_a_page_each(tmp_path):
+    """"A/B" and "A_B" made one file name, so one criterion's page replaced the other's (N20)."""
+    doc = json.loads((REPO / "tests" / "data" / "history" / "h200-dead401" / "report.json").read_text())
+    e8b = next(r for r in doc["results"] if r["id"] == "E8b")
+    ids = ["A/B", "A_B", "a_b", "index"]
+    d = tmp_path / "r"
+    d.mkdir()
+    (d / "report.json").write_text(json.dumps({**doc, "results": [{**e8b, "id": i} for i in ids]}))
+    store = tmp_path / "h.sqlite"
+    assert main(["history", "--store", str(store), "add", str(d)]) == 0
+    assert main(["history", "--store", str(store), "html", str(tmp_path / "site")]) == 0
+    pages = [p for p in (tmp_path / "site").glob("*.html") if p.name != "index.html"]
+    assert len({p.name.casefold() for p in pages}) == len(ids)
+    assert sorted(html.unescape(re.search(r"<h1>([^<]*)</h1>", p.read_text()).group(1)) for p in pages) == sorted(ids)
+    index = (tmp_path / "site" / "index.html").read_text()
+    assert index.startswith("<!DOCTYPE html>") and "kite history</h1>" in index
+    pictures = [re.findall(r"<img src=\"([^\"]+)\"", p.read_text()) for p in pages]
+    assert len({src for page in pictures for src in page}) == sum(map(len, pictures))  # none shared

@@ -188,7 +188,7 @@ class Store:
             "SELECT r.revision, r.commit_time, p.run, m.cpu, m.gpu, m.driver, p.value, r.id, r.dirty "
             "FROM points p JOIN reports r ON r.id = p.report JOIN machines m ON m.id = r.machine "
             "WHERE p.series = ? AND p.metric = ? AND " + self._ONCE.format(t="p", table="points", metric=" AND x.metric = ?")
-            + " ORDER BY r.commit_time, p.run, r.id", (series, metric, series, metric))
+            + " ORDER BY r.commit_time, r.started, r.id", (series, metric, series, metric))
         return [Point(a, b, c, Machine(d, e, f), v, rid, bool(dirty)) for a, b, c, d, e, f, v, rid, dirty in rows]
 
     def verdicts(self, series: str) -> list[dict[str, Any]]:
@@ -197,7 +197,7 @@ class Store:
             "SELECT r.revision, r.commit_time, v.run, m.gpu, v.kind, v.verdict, v.reason, v.detail, r.source, "
             "v.title, m.cpu, m.driver FROM verdicts v JOIN reports r ON r.id = v.report "
             "JOIN machines m ON m.id = r.machine WHERE v.series = ? AND " + self._ONCE.format(t="v", table="verdicts", metric="")
-            + " ORDER BY r.commit_time, v.run, r.id", (series, series))
+            + " ORDER BY r.commit_time, r.started, r.id", (series, series))
         return [{"revision": a, "commit_time": b, "started": c, "gpu": d, "kind": e, "verdict": f, "reason": g,
                  "detail": json.loads(h) if h else None, "source": s, "title": t, "machine": Machine(cpu, d, drv)}
                 for a, b, c, d, e, f, g, h, s, t, cpu, drv in rows]

@@ -14,7 +14,7 @@ import pytest
 from harness.cli import main
 from harness.errors import HarnessError
 from harness.history import store as store_mod
-from harness.history.points import Machine, read_doc, read_reports
+from harness.history.points import UNRECORDED, Machine, read_doc, read_reports
 from harness.history.store import Store
 from tests.history_reports import bytes_changed, compare_doc, identical, skipped, timed
 
@@ -169,6 +169,8 @@ def test_a_compare_report_goes_in_through_its_reader():
                              bytes_changed("CMP4")])
     rd = read_doc(doc, "compare/report.json")
     assert rd.kind == "compare" and rd.commit == HEAD and not rd.dirty
+    assert rd.machine == UNRECORDED  # compare's report does not say (yet): not "no GPU"
+    assert read_doc({**doc, "system": {"cpu": "Some CPU"}}, "x").machine == Machine("Some CPU", "no GPU", "")
     w = doc["workloads"][0]
     assert w["speed"] == "regressed"
     assert sorted(rd.points) == [("CMP1", "compare.ci_lower", w["interval"][0]),

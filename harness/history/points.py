@@ -59,6 +59,7 @@ class Reading:
         return self.runs.get(series, self.started)
 
 
+UNRECORDED = Machine("machine not recorded", "GPU not recorded", "")  # a report that does not say
 PRESENTATION = ("plots",)  # what `history plot` adds to a report: not part of its content
 
 
@@ -226,8 +227,10 @@ def compare_reading(doc: dict[str, Any], source: str) -> Reading:
     workloads = doc.get("workloads")
     if not commit or not isinstance(workloads, list):
         raise HarnessError(f"{source}: a compare report needs head.commit and a `workloads` list")
+    # the machine as a verify report gives it (`system`, `engine_info`), where the report records it
+    machine = machine_of(doc) if isinstance(doc.get("system"), dict) else UNRECORDED
     rd = Reading(canonical_digest(doc), source, "compare", _commit(commit, source, "head.commit"),
-                 _text(doc.get("started")), machine_of(doc), dirty=dirty)
+                 _text(doc.get("started")), machine, dirty=dirty)
     for i, w in enumerate(workloads):
         if not isinstance(w, dict) or not _text(w.get("id")):
             raise HarnessError(f"{source}: workloads[{i}] has no id")

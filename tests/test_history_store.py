@@ -477,3 +477,21 @@ def test_a_huge_integer_is_no_value_or_a_damaged_report(tmp_path, capsys):
     assert main(["history", "--store", str(store), "add", str(d)]) == 2
     err = capsys.readouterr().err
     assert "is damaged" in err and "internal error" not in err
+
+
+# a real compare report: `kite-harness compare HEAD --no-short-circuit` of examples/toy-engine as a
+# repository of its own (an A/A run of TC1, inconclusive at its 60-pair budget on a shared machine)
+TOY_COMPARE = REPO / "tests" / "data" / "history" / "toy-compare"
+
+
+def test_a_real_compare_report_goes_in(tmp_path, capsys):
+    doc = json.loads((TOY_COMPARE / "report.json").read_text())
+    (w,) = doc["workloads"]
+    store = tmp_path / "h.sqlite"
+    assert main(["history", "--store", str(store), "add", str(TOY_COMPARE)]) == 0
+    assert "1 added" in capsys.readouterr().out
+    with Store(store) as st:
+        assert [p.value for p in st.series("TC1", "compare.ratio")] == [w["ratio"]]
+        (v,) = st.verdicts("TC1")
+        assert v["verdict"] == w["speed"] and v["title"] == w["title"] and v["machine"] == UNRECORDED
+        assert v["detail"]["ratios"] == [p["ratio"] for p in w["pair_log"]]

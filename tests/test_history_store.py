@@ -416,33 +416,26 @@ def test_ci_artifacts_count_each_run_once(tmp_path, capsys):
 
 
 V1 = """
-CREATE TABLE machines (id INTEGER PRIMARY KEY, cpu TEXT NOT NULL, gpu TEXT NOT NULL, driver TEXT NOT NULL,
-                       UNIQUE (cpu, gpu, driver));
-CREATE TABLE reports (id INTEGER PRIMARY KEY, digest TEXT NOT NULL UNIQUE, source TEXT NOT NULL,
-                      kind TEXT NOT NULL, revision TEXT NOT NULL, commit_time TEXT NOT NULL,
-                      dirty INTEGER NOT NULL, started TEXT NOT NULL,
-                      machine INTEGER NOT NULL REFERENCES machines (id), added TEXT NOT NULL);
-CREATE TABLE points (report INTEGER NOT NULL REFERENCES reports (id), series TEXT NOT NULL,
-                     metric TEXT NOT NULL, value REAL NOT NULL, PRIMARY KEY (report, series, metric));
-CREATE TABLE verdicts (report INTEGER NOT NULL REFERENCES reports (id), series TEXT NOT NULL,
-                       kind TEXT NOT NULL, verdict TEXT NOT NULL, reason TEXT NOT NULL, detail TEXT,
-                       PRIMARY KEY (report, series));
+ALTER TABLE points DROP COLUMN run;
+ALTER TABLE verdicts DROP COLUMN run;
+ALTER TABLE verdicts DROP COLUMN title;
 INSERT INTO machines VALUES (1, 'cpu', 'no GPU', '');
 INSERT INTO reports VALUES (1, 'sha256:x', 'r', 'verify', 'abc1234', '2026-12-01T00:00:00Z', 0,
                             '2026-12-01T01:00:00Z', 1, '2026-12-01T02:00:00Z');
 INSERT INTO points VALUES (1, 'A1', 'ratio', 1.5);
 INSERT INTO verdicts VALUES (1, 'A1', 'ab_timing', 'PASS', 'ok', NULL);
-PRAGMA application_id = 1802073189;
 PRAGMA user_version = 1;
-"""
+"""  # a version-1 store: today's schema less what version 2 added, with one report
 
 
 def test_a_version_1_store_is_migrated(tmp_path):
     p = tmp_path / "h.sqlite"
+    Store(p).close()
     db = sqlite3.connect(str(p))
     db.executescript(V1)
     db.close()
     with Store(p) as st:
+        assert st.db.execute("PRAGMA user_version").fetchone()[0] == store_mod.VERSION
         assert [(x.value, x.started) for x in st.series("A1", "ratio")] == [(1.5, "2026-12-01T01:00:00Z")]
         assert [v["verdict"] for v in st.verdicts("A1")] == ["PASS"]
 

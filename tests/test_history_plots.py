@@ -199,3 +199,13 @@ def test_ids_that_read_alike_as_file_names_get_their_own_files():
     names = plots.file_names(["A/B", "A_B", "a_b", "index", "E8b"], taken=["index"])
     assert len({n.casefold() for n in names.values()}) == 5 and "index" not in {n.casefold() for n in names.values()}
     assert names["E8b"] == "E8b"
+
+
+def test_a_compare_verdict_is_drawn_with_its_margin(tmp_path):
+    from harness.history.points import read_doc
+    from tests.history_reports import compare_doc, timed
+
+    doc = compare_doc("abc1234def", [timed("CMP1", [1.0, 1.01, 0.99, 1.0] * 10)])
+    d = read_doc(doc, "x").verdicts[0]["detail"]
+    text = ET.tostring(check_svg(plots.write(tmp_path, "c.svg", plots.ab_svg("CMP1", d))), encoding="unicode")
+    assert "equivalent within [0.9804, 1.02]" in text and "pair ratio" in text and "pass if" not in text

@@ -179,6 +179,7 @@ def test_a_compare_report_goes_in_through_its_reader():
     assert {k: v["verdict"] for k, v in verdicts.items()} == {
         "CMP1": "regressed", "CMP3": "skipped", "CMP2": "identical", "CMP4": "bytes-changed"}
     assert verdicts["CMP1"]["detail"]["ratios"] == [p["ratio"] for p in w["pair_log"]]
+    assert verdicts["CMP1"]["detail"]["band"] == [1 / 1.02, 1.02] and verdicts["CMP1"]["detail"]["pass_if"] is None
     assert verdicts["CMP3"]["detail"] is None and "no GPU" in verdicts["CMP3"]["reason"]
     assert verdicts["CMP1"]["title"] == "CMP1: decode of 64 steps"
     with pytest.raises(HarnessError, match="head.commit"):

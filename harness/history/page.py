@@ -29,7 +29,8 @@ window.addEventListener("load", function () {
 
 STYLE = ("body{font-family:sans-serif;margin:1.5em;max-width:75em}table{border-collapse:collapse;font-size:90%}"
          "td,th{border:1px solid #ccc;padding:2px 6px;text-align:left}img{max-width:100%}"
-         ".FAIL{color:#b00}.PASS{color:#070}.note{color:#555}")
+         ".FAIL,.regressed,.bytes-changed,.error{color:#b00}.PASS,.improved,.equivalent,.identical{color:#070}"
+         ".note{color:#555}")
 
 
 @dataclass

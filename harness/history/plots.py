@@ -73,7 +73,8 @@ def _svg(fig: Any) -> str:
 
 def ab_svg(title: str, d: dict[str, Any], ylabel: str = "") -> str:
     """One A/B verdict: each pair's ratio (dots), the median and its interval (band), the bar
-    (dashed) and the A/A floor's pair ratios and interval (grey), on one ratio axis."""
+    (dashed) or a compare's margin (dotted), and the A/A floor's pair ratios and interval (grey),
+    on one ratio axis."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 2.8))
     try:
@@ -94,6 +95,11 @@ def ab_svg(title: str, d: dict[str, Any], ylabel: str = "") -> str:
         bar = threshold(d.get("pass_if"))
         if bar:
             ax.axhline(bar[1], color="#d62728", ls="--", lw=1, label=f"pass if {d['pass_if']}")
+        band = d.get("band")
+        if isinstance(band, list) and len(band) == 2:
+            for i, edge in enumerate(band):
+                ax.axhline(edge, color="#2ca02c", ls=":", lw=1,
+                           label=f"equivalent within [{band[0]:.4g}, {band[1]:.4g}]" if i == 0 else None)
         ax.set_xlabel("pair (in the order run)")
         ax.set_ylabel(ylabel or f"ratio {d.get('ratio') or ''}".strip())
         ax.set_title(title, fontsize=9)

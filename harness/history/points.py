@@ -197,7 +197,7 @@ def compare_verdict(w: dict[str, Any]) -> str:
 
 def _compare_detail(doc: dict[str, Any], w: dict[str, Any]) -> dict[str, Any] | None:
     """A timed workload's picture: its pair ratios (head/base), the interval at the level it was judged
-    at (alpha over the timed workloads), the margin's band as the bar, and its A/A floor."""
+    at (alpha over the timed workloads), the margin's band (equivalent within it), its A/A floor."""
     interval = w.get("interval") if isinstance(w.get("interval"), list) else []
     lo, hi = (interval + [None, None])[:2]
     pairs = [p for p in w.get("pair_log") or [] if isinstance(p, dict)]
@@ -207,7 +207,7 @@ def _compare_detail(doc: dict[str, Any], w: dict[str, Any]) -> dict[str, Any] | 
     nf = w.get("noise_floor") if isinstance(w.get("noise_floor"), dict) else None
     ci = nf.get("ci") if nf and isinstance(nf.get("ci"), list) else []
     margin = _number(w.get("margin"))
-    return {"pass_if": f"ci_upper <= {1 + margin:.6g}" if margin else None, "ratio": "head/base",
+    return {"pass_if": None, "band": [1 / (1 + margin), 1 + margin] if margin else None, "ratio": "head/base",
             "ratios": [_number(p.get("ratio")) for p in pairs], "median": _number(w.get("ratio")),
             "ci_lower": _number(lo), "ci_upper": _number(hi),
             "confidence": 1 - alpha / max(1.0, tested) if alpha and tested else None,

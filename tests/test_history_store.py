@@ -402,8 +402,9 @@ def test_ci_artifacts_count_each_run_once(tmp_path, capsys):
     e8b = next(r for r in doc["results"] if r["id"] == "E8b")
     art = tmp_path / "artifacts"
     shutil.copytree(DEAD401, art / "report-a")
-    compare_folder(art, "report-b", {**doc, "started": "2026-12-01T23:00:00Z", "results": [{**e8b, "id": "E9"}],
-                                     "summary": {"total": 1, "passed": 1, "failed": 0, "skipped": 0,
+    same = next(r for r in doc["results"] if r["verdict"] == "PASS" and r["kind"] != "ab_timing")
+    compare_folder(art, "report-b", {**doc, "started": "2026-12-01T23:00:00Z", "results": [{**e8b, "id": "E9"}, same],
+                                     "summary": {"total": 2, "passed": 2, "failed": 0, "skipped": 0,
                                                  "exploratory": 0}})
     main(["--root", str(REPO), "merge", str(art / "report-a"), str(art / "report-b"), "-o", str(art / "report-merged")])
     assert json.loads((art / "report-merged" / "report.json").read_text())["kind"] == "merged"
@@ -414,6 +415,8 @@ def test_ci_artifacts_count_each_run_once(tmp_path, capsys):
         assert [p.value for p in st.series("E8b", "ratio")] == [e8b["details"]["stats"]["median"]]
         assert len(st.series("E9", "ratio")) == 1
         assert len(st.verdicts("E8b")) == 1 and len(st.verdicts("E9")) == 1
+        # the same outcome in both parts: merge names both sources; each part's run counts once
+        assert len(st.series(same["id"], "duration_s")) == 2 and len(st.verdicts(same["id"])) == 2
 
 
 V1 = """

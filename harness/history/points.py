@@ -176,11 +176,15 @@ def report_reading(doc: dict[str, Any], source: str) -> Reading:
                  dirty=git.get("dirty") is True)
     started_of = {m.get("source"): _text(m.get("started")) for m in sources if isinstance(m.get("source"), str)}
     for r in doc["results"]:
-        if started_of.get(r.get("source")):  # a source's result: the source's run made it
-            rd.runs[r["id"]] = started_of[r["source"]]
-        rd.points += [(r["id"], m, v) for m, v in _result_points(r)]
+        # merge names one source's outcome ID@SOURCE where sources differ (a series of its own), and
+        # every source where they agree: the first of those ran it
+        series = r["id"]
+        first = r["source"].split(",")[0] if isinstance(r.get("source"), str) else ""
+        if started_of.get(first):  # a source's result: the source's run made it
+            rd.runs[series] = started_of[first]
+        rd.points += [(series, m, v) for m, v in _result_points(r)]
         d = r.get("details") or {}
-        rd.verdicts.append({"series": r["id"], "kind": r["kind"], "verdict": r["verdict"], "reason": r["reason"],
+        rd.verdicts.append({"series": series, "kind": r["kind"], "verdict": r["verdict"], "reason": r["reason"],
                             "title": _text(r.get("title")),
                             "detail": ab_detail(d) if r["kind"] == "ab_timing" and d.get("pairs") else None})
     return rd

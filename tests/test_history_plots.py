@@ -129,6 +129,10 @@ def test_show_draws_a_rate_series_with_its_change_points(tmp_path, capsys):
     assert "the commits to check: git log --oneline --end-of-options 05c0ffee..06c0ffee --" in out
     text = ET.tostring(check_svg(svg), encoding="unicode")
     assert "decode tok/s" in text and "+11." in text  # the change point's size, marked
+    unlabelled = tmp_path / "unlabelled.svg"  # the default label: a time as a rate, higher is better
+    assert main(["history", "--store", str(store), "show", "E8b", "--metric", "b.timings.decode_ms",
+                 "--rate", "64", "--svg", str(unlabelled)]) == 0
+    assert "64 x 1000 / b.timings.decode_ms; higher is better" in unlabelled.read_text()
     assert main(["history", "--store", str(store), "show", "E8b", "--rate", "0"]) == 2
     assert main(["history", "--store", str(store), "changes", "E8b", "--metric", "b.timings.decode_ms"]) == 1
 

@@ -168,7 +168,7 @@ def cmd_show(st: Store, series: str, metric: str | None, rate: float | None = No
         lines.append((machine.gpu if machine.gpu != "no GPU" else machine.cpu, revs, values, found))
         print()
     if svg is not None:
-        axis = ylabel or (f"{rate:g} x 1000 / ({words.label(metric)})" if rate else words.label(metric))
+        axis = ylabel or (words.rate_label(metric, rate) if rate else words.label(metric))
         plots.write(svg.parent, svg.name, plots.series_svg(f"{series}: {axis}", axis, lines))
         print(f"picture: {svg}")
     return 0

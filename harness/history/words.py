@@ -48,3 +48,9 @@ def label(metric: str, pass_if: Any = None, ratio: Any = None) -> str:
         what = metric
     way = better(metric, pass_if)
     return f"{what}; {way}" if way else what
+
+
+def rate_label(metric: str, rate: float) -> str:
+    """The label of N x 1000 / value (`show --rate N`): a time turned into a rate turns which way is better."""
+    way = {LOWER: HIGHER, HIGHER: LOWER}.get(better(metric), "")
+    return f"{rate:g} x 1000 / {metric}" + (f"; {way}" if way else "")

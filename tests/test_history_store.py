@@ -25,6 +25,9 @@ DEAD401 = REPO / "tests" / "data" / "history" / "h200-dead401"
 # a merged report (the suites and llama.cpp's criteria, one machine, one commit), kept in
 # docs/results until 3403e42 replaced it
 MERGED = REPO / "tests" / "data" / "history" / "h200-01f72a1-merged" / "report.json"
+# a real matrix report: `harness matrix linux-gcc-nocuda` on a 2-core CPU machine (its folders
+# written <out> and <repo>)
+MATRIX = REPO / "tests" / "data" / "history" / "cpu-matrix"
 KEPT = sorted(RESULTS.glob("*/report.json")) + [DEAD401 / "report.json"]
 
 
@@ -197,21 +200,21 @@ def test_a_folder_of_every_report_kind_goes_in(tmp_path, capsys):
     art = tmp_path / "artifacts"
     shutil.copytree(DEAD401, art / "report-verify")
     shutil.copytree(MERGED.parent, art / "report-merged")
-    doc = json.loads((DEAD401 / "report.json").read_text())
-    entry = {**doc["results"][0], "id": "cpu-gcc", "kind": "matrix-entry", "verdict": "PASS", "duration_s": 42.0,
-             "details": {"build_seconds": 30.5, "checks_seconds": 1.5, "criteria_seconds": 10.0, "builds": {}}}
-    compare_folder(art, "report-matrix", {**doc, "kind": "matrix", "results": [entry]})
+    shutil.copytree(MATRIX, art / "report-matrix")
+    shutil.copytree(TOY_COMPARE, art / "compare-toy")  # a real one, and one of compare's writer
     compare_folder(art, "compare", compare_doc(HEAD, [timed("CMP1", [1.0, 1.01, 0.99, 1.0] * 10), skipped("CMP3")]))
     store = tmp_path / "h.sqlite"
     assert main(["history", "--store", str(store), "add", str(art)]) == 0
     out = capsys.readouterr().out
-    assert "4 added, 0 kept before" in out, out
+    assert "5 added, 0 kept before" in out, out
     with Store(store) as st:
         assert sorted({r[0] for r in st.db.execute("SELECT kind FROM reports")}) == ["compare", "matrix", "merged",
                                                                                     "verify"]
         assert st.metrics("CMP3") == [] and [v["verdict"] for v in st.verdicts("CMP3")] == ["skipped"]
         assert [v["verdict"] for v in st.verdicts("CMP1")] == ["equivalent"]
         assert len(st.series("CMP1", "compare.ratio")) == 1
+        entry = json.loads((MATRIX / "report.json").read_text())["results"][0]
+        assert [p.value for p in st.series(entry["id"], "build_seconds")] == [entry["details"]["build_seconds"]]
     assert main(["history", "--store", str(store), "show", "CMP1"]) == 0
     assert "CMP1 compare.ratio on" in capsys.readouterr().out
 

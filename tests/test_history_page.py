@@ -19,7 +19,8 @@ pytest.importorskip("matplotlib")  # the plots extra; .[dev] and CI install it
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "docs" / "results"
-IDS = ["E8b", "F1", "D1"]  # an A/B criterion that passed, one that failed, an equivalence
+IDS = ["E8b", "F1", "D1", "TC1"]  # an A/B criterion that passed, one that failed, an equivalence, a compare workload
+TOY_COMPARE = REPO / "tests" / "data" / "history" / "toy-compare"  # a real compare report
 
 
 def chromium() -> str:
@@ -42,7 +43,7 @@ def load(exe: str, page: Path, tmp: Path) -> tuple[str, list[str]]:
 def site(tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("history-site")
     store = tmp / "h.sqlite"
-    assert main(["history", "--store", str(store), "add", str(RESULTS)]) == 0
+    assert main(["history", "--store", str(store), "add", str(RESULTS), str(TOY_COMPARE)]) == 0
     assert main(["history", "--store", str(store), "html", str(tmp / "site"), "--only", *IDS]) == 0
     return tmp / "site"
 
@@ -60,6 +61,8 @@ def test_the_pages_stand_alone(site):
     assert "FAIL" in (site / "F1.html").read_text()
     index = (site / "index.html").read_text()
     assert 'href="E8b.html"' in index
+    tc1 = (site / "TC1.html").read_text()
+    assert "head/base time ratio (median of the pairs); lower is better" in tc1 and "plots/TC1/verdict.svg" in tc1
 
 
 def test_a_page_names_its_criterion_says_which_way_is_better_and_each_machines_last_verdict(site):

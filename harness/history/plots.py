@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import re
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -65,6 +66,11 @@ def threshold(pass_if: Any) -> tuple[str, float] | None:
         return None
 
 
+def _axis(label: str, width: int) -> str:
+    """A label in lines no longer than the axis it stands beside."""
+    return "\n".join(textwrap.wrap(label, width)) or label
+
+
 def _svg(fig: Any) -> str:
     buf = io.StringIO()
     fig.savefig(buf, format="svg", metadata={"Date": None}, bbox_inches="tight")
@@ -101,7 +107,7 @@ def ab_svg(title: str, d: dict[str, Any], ylabel: str = "") -> str:
                 ax.axhline(edge, color="#2ca02c", ls=":", lw=1,
                            label=f"equivalent within [{band[0]:.4g}, {band[1]:.4g}]" if i == 0 else None)
         ax.set_xlabel("pair (in the order run)")
-        ax.set_ylabel(ylabel or f"ratio {d.get('ratio') or ''}".strip())
+        ax.set_ylabel(_axis(ylabel or f"ratio {d.get('ratio') or ''}".strip(), 30))
         ax.set_title(title, fontsize=9)
         ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
         return _svg(fig)
@@ -132,7 +138,7 @@ def series_svg(title: str, ylabel: str, lines: Sequence[tuple[str, Sequence[str]
         ax.set_xticks(range(len(order)))
         ax.set_xticklabels([c[:7] for c in order], rotation=90, fontsize=6)
         ax.set_xlabel("commit (in commit-time order)")
-        ax.set_ylabel(ylabel)
+        ax.set_ylabel(_axis(ylabel, 36))
         ax.set_title(title, fontsize=9)
         if len(lines) > 1:
             ax.legend(fontsize=7)

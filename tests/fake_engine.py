@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A stand-in for the kite engine, used only by the harness's own tests.
 
-It speaks the command line of docs/ENGINE.md (info, run, selftest) with small, deterministic
+It speaks the command line of docs/KITE-ENGINE.md (info, run, selftest) with small, deterministic
 outputs, and has knobs (environment variables) to misbehave:
 
   FAKE_CRASH=SIGSEGV       die by that signal (any command)

@@ -108,3 +108,34 @@ def test_named_results_exist(doc):
     text = (REPO / doc).read_text(encoding="utf-8")
     for m in re.finditer(r"(?<![:\w])docs/results/[\w./-]*\w/?", text):  # not `git show HASH:path`
         assert (REPO / m.group(0)).exists(), f"{doc} names {m.group(0)}, which does not exist"
+
+
+# The verdict words that reports and pull-request comments link to (docs/GLOSSARY.md#WORD): each
+# has its fixed anchor, and so does every verdict compare's sequential test can give.
+GLOSSARY_ANCHORS = ["pass", "fail", "skip", "error", "identical", "bytes-changed", "regressed", "improved",
+                    "equivalent", "inconclusive", "skipped", "compare-error", "first-bad-commit", "change-point"]
+
+
+def test_the_glossary_anchors_every_verdict():
+    from harness.compare.sequential import VERDICTS
+
+    text = (DOCS / "GLOSSARY.md").read_text(encoding="utf-8")
+    anchors = re.findall(r'<a id="([a-z-]+)"></a>', text)
+    assert len(anchors) == len(set(anchors)), "an anchor named twice"
+    missing = [a for a in [*GLOSSARY_ANCHORS, *VERDICTS] if a not in anchors]
+    assert not missing, f"docs/GLOSSARY.md has no anchor for {missing}"
+    for a in re.findall(r"\]\(#([a-z-]+)\)", text):
+        assert a in anchors, f"docs/GLOSSARY.md links to #{a}, which it does not have"
+
+
+# A page under docs/ as the documents, the configuration, the harness and its tests name it; native/ and
+# bench/ are kept by others (their names are listed in the report of the change that renamed one)
+NAMED_DOC = re.compile(r"\bdocs/([A-Z][A-Z0-9-]*\.md)\b")
+NAMING = ["README.md", "docs/*.md", "configs/*.yaml", "harness/**/*.py", "tests/*.py", "examples/**/*.md"]
+
+
+def test_every_named_document_exists():
+    for pattern in NAMING:
+        for path in sorted(REPO.glob(pattern)):
+            for m in NAMED_DOC.finditer(path.read_text(encoding="utf-8")):
+                assert (DOCS / m.group(1)).is_file(), f"{path.relative_to(REPO)} names docs/{m.group(1)}: no such file"

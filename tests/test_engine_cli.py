@@ -1,4 +1,4 @@
-"""The engine's command line: info, usage errors, run outputs, selftest (docs/ENGINE.md)."""
+"""The engine's command line: info, usage errors, run outputs, selftest (docs/KITE-ENGINE.md)."""
 
 from __future__ import annotations
 
@@ -178,7 +178,7 @@ def test_runtime_errors_exit_1(kite_bin, qwen35_fixtures):
     assert res.returncode == 0, res.stderr
 
 
-# ---- hostile command lines (docs/ENGINE.md: exit 2 = usage error, 1 = runtime failure) -------
+# ---- hostile command lines (docs/KITE-ENGINE.md: exit 2 = usage error, 1 = runtime failure) -------
 
 SANITIZER_MARKS = ("AddressSanitizer", "LeakSanitizer", "runtime error:", "UndefinedBehaviorSanitizer")
 

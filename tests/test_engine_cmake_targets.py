@@ -1,5 +1,5 @@
 """KITE_CUDA=ON is configured only for x86-64 targets; any other target processor (aarch64 and
-the rest) is refused at configure time with one message (docs/ENGINE.md, "Build layout"). The
+the rest) is refused at configure time with one message (docs/KITE-ENGINE.md, "Build layout"). The
 target is set the way a cross build sets it: a toolchain file naming CMAKE_SYSTEM_PROCESSOR
 (the host compiler stays; configuring compiles nothing that has to run)."""
 

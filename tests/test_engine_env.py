@@ -1,6 +1,6 @@
 """The engine's environment variables: one parser (native/engine/env_options.c) for the stub
 build and the run-time loader build alike. A value that does not parse is refused with one
-warning line naming the variable, and the default is used (docs/ENGINE.md, "Environment")."""
+warning line naming the variable, and the default is used (docs/KITE-ENGINE.md, "Environment")."""
 
 from __future__ import annotations
 

@@ -5,6 +5,9 @@ rates of docs/HISTORY.md (100 repetitions at 1, 2 and 3 % noise)."""
 
 from __future__ import annotations
 
+import shlex
+import subprocess
+
 import numpy as np
 import pytest
 
@@ -53,10 +56,28 @@ def test_a_change_names_its_commits_size_significance_and_bisect_command():
     assert (c.index, c.before, c.after) == (10, commits[9], commits[10])
     assert c.size == pytest.approx(0.10, abs=0.01)
     assert c.pvalue < 0.01
-    assert c.bisect_command("E8b") == "kite-harness bisect 09aaaaaaaa 10aaaaaaaa --workload E8b"
+    assert c.hint_text("CMP1", "compare.ratio") == "pin it: kite-harness bisect 09aaaaaaaa 10aaaaaaaa --workload CMP1"
+    assert c.hint_text("E8b", "ratio") == "the commits to check: git log --oneline --end-of-options 09aaaaaaaa..10aaaaaaaa --"
     assert c.commit_range() == "09aaaaaaaa..10aaaaaaaa"
-    text = changes.describe(c, "E8b")
-    assert "+10." in text and "p < 0.005" in text and "kite-harness bisect 09aaaaaaaa 10aaaaaaaa" in text
+    text = changes.describe(c, "E8b", "ratio")
+    assert "+10." in text and "p < 0.005" in text and "git log --oneline --end-of-options 09aaaaaaaa..10aaaaaaaa" in text
+
+
+def test_a_crafted_name_cannot_make_the_printed_command_run_shell_code(tmp_path):
+    """A series id from a report goes into the printed command as one quoted word; a commit that is
+    no hash gives no command (N04)."""
+    c = changes.Change(6, "05aaaaaaaa", "06aaaaaaaa", 1.0, 1.1, 0.005)
+    marker = tmp_path / "ran"
+    crafted = f"W1; touch {marker}; echo $(touch {marker})"
+    line = c.hint_text(crafted, "compare.ratio")
+    cmd = line.split(": ", 1)[1]
+    assert shlex.split(cmd) == ["kite-harness", "bisect", "05aaaaaaaa", "06aaaaaaaa", "--workload", crafted]
+    subprocess.run(["sh", "-c", "kite_harness() { :; }; " + cmd.replace("kite-harness", "kite_harness", 1)],
+                   check=True)  # pasted into a shell, with the harness stubbed out
+    assert not marker.exists()
+    assert shlex.split(c.hint_text("-x", "compare.ratio").split(": ", 1)[1])[-1] == "--workload=-x"
+    bad = changes.Change(6, "05aa; touch x", "06aaaaaaaa", 1.0, 1.1, 0.005)
+    assert bad.hint("W1", "compare.ratio") is None and "no command" in bad.hint_text("W1", "compare.ratio")
 
 
 def test_the_same_series_gives_the_same_answer_and_leaves_numpy_alone():

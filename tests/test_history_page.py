@@ -4,6 +4,8 @@ its pictures. SKIPs only where no chromium is installed."""
 
 from __future__ import annotations
 
+import html
+import json
 import re
 import shutil
 import subprocess
@@ -17,7 +19,8 @@ pytest.importorskip("matplotlib")  # the plots extra; .[dev] and CI install it
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "docs" / "results"
-IDS = ["E8b", "F1", "D1"]  # an A/B criterion that passed, one that failed, an equivalence
+IDS = ["E8b", "F1", "D1", "TC1"]  # an A/B criterion that passed, one that failed, an equivalence, a compare workload
+TOY_COMPARE = REPO / "tests" / "data" / "history" / "toy-compare"  # a real compare report
 
 
 def chromium() -> str:
@@ -40,7 +43,7 @@ def load(exe: str, page: Path, tmp: Path) -> tuple[str, list[str]]:
 def site(tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("history-site")
     store = tmp / "h.sqlite"
-    assert main(["history", "--store", str(store), "add", str(RESULTS)]) == 0
+    assert main(["history", "--store", str(store), "add", str(RESULTS), str(TOY_COMPARE)]) == 0
     assert main(["history", "--store", str(store), "html", str(tmp / "site"), "--only", *IDS]) == 0
     return tmp / "site"
 
@@ -54,9 +57,25 @@ def test_the_pages_stand_alone(site):
         for src in re.findall(r'<img src="([^"]+)"', text):
             assert (site / src).is_file(), src
     e8b = (site / "E8b.html").read_text()
-    assert "plots/E8b--ratio.svg" in e8b and "plots/E8b--ab.svg" in e8b  # the series and the last verdict
+    assert "plots/E8b/series-ratio.svg" in e8b and "plots/E8b/verdict.svg" in e8b  # the series and the last verdict
     assert "FAIL" in (site / "F1.html").read_text()
-    assert 'href="E8b.html"' in (site / "index.html").read_text()
+    index = (site / "index.html").read_text()
+    assert 'href="E8b.html"' in index
+    tc1 = (site / "TC1.html").read_text()
+    assert "head/base time ratio (median of the pairs); lower is better" in tc1 and "plots/TC1/verdict.svg" in tc1
+
+
+def test_a_page_names_its_criterion_says_which_way_is_better_and_each_machines_last_verdict(site):
+    doc = json.loads(next(RESULTS.glob("*/report.json")).read_text())
+    e8b = next(r for r in doc["results"] if r["id"] == "E8b")
+    page = (site / "E8b.html").read_text()
+    assert html.escape(e8b["title"]) in page and html.escape(e8b["title"]) in (site / "index.html").read_text()
+    assert "A/B ratio a/b (median of the pairs); higher is better" in page  # its bar: ci_lower >= X
+    assert "side b: timings.decode_ms (median of the pairs); lower is better" in page
+    svg = (site / "plots" / "E8b" / "series-ratio.svg").read_text()
+    assert "higher is better" in svg
+    assert "<th>last verdict</th>" in page and f"<span class=\"{e8b['verdict']}\">" in page
+    assert "NVIDIA H200" in page
 
 
 def test_each_page_loads_in_chromium_with_no_console_error_and_shows_its_plots(site, tmp_path):
@@ -75,8 +94,28 @@ def test_a_missing_picture_is_caught(site, tmp_path):
     exe = chromium()
     broken = tmp_path / "broken"
     shutil.copytree(site, broken)
-    (broken / "plots" / "E8b--ratio.svg").unlink()
+    (broken / "plots" / "E8b" / "series-ratio.svg").unlink()
     dom, console = load(exe, broken / "E8b.html", tmp_path)
-    assert any("plot not shown" in line and "E8b--ratio.svg" in line for line in console), console
+    assert any("plot not shown" in line and "series-ratio.svg" in line for line in console), console
     want = len(re.findall(r"<img ", (broken / "E8b.html").read_text()))
     assert f'data-plots-shown="{want - 1}"' in dom
+
+
+def test_criteria_whose_ids_read_alike_as_file_names_get_a_page_each(tmp_path):
+    """"A/B" and "A_B" made one file name, so one criterion's page replaced the other's (N20)."""
+    doc = json.loads((REPO / "tests" / "data" / "history" / "h200-dead401" / "report.json").read_text())
+    e8b = next(r for r in doc["results"] if r["id"] == "E8b")
+    ids = ["A/B", "A_B", "a_b", "index"]
+    d = tmp_path / "r"
+    d.mkdir()
+    (d / "report.json").write_text(json.dumps({**doc, "results": [{**e8b, "id": i} for i in ids]}))
+    store = tmp_path / "h.sqlite"
+    assert main(["history", "--store", str(store), "add", str(d)]) == 0
+    assert main(["history", "--store", str(store), "html", str(tmp_path / "site")]) == 0
+    pages = [p for p in (tmp_path / "site").glob("*.html") if p.name != "index.html"]
+    assert len({p.name.casefold() for p in pages}) == len(ids)
+    assert sorted(html.unescape(re.search(r"<h1>([^<]*)</h1>", p.read_text()).group(1)) for p in pages) == sorted(ids)
+    index = (tmp_path / "site" / "index.html").read_text()
+    assert index.startswith("<!DOCTYPE html>") and "kite history</h1>" in index
+    pictures = [re.findall(r"<img src=\"([^\"]+)\"", p.read_text()) for p in pages]
+    assert len({src for page in pictures for src in page}) == sum(map(len, pictures))  # none shared

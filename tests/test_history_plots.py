@@ -85,7 +85,7 @@ def test_a_series_picture_marks_its_change_points(tmp_path):
     commits = [f"{i:02d}bbbbbbb" for i in range(12)]
     values = [10.0] * 6 + [11.0] * 6
     ch = Change(6, commits[5], commits[6], 10.0, 11.0, 0.005)
-    p = plots.write(tmp_path / "s.svg", plots.series_svg("E8b: ratio", "ratio", [("H200", commits, values, [ch])]))
+    p = plots.write(tmp_path, "s.svg", plots.series_svg("E8b: ratio", "ratio", [("H200", commits, values, [ch])]))
     text = ET.tostring(check_svg(p), encoding="unicode")
     assert "+10.0%" in text and "00bbbbb" in text
 
@@ -126,9 +126,13 @@ def test_show_draws_a_rate_series_with_its_change_points(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "| 00c0ffee " in out and "1280" in out  # 64 x 1000 / 50 ms
     assert "change at 06c0ffee (after 05c0ffee)" in out
-    assert "kite-harness bisect 05c0ffee 06c0ffee --workload E8b" in out
+    assert "the commits to check: git log --oneline --end-of-options 05c0ffee..06c0ffee --" in out
     text = ET.tostring(check_svg(svg), encoding="unicode")
     assert "decode tok/s" in text and "+11." in text  # the change point's size, marked
+    unlabelled = tmp_path / "unlabelled.svg"  # the default label: a time as a rate, higher is better
+    assert main(["history", "--store", str(store), "show", "E8b", "--metric", "b.timings.decode_ms",
+                 "--rate", "64", "--svg", str(unlabelled)]) == 0
+    assert "64 x 1000 / b.timings.decode_ms; higher is better" in unlabelled.read_text()
     assert main(["history", "--store", str(store), "show", "E8b", "--rate", "0"]) == 2
     assert main(["history", "--store", str(store), "changes", "E8b", "--metric", "b.timings.decode_ms"]) == 1
 
@@ -157,3 +161,55 @@ def test_a_picture_that_fails_costs_verify_nothing(fake_repo, monkeypatch):
     assert fake_repo.verify(messages=messages) == 0
     assert "history: no pictures: RuntimeError: planted: the renderer failed" in messages
     assert fake_repo.report()["status"] == "complete" and "plots" not in fake_repo.report()
+
+
+def test_show_rate_over_a_zero_says_so(tmp_path, capsys):
+    doc = json.loads((REAL / "report.json").read_text())
+    e8b = next(r for r in doc["results"] if r["id"] == "E8b")
+    r = {**e8b, "details": {**e8b["details"], "pairs": [{**p, "b": 0.0} for p in e8b["details"]["pairs"]]}}
+    d = tmp_path / "r"
+    d.mkdir()
+    (d / "report.json").write_text(json.dumps({**doc, "started": "2026-12-01T23:00:00Z", "results": [r]}))
+    store = tmp_path / "h.sqlite"
+    assert main(["history", "--store", str(store), "add", str(d), str(REAL)]) == 0
+    capsys.readouterr()
+    assert main(["history", "--store", str(store), "show", "E8b", "--metric", "b.timings.decode_ms",
+                 "--rate", "64"]) == 0
+    out = capsys.readouterr().out
+    assert "— (value 0)" in out and "1414.9" in out  # 64 x 1000 / 45.2328 ms beside it
+
+
+def test_a_label_matplotlib_would_read_as_mathtext_is_drawn_as_written(tmp_path):
+    """"$" starts a formula for matplotlib, and a bad one stopped every picture (N13)."""
+    commits = [f"{i:02d}bbbbbbb" for i in range(3)]
+    text = r"$\notacommand{x}$"
+    svg = plots.series_svg(f"{text}: ratio", text, [(text, commits, [1.0, 2.0, 3.0], [])])
+    assert text in svg.replace("&#36;", "$")
+    d = {"ratios": [1.0, 1.1], "median": 1.05, "ci_lower": 1.0, "ci_upper": 1.1, "pass_if": "ci_lower >= 1"}
+    assert "notacommand" in plots.ab_svg(text, d, text)
+
+
+def test_a_planted_plots_link_is_not_followed_out_of_the_report(tmp_path, capsys):
+    d = real_report(tmp_path)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (d / "plots").symlink_to(outside)
+    assert main(["history", "plot", str(d)]) == 2
+    assert "symbolic link" in capsys.readouterr().err
+    assert list(outside.iterdir()) == []
+
+
+def test_ids_that_read_alike_as_file_names_get_their_own_files():
+    names = plots.file_names(["A/B", "A_B", "a_b", "index", "E8b"], taken=["index"])
+    assert len({n.casefold() for n in names.values()}) == 5 and "index" not in {n.casefold() for n in names.values()}
+    assert names["E8b"] == "E8b"
+
+
+def test_a_compare_verdict_is_drawn_with_its_margin(tmp_path):
+    from harness.history.points import read_doc
+    from tests.history_reports import compare_doc, timed
+
+    doc = compare_doc("abc1234def", [timed("CMP1", [1.0, 1.01, 0.99, 1.0] * 10)])
+    d = read_doc(doc, "x").verdicts[0]["detail"]
+    text = ET.tostring(check_svg(plots.write(tmp_path, "c.svg", plots.ab_svg("CMP1", d))), encoding="unicode")
+    assert "equivalent within [0.9804, 1.02]" in text and "pair ratio" in text and "pass if" not in text

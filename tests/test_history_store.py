@@ -14,8 +14,9 @@ import pytest
 from harness.cli import main
 from harness.errors import HarnessError
 from harness.history import store as store_mod
-from harness.history.points import Machine, read_doc, read_reports
+from harness.history.points import UNRECORDED, Machine, read_doc, read_reports
 from harness.history.store import Store
+from tests.history_reports import bytes_changed, compare_doc, identical, skipped, timed
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "docs" / "results"
@@ -24,6 +25,9 @@ DEAD401 = REPO / "tests" / "data" / "history" / "h200-dead401"
 # a merged report (the suites and llama.cpp's criteria, one machine, one commit), kept in
 # docs/results until 3403e42 replaced it
 MERGED = REPO / "tests" / "data" / "history" / "h200-01f72a1-merged" / "report.json"
+# a real matrix report: `harness matrix linux-gcc-nocuda` on a 2-core CPU machine (its folders
+# written <out> and <repo>)
+MATRIX = REPO / "tests" / "data" / "history" / "cpu-matrix"
 KEPT = sorted(RESULTS.glob("*/report.json")) + [DEAD401 / "report.json"]
 
 
@@ -151,24 +155,77 @@ def test_an_older_store_is_migrated_or_refused(tmp_path, monkeypatch):
         assert "note" in [r[1] for r in st.db.execute("PRAGMA table_info(reports)")]
 
 
-# ---- compare reports (built elsewhere): the documented fields --------------------------------
+# ---- compare reports, as compare's own writer makes them ------------------------------------
 
-COMPARE = {"schema": "kite-compare/1", "started": "2026-12-02T08:00:00Z",
-           "base": {"commit": "690ea7b"}, "head": {"commit": "abc1234"},
-           "system": {"cpu": "Some CPU"},
-           "workloads": [{"id": "decode-q8", "bytes": "identical", "verdict": "PASS", "ratio": 1.02,
-                          "ci_lower": 0.99, "ci_upper": 1.04, "pass_if": "ci_upper <= 1.05",
-                          "pairs": [{"a": 10.0, "b": 10.2, "ratio": 1.02}]}]}
+HEAD = "abc1234def"
 
 
-def test_a_compare_report_goes_in_through_its_reader(tmp_path):
-    rd = read_doc(COMPARE, "compare/report.json")
-    assert rd.kind == "compare" and rd.commit == "abc1234" and rd.machine.cpu == "Some CPU"
-    assert sorted(rd.points) == [("decode-q8", "compare.ci_lower", 0.99), ("decode-q8", "compare.ci_upper", 1.04),
-                                 ("decode-q8", "compare.ratio", 1.02)]
-    assert rd.verdicts[0]["verdict"] == "PASS" and rd.verdicts[0]["detail"]["ratios"] == [1.02]
+def compare_folder(tmp_path: Path, name: str, doc: dict) -> Path:
+    d = tmp_path / name
+    d.mkdir(parents=True)
+    (d / "report.json").write_text(json.dumps(doc, indent=1))
+    return d
+
+
+def test_a_compare_report_goes_in_through_its_reader():
+    doc = compare_doc(HEAD, [timed("CMP1", [1.05, 1.06, 1.04, 1.07] * 10), skipped("CMP3"), identical("CMP2"),
+                             bytes_changed("CMP4")])
+    rd = read_doc(doc, "compare/report.json")
+    assert rd.kind == "compare" and rd.commit == HEAD and not rd.dirty
+    assert rd.machine == UNRECORDED  # compare's report does not say (yet): not "no GPU"
+    assert read_doc({**doc, "system": {"cpu": "Some CPU"}}, "x").machine == Machine("Some CPU", "no GPU", "")
+    w = doc["workloads"][0]
+    assert w["speed"] == "regressed"
+    assert sorted(rd.points) == [("CMP1", "compare.ci_lower", w["interval"][0]),
+                                 ("CMP1", "compare.ci_upper", w["interval"][1]), ("CMP1", "compare.ratio", w["ratio"])]
+    verdicts = {v["series"]: v for v in rd.verdicts}
+    assert {k: v["verdict"] for k, v in verdicts.items()} == {
+        "CMP1": "regressed", "CMP3": "skipped", "CMP2": "identical", "CMP4": "bytes-changed"}
+    assert verdicts["CMP1"]["detail"]["ratios"] == [p["ratio"] for p in w["pair_log"]]
+    assert verdicts["CMP1"]["detail"]["band"] == [1 / 1.02, 1.02] and verdicts["CMP1"]["detail"]["pass_if"] is None
+    assert verdicts["CMP3"]["detail"] is None and "no GPU" in verdicts["CMP3"]["reason"]
+    assert verdicts["CMP1"]["title"] == "CMP1: decode of 64 steps"
     with pytest.raises(HarnessError, match="head.commit"):
-        read_doc({**COMPARE, "head": {}}, "x")
+        read_doc({**doc, "head": {}}, "x")
+
+
+def test_a_compare_of_a_working_tree_is_its_head_marked_dirty():
+    rd = read_doc(compare_doc(HEAD, [identical("CMP2")], dirty=True), "x")
+    assert rd.commit == HEAD[:10] and rd.dirty  # not the snapshot commit, dated 2000-01-01 in the cache
+
+
+def test_a_folder_of_every_report_kind_goes_in(tmp_path, capsys):
+    """verify, matrix, merge and compare reports in one folder, as CI artifacts are downloaded; a timed
+    compare among them (an internal error before) and a skip that plots nothing."""
+    art = tmp_path / "artifacts"
+    shutil.copytree(DEAD401, art / "report-verify")
+    shutil.copytree(MERGED.parent, art / "report-merged")
+    shutil.copytree(MATRIX, art / "report-matrix")
+    shutil.copytree(TOY_COMPARE, art / "compare-toy")  # a real one, and one of compare's writer
+    compare_folder(art, "compare", compare_doc(HEAD, [timed("CMP1", [1.0, 1.01, 0.99, 1.0] * 10), skipped("CMP3")]))
+    store = tmp_path / "h.sqlite"
+    assert main(["history", "--store", str(store), "add", str(art)]) == 0
+    out = capsys.readouterr().out
+    assert "5 added, 0 kept before" in out, out
+    with Store(store) as st:
+        assert sorted({r[0] for r in st.db.execute("SELECT kind FROM reports")}) == ["compare", "matrix", "merged",
+                                                                                    "verify"]
+        assert st.metrics("CMP3") == [] and [v["verdict"] for v in st.verdicts("CMP3")] == ["skipped"]
+        assert [v["verdict"] for v in st.verdicts("CMP1")] == ["equivalent"]
+        assert len(st.series("CMP1", "compare.ratio")) == 1
+        entry = json.loads((MATRIX / "report.json").read_text())["results"][0]
+        assert [p.value for p in st.series(entry["id"], "build_seconds")] == [entry["details"]["build_seconds"]]
+    assert main(["history", "--store", str(store), "show", "CMP1"]) == 0
+    assert "CMP1 compare.ratio on" in capsys.readouterr().out
+
+
+def test_a_skip_is_no_value_of_its_criterion():
+    doc = json.loads((DEAD401 / "report.json").read_text())
+    skips = [r["id"] for r in doc["results"] if r["verdict"] == "SKIP"]
+    assert skips
+    rd = read_doc(doc, "x")
+    assert not [p for p in rd.points if p[0] in skips]
+    assert {v["series"] for v in rd.verdicts} >= set(skips)
 
 
 # ---- verify adds its own report when a store is configured -----------------------------------
@@ -279,6 +336,12 @@ def test_add_git_reads_each_kept_report_once(tmp_path, capsys):
         assert st.counts()["reports"] == 2
     assert main(["history", "--store", str(store), "add-git", "docs/results", "--git", str(tmp_path)]) == 2
     assert "git log failed" in capsys.readouterr().err
+    planted = tmp_path / "planted"
+    for rev in (f"--output={planted}", "-p"):  # an option to git, not a revision (N26)
+        assert main(["history", "--store", str(store), "add-git", "docs/results", "--git", str(repo),
+                     f"--rev={rev}"]) == 2
+        assert "not a revision (it starts with '-')" in capsys.readouterr().err
+    assert not planted.exists()
 
 
 def test_a_run_from_a_dirty_tree_is_marked(tmp_path, capsys):
@@ -335,13 +398,100 @@ def test_an_artifact_that_is_not_a_zip_is_named(tmp_path, capsys):
     assert "report-x.zip: not a readable zip file" in capsys.readouterr().err
 
 
-def test_a_compare_report_is_added_and_shown(tmp_path, capsys):
-    d = tmp_path / "compare"
-    d.mkdir()
-    (d / "report.json").write_text(json.dumps(COMPARE))
+def test_ci_artifacts_count_each_run_once(tmp_path, capsys):
+    """CI's artifacts as documented: each part's report and `harness merge`'s report of them. A value
+    of a part, met again in the merge, is one value: none is counted twice (a false change point)."""
+    doc = json.loads((DEAD401 / "report.json").read_text())
+    e8b = next(r for r in doc["results"] if r["id"] == "E8b")
+    art = tmp_path / "artifacts"
+    shutil.copytree(DEAD401, art / "report-a")
+    same = next(r for r in doc["results"] if r["verdict"] == "PASS" and r["kind"] != "ab_timing")
+    compare_folder(art, "report-b", {**doc, "started": "2026-12-01T23:00:00Z", "results": [{**e8b, "id": "E9"}, same],
+                                     "summary": {"total": 2, "passed": 2, "failed": 0, "skipped": 0,
+                                                 "exploratory": 0}})
+    main(["--root", str(REPO), "merge", str(art / "report-a"), str(art / "report-b"), "-o", str(art / "report-merged")])
+    assert json.loads((art / "report-merged" / "report.json").read_text())["kind"] == "merged"
+    store = tmp_path / "h.sqlite"
+    assert main(["history", "--store", str(store), "add", str(art)]) == 0
+    assert "3 added" in capsys.readouterr().out
+    with Store(store) as st:
+        assert [p.value for p in st.series("E8b", "ratio")] == [e8b["details"]["stats"]["median"]]
+        assert len(st.series("E9", "ratio")) == 1
+        assert len(st.verdicts("E8b")) == 1 and len(st.verdicts("E9")) == 1
+        # the same outcome in both parts: merge names both sources; each part's run counts once
+        assert len(st.series(same["id"], "duration_s")) == 2 and len(st.verdicts(same["id"])) == 2
+
+
+V1 = """
+ALTER TABLE points DROP COLUMN run;
+ALTER TABLE verdicts DROP COLUMN run;
+ALTER TABLE verdicts DROP COLUMN title;
+INSERT INTO machines VALUES (1, 'cpu', 'no GPU', '');
+INSERT INTO reports VALUES (1, 'sha256:x', 'r', 'verify', 'abc1234', '2026-12-01T00:00:00Z', 0,
+                            '2026-12-01T01:00:00Z', 1, '2026-12-01T02:00:00Z');
+INSERT INTO points VALUES (1, 'A1', 'ratio', 1.5);
+INSERT INTO verdicts VALUES (1, 'A1', 'ab_timing', 'PASS', 'ok', NULL);
+PRAGMA user_version = 1;
+"""  # a version-1 store: today's schema less what version 2 added, with one report
+
+
+def test_a_version_1_store_is_migrated(tmp_path):
+    p = tmp_path / "h.sqlite"
+    Store(p).close()
+    db = sqlite3.connect(str(p))
+    db.executescript(V1)
+    db.close()
+    with Store(p) as st:
+        assert st.db.execute("PRAGMA user_version").fetchone()[0] == store_mod.VERSION
+        assert [(x.value, x.started) for x in st.series("A1", "ratio")] == [(1.5, "2026-12-01T01:00:00Z")]
+        assert [v["verdict"] for v in st.verdicts("A1")] == ["PASS"]
+
+
+@pytest.mark.parametrize("drop", ["DROP TABLE verdicts", "DROP TABLE points", "ALTER TABLE points DROP COLUMN run"])
+def test_a_store_missing_a_table_is_named_damaged(tmp_path, capsys, drop):
+    p = tmp_path / "h.sqlite"
+    with Store(p) as st:
+        st.add(read_reports(KEPT[0])[0], "2026-12-01T00:00:00Z")
+    db = sqlite3.connect(str(p))
+    db.execute(drop)
+    db.commit()
+    db.close()
+    for argv in (["show", "E8b"], ["changes"], ["add", str(KEPT[0])]):
+        assert main(["history", "--store", str(p), *argv]) == 2
+        assert "a damaged history store" in capsys.readouterr().err
+
+
+def test_a_huge_integer_is_no_value_or_a_damaged_report(tmp_path, capsys):
+    """JSON has no limit on an integer; a float has. A compare report's huge ratio is no value; a
+    verify report showing one cannot be rendered and is named damaged. No internal error."""
+    doc = compare_doc(HEAD, [timed("CMP1", [1.0, 1.01, 0.99, 1.0] * 10)])
+    doc["workloads"][0]["ratio"] = 10 ** 400
+    d = compare_folder(tmp_path, "compare", doc)
     store = tmp_path / "h.sqlite"
     assert main(["history", "--store", str(store), "add", str(d)]) == 0
-    assert "(compare, abc1234 at 2026-12-02T08:00:00Z (run start), no GPU)" in capsys.readouterr().out
-    assert main(["history", "--store", str(store), "show", "decode-q8"]) == 0
-    out = capsys.readouterr().out
-    assert "decode-q8 compare.ratio on Some CPU; no GPU:" in out and "| abc1234 " in out
+    with Store(store) as st:
+        assert st.metrics("CMP1") == ["compare.ci_lower", "compare.ci_upper"]
+    doc = json.loads((DEAD401 / "report.json").read_text())
+    doc["results"][0]["duration_s"] = 10 ** 400
+    d = compare_folder(tmp_path, "verify", doc)
+    assert main(["history", "--store", str(store), "add", str(d)]) == 2
+    err = capsys.readouterr().err
+    assert "is damaged" in err and "internal error" not in err
+
+
+# a real compare report: `kite-harness compare HEAD --no-short-circuit` of examples/toy-engine as a
+# repository of its own (an A/A run of TC1, inconclusive at its 60-pair budget on a shared machine)
+TOY_COMPARE = REPO / "tests" / "data" / "history" / "toy-compare"
+
+
+def test_a_real_compare_report_goes_in(tmp_path, capsys):
+    doc = json.loads((TOY_COMPARE / "report.json").read_text())
+    (w,) = doc["workloads"]
+    store = tmp_path / "h.sqlite"
+    assert main(["history", "--store", str(store), "add", str(TOY_COMPARE)]) == 0
+    assert "1 added" in capsys.readouterr().out
+    with Store(store) as st:
+        assert [p.value for p in st.series("TC1", "compare.ratio")] == [w["ratio"]]
+        (v,) = st.verdicts("TC1")
+        assert v["verdict"] == w["speed"] and v["title"] == w["title"] and v["machine"] == UNRECORDED
+        assert v["detail"]["ratios"] == [p["ratio"] for p in w["pair_log"]]

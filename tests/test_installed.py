@@ -89,8 +89,10 @@ def test_verify_the_example_project_from_its_subfolders(installed, tmp_path):
         r = _run(installed, "verify", "--reports", str(reports), cwd=where)
         assert r.returncode == 0, r.stdout + r.stderr
         rows = {c["id"]: c for c in _report(reports)["results"]}
-        assert sorted(rows) == ["T1", "T2", "T3"]
-        assert all(c["verdict"] == "PASS" and not c.get("exploratory") for c in rows.values()), rows
+        assert sorted(rows) == ["T1", "T2", "T3", "TC1"]
+        checks = [c for i, c in rows.items() if i != "TC1"]
+        assert all(c["verdict"] == "PASS" and not c.get("exploratory") for c in checks), rows
+        assert rows["TC1"]["verdict"] == "SKIP" and "harness compare" in rows["TC1"]["reason"]  # a compare workload
     assert (project / "build" / "default" / "bin").is_dir()  # built inside the found project
 
 

@@ -1,5 +1,6 @@
 """The A/B interval's calibration (harness.tools.calibrate): a fast, seeded version of the simulation
-whose full run is in docs/TIMING.md. Noise shaped like the recorded H200 and CPU A/A pairs."""
+whose full run is in docs/CRITERIA.md ("How far to trust a timing verdict"). Noise shaped like the
+recorded H200 and CPU A/A pairs."""
 
 from __future__ import annotations
 

@@ -6,6 +6,8 @@ answer."""
 
 from __future__ import annotations
 
+import re
+import shlex
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -19,6 +21,8 @@ PERMUTATIONS = 199  # permutations per test: p can reach 1/200 = 0.005
 SEED = 1
 MIN_POINTS = 6  # fewer values than this: no test is worth running
 NEEDS = "change points need signal-processing-algorithms: pip install -e '.[plots]'"
+WORKLOAD = "compare."  # the metrics of a compare workload: `bisect --workload` judges by the same workload
+_HASH = re.compile(r"[0-9a-fA-F]{4,64}")
 
 
 @dataclass(frozen=True)
@@ -35,8 +39,23 @@ class Change:
         """Relative change of the median, after against before (0.05: 5 % up)."""
         return self.median_after / self.median_before - 1 if self.median_before else float("inf")
 
-    def bisect_command(self, series: str) -> str:
-        return f"kite-harness bisect {self.before[:10]} {self.after[:10]} --workload {series}"
+    def hint(self, series: str, metric: str) -> tuple[str, list[str]] | None:
+        """What to run next, as (what it does, argv): for a compare workload's values, `bisect` by
+        that workload pins the commit; a verify criterion is no workload bisect can take, so the
+        commits between the two values are listed. None where a commit is no hash (a store kept
+        before commits were checked): nothing from a report goes into a command unchecked."""
+        if not (_HASH.fullmatch(self.before) and _HASH.fullmatch(self.after)):
+            return None
+        good, bad = self.before[:10], self.after[:10]
+        if metric.startswith(WORKLOAD):
+            workload = [f"--workload={series}"] if series.startswith("-") else ["--workload", series]
+            return "pin it", ["kite-harness", "bisect", good, bad, *workload]
+        return "the commits to check", ["git", "log", "--oneline", "--end-of-options", f"{good}..{bad}", "--"]
+
+    def hint_text(self, series: str, metric: str) -> str:
+        """The hint as one line a shell runs as printed (every word quoted where it must be)."""
+        h = self.hint(series, metric)
+        return f"{h[0]}: {shlex.join(h[1])}" if h else "no command (a commit is not a hash)"
 
     def commit_range(self) -> str:
         return f"{self.before[:10]}..{self.after[:10]}"
@@ -88,7 +107,7 @@ def pvalue_text(c: Change, permutations: int = PERMUTATIONS) -> str:
     return f"p < {floor:.3f}" if c.pvalue < floor else f"p = {c.pvalue:.3f}"
 
 
-def describe(c: Change, series: str) -> str:
+def describe(c: Change, series: str, metric: str) -> str:
     return (f"change at {c.after[:10]} (after {c.before[:10]}): median {c.median_before:.4g} -> "
             f"{c.median_after:.4g} ({c.size * 100:+.1f} %), {pvalue_text(c)}; commits {c.commit_range()}; "
-            f"pin it: {c.bisect_command(series)}")
+            f"{c.hint_text(series, metric)}")

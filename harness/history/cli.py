@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 
 from harness.errors import HarnessError
-from harness.history import changes, commits, gitlog, hook, page, plots
+from harness.history import changes, commits, gitlog, hook, page, plots, words
 from harness.history.points import Reading, Skipped, parse_report, read_reports
 from harness.history.store import Store, by_machine
 from harness.report.document import Report, _table
@@ -155,28 +155,32 @@ def cmd_show(st: Store, series: str, metric: str | None, rate: float | None = No
     shown = f"{rate:g} x 1000 / {metric}" if rate else metric
     lines = []
     for machine, pts in by_machine(st.series(series, metric)).items():
-        revs = [p.revision for p in pts]
-        values = [rate * 1000 / p.value if rate else p.value for p in pts]
+        # a rate of a value <= 0 is no rate: shown as such, left out of the series
+        shown_values = [(rate * 1000 / p.value if p.value > 0 else None) if rate else p.value for p in pts]
         print(f"{series} {shown} on {machine.label()}:")
-        print(_table([[r[:10] + (" (dirty)" if p.dirty else ""), p.commit_time, p.started, f"{v:.6g}"]
-                      for r, p, v in zip(revs, pts, values, strict=True)],
+        print(_table([[p.revision[:10] + (" (dirty)" if p.dirty else ""), p.commit_time, p.started,
+                       f"{v:.6g}" if v is not None else f"— (value {p.value:g})"]
+                      for p, v in zip(pts, shown_values, strict=True)],
                      ["commit", "commit time", "run started", shown]))
-        found = _print_changes(series, values, revs)
+        kept = [(p.revision, v) for p, v in zip(pts, shown_values, strict=True) if v is not None]
+        revs, values = [r for r, _ in kept], [v for _, v in kept]
+        found = _print_changes(series, metric, values, revs)
         lines.append((machine.gpu if machine.gpu != "no GPU" else machine.cpu, revs, values, found))
         print()
     if svg is not None:
-        plots.write(svg, plots.series_svg(f"{series}: {ylabel or shown}", ylabel or shown, lines))
+        axis = ylabel or (words.rate_label(metric, rate) if rate else words.label(metric))
+        plots.write(svg.parent, svg.name, plots.series_svg(f"{series}: {axis}", axis, lines))
         print(f"picture: {svg}")
     return 0
 
 
-def _print_changes(series: str, values: list[float], revs: list[str]) -> list[changes.Change]:
+def _print_changes(series: str, metric: str, values: list[float], revs: list[str]) -> list[changes.Change]:
     if not changes.available():
         print(changes.NEEDS)
         return []
     found = changes.find(values, revs)
     for c in found:
-        print(changes.describe(c, series))
+        print(changes.describe(c, series, metric))
     if not found:
         print(f"no change point ({len(values)} values; E-divisive, p <= {changes.PVALUE})")
     return found
@@ -191,7 +195,7 @@ def cmd_changes(st: Store, only: list[str], metric: str | None) -> int:
             for machine, pts in by_machine(st.series(series, m)).items():
                 found = changes.find([p.value for p in pts], [p.revision for p in pts])
                 for c in found:
-                    print(f"{series} {m} on {machine.gpu}: {changes.describe(c, series)}")
+                    print(f"{series} {m} on {machine.gpu}: {changes.describe(c, series, m)}")
                 n += len(found)
     print(f"{n} change point{'s' if n != 1 else ''}")
     return 1 if n else 0

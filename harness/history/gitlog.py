@@ -23,8 +23,10 @@ def _git(repo: Path, *argv: str) -> str:
 def kept_reports(repo: Path, path: str, rev: str = "HEAD") -> Iterator[tuple[str, str]]:
     """(source 'git:COMMIT:PATH', text) of each report kept under path in rev's history, oldest
     commit first; a file content met again at a later commit is read once."""
+    if rev.startswith("-"):  # git would read it as an option (--output=FILE writes a file)
+        raise HarnessError(f"history add-git --rev {rev!r}: not a revision (it starts with '-')")
     seen: set[str] = set()
-    for commit in reversed(_git(repo, "log", "--format=%H", rev, "--", path).split()):
+    for commit in reversed(_git(repo, "log", "--format=%H", "--end-of-options", rev, "--", path).split()):
         for line in _git(repo, "ls-tree", "-r", commit, "--", path).splitlines():
             meta, _, name = line.partition("\t")
             parts = meta.split()

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.history import commits, plots
-from harness.history.plots import file_name
+from harness.history import commits, plots, words
+from harness.history.plots import file_names
 from harness.history.points import ab_detail, read_doc
 from harness.history.store import Store
 from harness.report.document import Report
@@ -31,17 +31,20 @@ def configured_store(root: Path) -> Path | None:
 
 
 def plot_report(doc: dict[str, Any], rdir: Path) -> dict[str, Any]:
-    """Draw each A/B verdict's picture under rdir/plots/; what report.md links (`files`), or the
-    note that plots need the extra."""
+    """Draw each A/B verdict's picture under rdir/plots/ (no link followed: a planted `plots` link is
+    refused); what report.md links (`files`), or the note that plots need the extra."""
     ab = [r for r in doc.get("results", []) if r.get("kind") == "ab_timing" and (r.get("details") or {}).get("pairs")]
     if not ab:
         return {}
     if not plots.available():
         return {"note": plots.NEEDS}
     files = {}
+    names = file_names([r["id"] for r in ab])
     for r in ab:
-        rel = f"{PLOTS_DIR}/{file_name(r['id'])}.svg"
-        plots.write(rdir / rel, plots.ab_svg(f"{r['id']}: {r.get('title', '')}"[:110], ab_detail(r["details"])))
+        rel = f"{PLOTS_DIR}/{names[r['id']]}.svg"
+        d = ab_detail(r["details"])
+        plots.write(rdir, rel, plots.ab_svg(f"{r['id']}: {r.get('title', '')}"[:110], d,
+                                            words.label("ratio", d.get("pass_if"), d.get("ratio"))))
         files[r["id"]] = rel
     return {"files": files}
 

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import io
 import re
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from harness import confined
 from harness.history.changes import Change
 
 NEEDS = "plots need matplotlib: pip install -e '.[plots]'"
@@ -21,13 +23,31 @@ def file_name(series: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", series).lstrip(".") or "_"
 
 
+def file_names(ids: Sequence[str], taken: Sequence[str] = ()) -> dict[str, str]:
+    """A file name per id, no two alike even where the file system ignores case, none of `taken`
+    (e.g. "index"): ids that read alike as names ("A/B", "A_B", "a_b") get -2, -3, ... in id order."""
+    used = {t.casefold() for t in taken}
+    out = {}
+    for i in sorted(set(ids)):
+        base = name = file_name(i)
+        n = 1
+        while name.casefold() in used:
+            n += 1
+            name = f"{base}-{n}"
+        used.add(name.casefold())
+        out[i] = name
+    return out
+
+
 def _pyplot():  # noqa: ANN202 - matplotlib.pyplot, set up for files only
     try:
         import matplotlib
     except ImportError:
         return None
     matplotlib.use("Agg")
-    matplotlib.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "kite", "font.size": 9})
+    # text.parse_math off: every label is shown as written ("$x$" in an id is no formula to parse)
+    matplotlib.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "kite", "font.size": 9,
+                                "text.parse_math": False})
     import matplotlib.pyplot as plt
 
     return plt
@@ -46,15 +66,21 @@ def threshold(pass_if: Any) -> tuple[str, float] | None:
         return None
 
 
+def _axis(label: str, width: int) -> str:
+    """A label in lines no longer than the axis it stands beside."""
+    return "\n".join(textwrap.wrap(label, width)) or label
+
+
 def _svg(fig: Any) -> str:
     buf = io.StringIO()
     fig.savefig(buf, format="svg", metadata={"Date": None}, bbox_inches="tight")
     return buf.getvalue()
 
 
-def ab_svg(title: str, d: dict[str, Any]) -> str:
+def ab_svg(title: str, d: dict[str, Any], ylabel: str = "") -> str:
     """One A/B verdict: each pair's ratio (dots), the median and its interval (band), the bar
-    (dashed) and the A/A floor's pair ratios and interval (grey), on one ratio axis."""
+    (dashed) or a compare's margin (dotted), and the A/A floor's pair ratios and interval (grey),
+    on one ratio axis."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 2.8))
     try:
@@ -75,8 +101,13 @@ def ab_svg(title: str, d: dict[str, Any]) -> str:
         bar = threshold(d.get("pass_if"))
         if bar:
             ax.axhline(bar[1], color="#d62728", ls="--", lw=1, label=f"pass if {d['pass_if']}")
-        ax.set_xlabel("pair")
-        ax.set_ylabel(f"ratio {d.get('ratio') or ''}".strip())
+        band = d.get("band")
+        if isinstance(band, list) and len(band) == 2:
+            for i, edge in enumerate(band):
+                ax.axhline(edge, color="#2ca02c", ls=":", lw=1,
+                           label=f"equivalent within [{band[0]:.4g}, {band[1]:.4g}]" if i == 0 else None)
+        ax.set_xlabel("pair (in the order run)")
+        ax.set_ylabel(_axis(ylabel or f"ratio {d.get('ratio') or ''}".strip(), 30))
         ax.set_title(title, fontsize=9)
         ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
         return _svg(fig)
@@ -107,7 +138,7 @@ def series_svg(title: str, ylabel: str, lines: Sequence[tuple[str, Sequence[str]
         ax.set_xticks(range(len(order)))
         ax.set_xticklabels([c[:7] for c in order], rotation=90, fontsize=6)
         ax.set_xlabel("commit (in commit-time order)")
-        ax.set_ylabel(ylabel)
+        ax.set_ylabel(_axis(ylabel, 36))
         ax.set_title(title, fontsize=9)
         if len(lines) > 1:
             ax.legend(fontsize=7)
@@ -116,7 +147,8 @@ def series_svg(title: str, ylabel: str, lines: Sequence[tuple[str, Sequence[str]
         plt.close(fig)
 
 
-def write(path: Path, svg: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(svg, encoding="utf-8")
-    return path
+def write(root: Path, rel: str, svg: str) -> Path:
+    """root/rel, written without following a link on the way (a planted `plots` link in a report
+    folder is refused, not followed out of it)."""
+    root.mkdir(parents=True, exist_ok=True)
+    return confined.write_text(root, rel, svg)

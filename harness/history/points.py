@@ -1,12 +1,15 @@
 """A report read into the rows the history keeps: which commit and machine made it, one value per
 (series, metric), and each criterion's verdict. verify, matrix and merge reports share the schema
-`kite-report/1`; a `kite-compare/` report goes through `compare_reading` (fields in docs/HISTORY.md)."""
+`kite-report/1`; a `kite-compare/` report goes through `compare_reading` (fields in docs/HISTORY.md).
+Each value and verdict names the run that made it (its start): a merged report carries its sources'
+results, and a value met again in a merge is one value, not two."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import math
+import re
 import statistics
 import zipfile
 from collections.abc import Callable, Iterator
@@ -20,6 +23,8 @@ from harness.report.document import damage
 from harness.spec import inputs
 
 COMPARE_PREFIX = "kite-compare/"
+COMMIT = re.compile(r"[0-9a-fA-F]{4,64}")  # a commit as reports name it: a hash, whole or cut short
+TIMED = ("regressed", "improved", "equivalent", "inconclusive")  # compare's sequential verdicts
 
 
 class Skipped(HarnessError):
@@ -47,9 +52,14 @@ class Reading:
     machine: Machine
     dirty: bool = False  # made from a tree with uncommitted changes: the commit is only its base
     points: list[tuple[str, str, float]] = field(default_factory=list)  # (series, metric, value)
-    verdicts: list[dict[str, Any]] = field(default_factory=list)  # series, kind, verdict, reason, detail
+    verdicts: list[dict[str, Any]] = field(default_factory=list)  # series, kind, verdict, reason, detail, title
+    runs: dict[str, str] = field(default_factory=dict)  # series -> the start of the run that made it, if not ours
+
+    def run_of(self, series: str) -> str:
+        return self.runs.get(series, self.started)
 
 
+UNRECORDED = Machine("machine not recorded", "GPU not recorded", "")  # a report that does not say
 PRESENTATION = ("plots",)  # what `history plot` adds to a report: not part of its content
 
 
@@ -79,9 +89,21 @@ def machine_of(doc: dict[str, Any]) -> Machine:
 
 
 def _number(x: Any) -> float | None:
-    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+    """A finite float, or None (not a number, not finite, or an integer too large for a float)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
         return None
-    return float(x)
+    try:
+        f = float(x)
+    except OverflowError:
+        return None
+    return f if math.isfinite(f) else None
+
+
+def _commit(text: str, source: str, key: str) -> str:
+    """The report's commit: a hash (it is shown in commands and looked up in git), else refused."""
+    if not COMMIT.fullmatch(text):
+        raise HarnessError(f"{source}: {key} {text[:80]!r} is not a commit hash")
+    return text
 
 
 def _median(values: list[Any]) -> float | None:
@@ -93,12 +115,13 @@ def ab_detail(d: dict[str, Any]) -> dict[str, Any]:
     """What a picture of an A/B verdict needs: pair ratios, the interval, the bar, the A/A floor."""
     st = d.get("stats") if isinstance(d.get("stats"), dict) else {}
     nf = d.get("noise_floor") if isinstance(d.get("noise_floor"), dict) else {}
-    pairs = [p for p in d.get("pairs") or [] if isinstance(p, dict)]
+    pairs = [p for p in d.get("pairs") if isinstance(p, dict)] if isinstance(d.get("pairs"), list) else []
     return {"pass_if": d.get("pass_if"), "ratio": d.get("ratio"),
             "ratios": [_number(p.get("ratio")) for p in pairs],
             "median": _number(st.get("median")), "ci_lower": _number(st.get("ci_lower")),
             "ci_upper": _number(st.get("ci_upper")), "confidence": _number(st.get("confidence")),
-            "aa": {"ratios": [_number(p.get("ratio")) for p in nf.get("pairs") or [] if isinstance(p, dict)],
+            "aa": {"ratios": [_number(p.get("ratio")) for p in nf.get("pairs") if isinstance(p, dict)]
+                   if isinstance(nf.get("pairs"), list) else [],
                    "median": _number(nf.get("median")), "ci_lower": _number(nf.get("ci_lower")),
                    "ci_upper": _number(nf.get("ci_upper"))} if nf else None}
 
@@ -107,19 +130,21 @@ def _result_points(r: dict[str, Any]) -> list[tuple[str, float]]:
     """(metric, value) of one verify result: duration always; an A/B verdict's ratio, interval,
     each side's median metric and the A/A floor's median."""
     out: list[tuple[str, float]] = []
+    if r.get("verdict") == "SKIP":  # nothing was measured: a skip's time is not a figure of the criterion
+        return out
     dur = _number(r.get("duration_s"))
     if dur is not None:
         out.append(("duration_s", dur))
     d = r.get("details") if isinstance(r.get("details"), dict) else {}
     for key, v in d.items():  # a matrix entry's build, checks and criteria times
         if key.endswith("_seconds") and _number(v) is not None:
-            out.append((key, float(v)))
+            out.append((key, _number(v)))
     if r.get("kind") == "ab_timing" and isinstance(d.get("stats"), dict):
         for key, metric in (("median", "ratio"), ("ci_lower", "ci_lower"), ("ci_upper", "ci_upper")):
             v = _number(d["stats"].get(key))
             if v is not None:
                 out.append((metric, v))
-        pairs = [p for p in d.get("pairs") or [] if isinstance(p, dict)]
+        pairs = [p for p in d.get("pairs") if isinstance(p, dict)] if isinstance(d.get("pairs"), list) else []
         for side in ("a", "b"):
             m = d.get(f"metric_{side}")
             name = m.get("field") if isinstance(m, dict) and isinstance(m.get("field"), str) else "metric"
@@ -128,7 +153,7 @@ def _result_points(r: dict[str, Any]) -> list[tuple[str, float]]:
                 out.append((f"{side}.{name}", v))
         nf = d.get("noise_floor")
         if isinstance(nf, dict) and _number(nf.get("median")) is not None:
-            out.append(("aa.ratio", float(nf["median"])))
+            out.append(("aa.ratio", _number(nf["median"])))
     return out
 
 
@@ -141,6 +166,7 @@ def report_reading(doc: dict[str, Any], source: str) -> Reading:
     commit = _text(git.get("commit"))
     if not commit:
         raise HarnessError(f"{source}: the report names no commit (git.commit), so it has no place in a history")
+    commit = _commit(commit, source, "git.commit")
     kind = doc.get("kind") if doc.get("kind") in ("matrix", "merged") else "verify"
     sources = [m for m in doc.get("merged_from") or [] if isinstance(m, dict)] if kind == "merged" else []
     if len({(m.get("commit"), m.get("cpu"), m.get("os")) for m in sources}) > 1:
@@ -148,35 +174,80 @@ def report_reading(doc: dict[str, Any], source: str) -> Reading:
                       "(its merged_from lists them)")
     rd = Reading(canonical_digest(doc), source, kind, commit, _text(doc.get("started")), machine_of(doc),
                  dirty=git.get("dirty") is True)
+    started_of = {m.get("source"): _text(m.get("started")) for m in sources if isinstance(m.get("source"), str)}
     for r in doc["results"]:
-        rd.points += [(r["id"], m, v) for m, v in _result_points(r)]
+        # merge names one source's outcome ID@SOURCE where sources differ (a series of its own), and
+        # every source where they agree: the first of those ran it
+        series = r["id"]
+        first = r["source"].split(",")[0] if isinstance(r.get("source"), str) else ""
+        if started_of.get(first):  # a source's result: the source's run made it
+            rd.runs[series] = started_of[first]
+        rd.points += [(series, m, v) for m, v in _result_points(r)]
         d = r.get("details") or {}
-        rd.verdicts.append({"series": r["id"], "kind": r["kind"], "verdict": r["verdict"], "reason": r["reason"],
+        rd.verdicts.append({"series": series, "kind": r["kind"], "verdict": r["verdict"], "reason": r["reason"],
+                            "title": _text(r.get("title")),
                             "detail": ab_detail(d) if r["kind"] == "ab_timing" and d.get("pairs") else None})
     return rd
 
 
+def compare_verdict(w: dict[str, Any]) -> str:
+    """One workload's verdict in the glossary's words (docs/GLOSSARY.md): bytes that must stay the same
+    and changed, else its speed verdict ("identical" for an identical build)."""
+    speed = _text(w.get("speed"))
+    if w.get("bytes") == "changed" and w.get("bytes_rule") == "same":
+        return "bytes-changed"
+    return {"identical build": "identical"}.get(speed, speed or "?")
+
+
+def _compare_detail(doc: dict[str, Any], w: dict[str, Any]) -> dict[str, Any] | None:
+    """A timed workload's picture: its pair ratios (head/base), the interval at the level it was judged
+    at (alpha over the timed workloads), the margin's band (equivalent within it), its A/A floor."""
+    interval = w.get("interval") if isinstance(w.get("interval"), list) else []
+    lo, hi = (interval + [None, None])[:2]
+    pairs = [p for p in w.get("pair_log") or [] if isinstance(p, dict)]
+    if _text(w.get("speed")) not in TIMED or not pairs:
+        return None
+    alpha, tested = _number(doc.get("alpha")), _number(doc.get("tested"))
+    nf = w.get("noise_floor") if isinstance(w.get("noise_floor"), dict) else None
+    ci = nf.get("ci") if nf and isinstance(nf.get("ci"), list) else []
+    margin = _number(w.get("margin"))
+    return {"pass_if": None, "band": [1 / (1 + margin), 1 + margin] if margin else None, "ratio": "head/base",
+            "ratios": [_number(p.get("ratio")) for p in pairs], "median": _number(w.get("ratio")),
+            "ci_lower": _number(lo), "ci_upper": _number(hi),
+            "confidence": 1 - alpha / max(1.0, tested) if alpha and tested else None,
+            "aa": {"ratios": [_number(x) for x in nf.get("ratios")] if isinstance(nf.get("ratios"), list) else [], "median": _number(nf.get("median")),
+                   "ci_lower": _number((ci + [None])[0]), "ci_upper": _number((ci + [None, None])[1])} if nf else None}
+
+
 def compare_reading(doc: dict[str, Any], source: str) -> Reading:
-    """A `kite-compare/N` report: head commit, and per workload its verdict, ratio and interval
-    (the fields listed in docs/HISTORY.md; anything else in it is left alone)."""
+    """A `kite-compare/N` report (the fields listed in docs/HISTORY.md; anything else in it is left
+    alone): the head's commit (for a working tree with changes, the commit it was made on, marked
+    dirty), and per workload its verdict; a timed workload's ratio and interval are its values."""
     head = doc.get("head") if isinstance(doc.get("head"), dict) else {}
-    commit = _text(head.get("commit"))
+    commit, label = _text(head.get("commit")), _text(head.get("label"))
+    dirty = head.get("dirty") is True
+    if dirty and label.endswith("+dirty"):  # the snapshot commit exists only in the cache's worktree
+        commit = label[:-len("+dirty")]
     workloads = doc.get("workloads")
     if not commit or not isinstance(workloads, list):
         raise HarnessError(f"{source}: a compare report needs head.commit and a `workloads` list")
-    rd = Reading(canonical_digest(doc), source, "compare", commit, _text(doc.get("started")), machine_of(doc),
-                 dirty=head.get("dirty") is True)
+    # the machine as a verify report gives it (`system`, `engine_info`), where the report records it
+    machine = machine_of(doc) if isinstance(doc.get("system"), dict) else UNRECORDED
+    rd = Reading(canonical_digest(doc), source, "compare", _commit(commit, source, "head.commit"),
+                 _text(doc.get("started")), machine, dirty=dirty)
     for i, w in enumerate(workloads):
         if not isinstance(w, dict) or not _text(w.get("id")):
             raise HarnessError(f"{source}: workloads[{i}] has no id")
-        for key in ("ratio", "ci_lower", "ci_upper"):
-            v = _number(w.get(key))
-            if v is not None:
-                rd.points.append((w["id"], f"compare.{key}", v))  # head over base: not a criterion's a/b
-        rd.verdicts.append({"series": w["id"], "kind": "compare", "verdict": _text(w.get("verdict")) or "?",
-                            "reason": _text(w.get("bytes")), "detail": ab_detail({
-                                "pass_if": w.get("pass_if"), "pairs": w.get("pairs"),
-                                "stats": {k: w.get(k) for k in ("ci_lower", "ci_upper")} | {"median": w.get("ratio")}})})
+        if _text(w.get("speed")) in TIMED:  # a skipped, identical or failed workload measured nothing
+            interval = w.get("interval") if isinstance(w.get("interval"), list) else []
+            lo, hi = (interval + [None, None])[:2]
+            for key, v in (("ratio", w.get("ratio")), ("ci_lower", lo), ("ci_upper", hi)):
+                if _number(v) is not None:
+                    rd.points.append((w["id"], f"compare.{key}", _number(v)))  # head over base
+        reason = "; ".join(x for x in (f"bytes {_text(w.get('bytes'))}" if _text(w.get("bytes")) else "",
+                                       _text(w.get("reason"))) if x)
+        rd.verdicts.append({"series": w["id"], "kind": "compare", "verdict": compare_verdict(w), "reason": reason,
+                            "title": _text(w.get("title")), "detail": _compare_detail(doc, w)})
     return rd
 
 

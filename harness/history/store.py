@@ -1,7 +1,9 @@
 """The history store: one SQLite file (the standard library's sqlite3). A report is kept once,
 keyed by the digest of its content; its values are keyed by commit, commit time, machine (CPU,
 GPU, driver), series (criterion or workload) and metric. The schema's version is SQLite's
-user_version: an older store is migrated in place, a newer or foreign one refused."""
+user_version: an older store is migrated in place, a newer or foreign one refused. A value or
+verdict names the run that made it (`run`, its start): the same run's value read again from a
+merged report is the same value, counted once."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from typing import Any
 from harness.errors import HarnessError
 from harness.history.points import Machine, Reading
 
-VERSION = 1
+VERSION = 2
 APPLICATION_ID = 0x6B697465  # "kite": tells a kite store from any other SQLite file
 
 SCHEMA = """
@@ -27,15 +29,32 @@ CREATE TABLE reports (id INTEGER PRIMARY KEY, digest TEXT NOT NULL UNIQUE, sourc
                       dirty INTEGER NOT NULL, started TEXT NOT NULL,
                       machine INTEGER NOT NULL REFERENCES machines (id), added TEXT NOT NULL);
 CREATE TABLE points (report INTEGER NOT NULL REFERENCES reports (id), series TEXT NOT NULL,
-                     metric TEXT NOT NULL, value REAL NOT NULL, PRIMARY KEY (report, series, metric));
+                     metric TEXT NOT NULL, value REAL NOT NULL, run TEXT NOT NULL DEFAULT '',
+                     PRIMARY KEY (report, series, metric));
 CREATE TABLE verdicts (report INTEGER NOT NULL REFERENCES reports (id), series TEXT NOT NULL,
                        kind TEXT NOT NULL, verdict TEXT NOT NULL, reason TEXT NOT NULL, detail TEXT,
+                       run TEXT NOT NULL DEFAULT '', title TEXT NOT NULL DEFAULT '',
                        PRIMARY KEY (report, series));
 CREATE INDEX points_series ON points (series, metric);
 """
+TABLES = {"machines": ("id", "cpu", "gpu", "driver"),
+          "reports": ("id", "digest", "source", "kind", "revision", "commit_time", "dirty", "started", "machine",
+                      "added"),
+          "points": ("report", "series", "metric", "value", "run"),
+          "verdicts": ("report", "series", "kind", "verdict", "reason", "detail", "run", "title")}
 
-# version N -> the SQL that makes a version-N store version N + 1 (none yet: 1 is the first)
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {}
+
+def _v1_to_v2(db: sqlite3.Connection) -> None:
+    """Each value and verdict names its run (the report's start, as version 1 knew it); verdicts keep
+    the criterion's title."""
+    for table in ("points", "verdicts"):
+        db.execute(f"ALTER TABLE {table} ADD COLUMN run TEXT NOT NULL DEFAULT ''")
+        db.execute(f"UPDATE {table} SET run = (SELECT started FROM reports WHERE reports.id = {table}.report)")
+    db.execute("ALTER TABLE verdicts ADD COLUMN title TEXT NOT NULL DEFAULT ''")
+
+
+# version N -> the SQL that makes a version-N store version N + 1
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _v1_to_v2}
 
 
 @dataclass(frozen=True)
@@ -93,6 +112,13 @@ class Store:
                 step(self.db)
                 version += 1
                 self.db.execute(f"PRAGMA user_version = {version}")
+        missing = [f"{t}.{c}" for t, cols in TABLES.items() for c in cols if c not in self._columns(t)]
+        if missing:
+            raise HarnessError(f"{self.path}: a damaged history store (no {', '.join(missing[:6])}); rebuild it "
+                               "with `python3 -m harness history add` from the reports, or name another file")
+
+    def _columns(self, table: str) -> set[str]:
+        return {r[1] for r in self.db.execute(f"PRAGMA table_info({table})")}
 
     def close(self) -> None:
         self.db.close()
@@ -128,11 +154,13 @@ class Store:
                 (rd.digest, rd.source, rd.kind, rd.commit, commit_time, int(rd.dirty), rd.started, mid,
                  datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")))
             rid = cur.lastrowid
-            self.db.executemany("INSERT OR REPLACE INTO points VALUES (?, ?, ?, ?)",
-                                [(rid, s, k, v) for s, k, v in rd.points])
-            self.db.executemany("INSERT OR REPLACE INTO verdicts VALUES (?, ?, ?, ?, ?, ?)",
+            self.db.executemany("INSERT OR REPLACE INTO points (report, series, metric, value, run) "
+                                "VALUES (?, ?, ?, ?, ?)", [(rid, s, k, v, rd.run_of(s)) for s, k, v in rd.points])
+            self.db.executemany("INSERT OR REPLACE INTO verdicts (report, series, kind, verdict, reason, detail, "
+                                "run, title) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                                 [(rid, v["series"], v["kind"], v["verdict"], v["reason"],
-                                  json.dumps(v["detail"]) if v["detail"] is not None else None)
+                                  json.dumps(v["detail"]) if v["detail"] is not None else None,
+                                  rd.run_of(v["series"]), v.get("title") or "")
                                  for v in rd.verdicts])
 
     # ---- reading ---------------------------------------------------------------------------
@@ -149,21 +177,30 @@ class Store:
         return [r[0] for r in self.db.execute("SELECT DISTINCT metric FROM points WHERE series = ? ORDER BY 1",
                                               (series,))]
 
+    # a run's value read from two reports (a verify report and a merge of it) is one value: the
+    # first report kept of each (commit, machine, run) counts
+    _ONCE = ("{t}.rowid IN (SELECT min(x.rowid) FROM {table} x JOIN reports y ON y.id = x.report "
+             "WHERE x.series = ?{metric} GROUP BY y.revision, y.dirty, y.machine, x.run)")
+
     def series(self, series: str, metric: str) -> list[Point]:
-        """The values of one series and metric, all machines, in commit-time order."""
+        """The values of one series and metric, all machines, in commit-time order, each run once."""
         rows = self.db.execute(
-            "SELECT r.revision, r.commit_time, r.started, m.cpu, m.gpu, m.driver, p.value, r.id, r.dirty "
+            "SELECT r.revision, r.commit_time, p.run, m.cpu, m.gpu, m.driver, p.value, r.id, r.dirty "
             "FROM points p JOIN reports r ON r.id = p.report JOIN machines m ON m.id = r.machine "
-            "WHERE p.series = ? AND p.metric = ? ORDER BY r.commit_time, r.started, r.id", (series, metric))
+            "WHERE p.series = ? AND p.metric = ? AND " + self._ONCE.format(t="p", table="points", metric=" AND x.metric = ?")
+            + " ORDER BY r.commit_time, r.started, r.id", (series, metric, series, metric))
         return [Point(a, b, c, Machine(d, e, f), v, rid, bool(dirty)) for a, b, c, d, e, f, v, rid, dirty in rows]
 
     def verdicts(self, series: str) -> list[dict[str, Any]]:
+        """The verdicts of one series, all machines, in commit-time order, each run once."""
         rows = self.db.execute(
-            "SELECT r.revision, r.commit_time, r.started, m.gpu, v.kind, v.verdict, v.reason, v.detail, r.source "
-            "FROM verdicts v JOIN reports r ON r.id = v.report JOIN machines m ON m.id = r.machine "
-            "WHERE v.series = ? ORDER BY r.commit_time, r.started, r.id", (series,))
+            "SELECT r.revision, r.commit_time, v.run, m.gpu, v.kind, v.verdict, v.reason, v.detail, r.source, "
+            "v.title, m.cpu, m.driver FROM verdicts v JOIN reports r ON r.id = v.report "
+            "JOIN machines m ON m.id = r.machine WHERE v.series = ? AND " + self._ONCE.format(t="v", table="verdicts", metric="")
+            + " ORDER BY r.commit_time, r.started, r.id", (series, series))
         return [{"revision": a, "commit_time": b, "started": c, "gpu": d, "kind": e, "verdict": f, "reason": g,
-                 "detail": json.loads(h) if h else None, "source": s} for a, b, c, d, e, f, g, h, s in rows]
+                 "detail": json.loads(h) if h else None, "source": s, "title": t, "machine": Machine(cpu, d, drv)}
+                for a, b, c, d, e, f, g, h, s, t, cpu, drv in rows]
 
 
 def by_machine(points: list[Point]) -> dict[Machine, list[Point]]:

@@ -144,7 +144,7 @@ def damage(doc: dict[str, Any]) -> str | None:
         try:  # whatever else is in it must still render
             render_markdown(doc)
             render_junit(doc)
-        except (TypeError, KeyError, AttributeError, ValueError, IndexError) as e:
+        except (TypeError, KeyError, AttributeError, ValueError, IndexError, OverflowError) as e:
             problem = f"cannot render it ({type(e).__name__}: {e})"
     return problem
 

@@ -21,7 +21,8 @@ REDUCERS = ("median", "mean", "min", "max", "first", "last", "sum", "rest_median
 RATIOS = ("a/b", "b/a")
 PASS_STATS = ("ci_lower", "ci_upper", "median")
 # A/B confidence interval of the median ratio: percentile bootstrap (the default), BCa bootstrap, or
-# the distribution-free order-statistic interval (docs/TIMING.md gives their measured coverage)
+# the distribution-free order-statistic interval (docs/CRITERIA.md, "How far to trust a timing
+# verdict", gives their measured coverage)
 INTERVALS = ("percentile", "bca", "order")
 # Placeholders the harness resolves (case keys add their own).
 PLACEHOLDERS = ("bin", "module", "testmods", "model", "nonexistent", "engine", "engine_dir", "work",

@@ -74,7 +74,8 @@ def test_changed_value_is_bytes_changed(repo, tmp_path):
     d = w["bytes_detail"][0]
     assert (d["first_index"], d["differing"], d["first_values"]) == (7, 1, [3.5, 4.5])
     assert d["max_ulp"] > 0 and d["nmse"] > 0
-    assert "CHANGED (must stay same)" in (tmp_path / "r" / "report.md").read_text()
+    md = (tmp_path / "r" / "report.md").read_text()
+    assert "bytes changed (must stay the same)" in md and "first at index 7: base 3.5, head 4.5" in md
 
 
 def test_fail_on_bytes_ignores_the_speed_verdict(repo, tmp_path):

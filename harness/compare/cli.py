@@ -1,5 +1,6 @@
 """The `compare` and `bisect` subcommands: their options, and the exit status of their verdicts.
-A progress or output write that fails (a closed pipe) never changes the exit status."""
+A progress or output write that fails (a closed pipe) never changes the exit status: the CLI runs
+under the console guard (harness/console.py)."""
 
 from __future__ import annotations
 
@@ -22,29 +23,9 @@ BISECT_HELP = "the first commit whose workload bytes changed or whose speed regr
 BISECT_EXIT = "exit status: 0 the first bad commit found and confirmed, 1 none found or not confirmed, 2 usage error"
 
 
-class Out:
-    """stdout and stderr writes that survive a closed pipe: after the first failure the stream is
-    pointed at /dev/null, so that neither a later write nor the interpreter's exit changes the status."""
-
-    @staticmethod
-    def write(stream: object, text: str) -> None:
-        try:
-            print(text, file=stream, flush=True)  # type: ignore[arg-type]
-        except (BrokenPipeError, ValueError, OSError):
-            try:
-                null = os.open(os.devnull, os.O_WRONLY)
-                os.dup2(null, stream.fileno())  # type: ignore[attr-defined]
-                os.close(null)
-            except (OSError, ValueError, AttributeError):
-                pass
-
-    @classmethod
-    def say(cls, text: str) -> None:
-        cls.write(sys.stderr, text)
-
-    @classmethod
-    def show(cls, text: str) -> None:
-        cls.write(sys.stdout, text)
+def say(text: str) -> None:
+    """Progress on stderr (the CLI runs under harness/console.py's guard: a closed pipe is dropped)."""
+    print(text, file=sys.stderr, flush=True)
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -105,20 +86,21 @@ def _folder(args: argparse.Namespace, cfg: Config) -> Path:
 def run_compare_cmd(args: argparse.Namespace, cfg: Config) -> int:
     opts = _options(args, args.base, args.head)
     out = _folder(args, cfg)
-    c = run_compare(cfg, opts, out, Out.say)
-    report.write(c, out, args.fail_on)
-    report.publish(c, out, args.fail_on)
-    Out.show(report.render_markdown(c, args.fail_on).split("\n## Details")[0].rstrip())
-    Out.say(f"compare: report in {out}")
+    c = run_compare(cfg, opts, out, say)
+    links = report.links_for(os.environ, out, cfg.root)
+    report.write(c, out, args.fail_on, links)
+    report.publish(c, out, args.fail_on, links=links)
+    print(report.render_markdown(c, args.fail_on, links).split("\n## Details")[0].rstrip(), flush=True)
+    say(f"compare: report in {out}")
     return 1 if c.failed(args.fail_on) else 0
 
 
 def run_bisect_cmd(args: argparse.Namespace, cfg: Config) -> int:
     opts = _options(args, args.good, args.bad)
     out = _folder(args, cfg)
-    b = bisect.run_bisect(cfg, args.good, args.bad, args.workload, args.what, opts, out, Out.say)
+    b = bisect.run_bisect(cfg, args.good, args.bad, args.workload, args.what, opts, out, say)
     atomic_write(out / "bisect.json", json.dumps(b.to_json(), indent=1) + "\n")
     atomic_write(out / "report.md", bisect.render_markdown(b))
-    Out.show(bisect.render_markdown(b).rstrip())
-    Out.say(f"bisect: report in {out}")
+    print(bisect.render_markdown(b).rstrip(), flush=True)
+    say(f"bisect: report in {out}")
     return 0 if b.culprit and b.confirmed else 1

@@ -20,6 +20,7 @@ import yaml
 from harness import __version__, console
 from harness.build.cmake import build
 from harness.compare import cli as compare_cli
+from harness.compare import pr as compare_pr
 from harness.errors import HarnessError, SchemaErrors
 from harness.history import cli as history_cli
 from harness.matrix import cli as matrix_cli
@@ -380,6 +381,12 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     return compare_cli.run_bisect_cmd(args, _config(args))
 
 
+def cmd_pr(args: argparse.Namespace) -> int:
+    if args.pr_cmd == "comment":
+        return compare_pr.run_pr_comment(args)
+    return compare_pr.run_pr_compare(args, _config(args))
+
+
 def cmd_fuzz(args: argparse.Namespace) -> int:
     """libFuzzer over the GGUF reader and the model loader; --sanitizers for the ASan/valgrind runs."""
     return int(fuzz.run(args, _root(args)))
@@ -517,6 +524,7 @@ def make_parser() -> argparse.ArgumentParser:
     compare_cli.add_compare_arguments(_sub(sub, "compare", compare_cli.COMPARE_HELP, compare_cli.COMPARE_EXIT,
                                            cmd_compare))
     compare_cli.add_bisect_arguments(_sub(sub, "bisect", compare_cli.BISECT_HELP, compare_cli.BISECT_EXIT, cmd_bisect))
+    compare_pr.add_arguments(_sub(sub, "pr", compare_pr.HELP, compare_pr.EXIT, cmd_pr))
     return p
 
 

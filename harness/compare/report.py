@@ -34,7 +34,7 @@ ANCHORS = {"identical build": "identical", "bytes changed": "bytes-changed", "re
 FOOTNOTE = ("How to read this: base and head ran alternately on the same machine, many times. The change is "
             "head's time against base's (+5 % = head takes 5 % longer). The interval is where the true change "
             "lies, with {conf} % confidence for all workloads together. **regressed**: head is slower (the "
-            "whole interval is above 0); **improved**: faster; **equivalent**: within ±{margin} either way; "
+            "whole interval is above 0 %); **improved**: faster; **equivalent**: within ±{margin} either way; "
             "**inconclusive**: the runs were too noisy to tell within the time allowed, so no claim is made. "
             "A workload whose bytes must stay the same fails when they change, whatever its speed.")
 
@@ -171,6 +171,12 @@ def overall(c: Compare, fail_on: str) -> str:
     return "FAIL" if c.failed(fail_on) else "PASS"
 
 
+def headline(c: Compare, fail_on: str) -> str:
+    """The verdict, and why a regression did not fail it (--fail-on bytes)."""
+    quiet = fail_on == "bytes" and not c.failed(fail_on) and c.failed("any")
+    return overall(c, fail_on) + (" (speed is reported, not failed: --fail-on bytes)" if quiet else "")
+
+
 def _skips(c: Compare) -> list[str]:
     """Skipped workloads grouped by reason: 'CMP3, CMP4: no GPU (...)'."""
     by: dict[str, list[str]] = {}
@@ -295,7 +301,7 @@ def render_comment(c: Compare, fail_on: str = "any", links: Links | None = None)
     margins = sorted({o.margin for o in c.outcomes if o.pairs})
     margin = " / ".join(f"{m * 100:g} %" for m in margins) or "the margin"
     note = FOOTNOTE.format(conf=f"{(1 - c.alpha) * 100:g}", margin=margin)
-    return (f"**kite compare** `{c.base.label}` → `{c.head.label}`: **{overall(c, fail_on)}**\n\n"
+    return (f"**kite compare** `{c.base.label}` → `{c.head.label}`: **{headline(c, fail_on)}**\n\n"
             + _table(verdict_rows(c, links), HEADERS) + "\n\n" + "\n".join(findings(c, links))
             + f"\n\n<sub>{note}</sub>\n")
 

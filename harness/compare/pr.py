@@ -29,15 +29,15 @@ from harness.spec import inputs
 from harness.spec.config import Config
 
 HELP = "compare in a pull request's CI job and post its comment (the GitHub action; docs/COMPARE.md)"
-EXIT = ("exit status: pr compare: that of compare (0 pass, 1 fail, 2 usage or harness error); pr comment: 0 posted, "
-        "updated, or not possible (a read-only token: said as a warning), 2 usage error")
+EXIT = ("exit status: 0 compare passed, or the comment was posted, updated or could not be (a read-only token: "
+        "a warning), 1 compare failed, 2 usage or harness error")
 MARKER = "<!-- kite-compare: {key} -->"
 KEY = re.compile(r"[A-Za-z0-9._-]{1,64}")
 GH_TIMEOUT = 60.0
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    sub = p.add_subparsers(dest="pr_cmd", metavar="STEP", required=True)
+    sub = p.add_subparsers(dest="pr_cmd", metavar="STEP", required=True, help="compare, then comment")
     c = sub.add_parser("compare", help="compare the pull request's base with the checkout (HEAD)")
     c.add_argument("--base", default="", metavar="REV", help="base revision (default: the pull request's base commit)")
     c.add_argument("--workloads", default="", metavar="'ID ...'", help="workload ids, space-separated (default: all)")

@@ -43,6 +43,7 @@ class Options:
     max_seconds: float | None = None
     bisect_bad: str = ""  # the commit a failure's bisect ends at (default: head; a pull request: its head)
     bisect_fetch: bool = False  # the bisect command fetches its commits first (they are a CI clone's)
+    time: bool = True  # False: bytes only, nothing timed (bisect --what bytes)
 
 
 @dataclass
@@ -187,6 +188,9 @@ def run_compare(cfg: Config, opts: Options, report_dir: Path, say: Callable[[str
                 compare_dumps(run, out)
         except CriterionFail as e:
             out.speed, out.reason = "error", e.reason
+            continue
+        if not opts.time:
+            out.speed, out.reason = "not timed", "bytes only (bisect --what bytes)"
             continue
         to_time.append((c, out, run))
     m = max(1, len(to_time))

@@ -209,8 +209,9 @@ def sequential(run: Runner, out: Outcome, alpha: float, say: Callable[[str], Non
                                  "ratio": v["head"] / v["base"]})
         seq.add(block)
         lo, hi = seq.ratio_interval()
-        say(f"  [{run.crit.id}] {seq.pairs} pairs: ratio {seq.ratio():.4f}, interval [{lo:.4f}, {hi:.4f}] "
-            f"(equivalent within [{1 / (1 + s.margin):.4f}, {1 + s.margin:.4f}])")
+        # the target, not a verdict: the verdict is decided at the end (Holm), and may be inconclusive
+        say(f"  [{run.crit.id}] {seq.pairs} pairs: ratio {seq.ratio():.4f}, interval [{lo:.4f}, {hi:.4f}], "
+            f"target [{1 / (1 + s.margin):.4f}, {1 + s.margin:.4f}]")
         if seq.decided() is not None:
             break
         spent = clock() - t0

@@ -30,6 +30,8 @@ from harness.models import cli as models_cli
 from harness.process import interrupts, run_process
 from harness.report.document import Report, render_junit, render_markdown, resolve_latest, resume_target
 from harness.report.document import _table as table
+from harness.report.lock import build_lock
+from harness.run.result import utc_now
 from harness.run.probes import Probes
 from harness.run.runner import Context, CriterionFail, prepare
 from harness.spec import criteria as C
@@ -95,8 +97,9 @@ def cmd_build(args: argparse.Namespace) -> int:
             raise HarnessError(f"unknown build {n!r}; builds in {cfg.path.name}: {', '.join(cfg.builds)}")
     rc = 0
     rows = []
-    for n in names:
-        r = build(cfg, n, force=args.force, progress=_say)
+    with build_lock(cfg.root / cfg.build_dir).acquire(utc_now(), sys.argv, wait=_say):
+        results = [(n, build(cfg, n, force=args.force, progress=_say)) for n in names]
+    for n, r in results:
         rows.append([n, r.engine.status, r.module.status, r.engine.reason or r.module.reason, f"{r.seconds:.1f}"])
         if not r.engine_ok or r.module.status == "failed":
             rc = 1

@@ -315,3 +315,16 @@ def test_seconds_budget_ends_timing_inconclusive():
     assert seq.pairs == 12 and seq.decided() is None  # looks at 25, 50, 75 s: the third is past 60 s
     assert len(lines) == 3 and lines[0].startswith("  [W] 4 pairs: ratio ")
     assert run.n == 2 + 2 * 12  # one warm-up a side, then the pairs
+
+
+def test_default_cache_is_per_project(tmp_path, monkeypatch):
+    """Two clones do not share checkouts (git worktrees of one clone) unless told to."""
+    from harness.compare.revisions import CACHE_ENV, default_cache  # noqa: PLC0415 - test-local
+
+    monkeypatch.delenv(CACHE_ENV, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    a, b = default_cache(tmp_path / "one" / "kite"), default_cache(tmp_path / "two" / "kite")
+    assert a != b and a.parent == b.parent == tmp_path / "xdg" / "kite" / "compare"
+    assert a.name.startswith("kite-") and default_cache(tmp_path / "one" / "kite") == a
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "shared"))  # shared on purpose
+    assert default_cache(tmp_path / "one" / "kite") == default_cache(tmp_path / "two" / "kite") == tmp_path / "shared"

@@ -32,7 +32,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--file", dest="files", action="append", default=[], metavar="FILE",
                    help="criteria file with the workloads (repeatable; default: regressions/*.yaml)")
     p.add_argument("--cache", type=Path, metavar="DIR", help=f"worktrees and builds of revisions (default: "
-                   f"${revisions.CACHE_ENV}, else ~/.cache/kite/compare)")
+                   f"${revisions.CACHE_ENV}, else ~/.cache/kite/compare/<project>-<hash of its path>)")
     p.add_argument("--out", type=Path, metavar="DIR", help="report folder (default: reports/<time>-compare)")
     p.add_argument("--no-short-circuit", dest="short_circuit", action="store_false",
                    help="run the workloads even when both builds are identical (an A/A run)")

@@ -112,7 +112,7 @@ def run_compare(cfg: Config, opts: Options, report_dir: Path, say: Callable[[str
     if same:
         say(f"compare: base and head are the same source tree ({base.label}): nothing can differ"
             + ("; nothing is built or run (--no-short-circuit: an A/A run)" if opts.short_circuit else ""))
-    cache = Cache(opts.cache or revisions.default_cache(), repo, say)
+    cache = Cache(opts.cache or revisions.default_cache(repo), repo, say)
     models = Models(cfg, say)
     sides_by_build: dict[str, dict[str, Side] | str] = {}
     builds: dict[str, dict[str, Any]] = {}

@@ -63,6 +63,8 @@ def test_planted_slowdown_is_regressed(repo, tmp_path, capsys):
     err = capsys.readouterr().err
     assert "[W1] 4 pairs: ratio 1.1200, interval" in err  # progress while it runs
     assert "target [0.9804, 1.0200]" in err and "equivalent" not in err  # a target, not a verdict
+    logs = sorted(x.name for x in (tmp_path / "r" / "logs" / "W1").iterdir())
+    assert logs and all(".dump." in x for x in logs)  # the timed runs' logs are kept only when one fails
     junit = (tmp_path / "r" / "junit.xml").read_text()
     assert 'failures="1"' in junit and "regressed" in junit
 

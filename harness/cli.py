@@ -41,7 +41,7 @@ from harness.spec.criteria import Criterion
 from harness.spec.depends import dependency_digests
 from harness.spec.project import Project, locate
 from harness.spec.validate import MAX_TIMEOUT_S
-from harness.tools import fuzz, oracle
+from harness.tools import clean, fuzz, oracle
 from harness.verify import TRUST_ENV, Session, VerifyOptions, default_files, load_criteria, verify
 
 PROG = "harness"  # one name in usage and error lines (`python -m harness`, `kite-harness`)
@@ -384,6 +384,10 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     return compare_cli.run_bisect_cmd(args, _config(args))
 
 
+def cmd_clean(args: argparse.Namespace) -> int:
+    return clean.run_clean(args, _config(args))
+
+
 def cmd_pr(args: argparse.Namespace) -> int:
     if args.pr_cmd == "comment":
         return compare_pr.run_pr_comment(args)
@@ -528,6 +532,7 @@ def make_parser() -> argparse.ArgumentParser:
                                            cmd_compare))
     compare_cli.add_bisect_arguments(_sub(sub, "bisect", compare_cli.BISECT_HELP, compare_cli.BISECT_EXIT, cmd_bisect))
     compare_pr.add_arguments(_sub(sub, "pr", compare_pr.HELP, compare_pr.EXIT, cmd_pr))
+    clean.add_arguments(_sub(sub, "clean", clean.HELP, clean.EXIT, cmd_clean, clean.__doc__))
     return p
 
 

@@ -158,7 +158,7 @@ class Job:
             if src is None or not (self.ws / src).exists():
                 return {}
             shutil.copytree(self.ws / src, self.artifacts / with_["name"])
-            return {"artifact-url": f"https://github.invalid/someone/engine/actions/runs/77/artifacts/9"}
+            return {"artifact-url": "https://github.invalid/someone/engine/actions/runs/77/artifacts/9"}
         if KITE_ACTION.match(uses) or uses == "./.github/actions/compare":
             remote = uses.partition("/.github/")[0] if KITE_ACTION.match(uses) else ""
             self.github["action_repository"] = remote  # the runner's context inside the action

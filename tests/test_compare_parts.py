@@ -203,7 +203,7 @@ def test_comment_has_what_a_reviewer_acts_on():
     assert "max ULP 3 where the signs agree; 1 element(s) change sign" in text and "2130706432" not in text
     assert "machine: Test CPU, 2 cores, 23.4 GiB, Linux 6.1" in text
     assert f"python3 -m harness bisect {'a' * 40} {'b' * 40} --workload B --what bytes" in text
-    assert f"--workload 'S|1' --what speed" in text  # quoted: runs as printed
+    assert "--workload 'S|1' --what speed" in text  # quoted: runs as printed
     assert f"[run]({LINKS.run}) · [report artifact]({LINKS.artifact})" in text
     assert "How to read this" in text and "Holm" not in text  # a footnote for a reviewer, not a statistician
 

@@ -170,3 +170,17 @@ def test_byte_change_pull_request_fails_with_its_bisect(scratch, tmp_path):
     r = subprocess.run(["bash", "-c", cmd], cwd=clone, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     assert f"first bad commit: **{c[5]}** (confirmed)" in r.stdout
+
+
+def test_pr_compare_outside_a_pull_request_says_why(tmp_path, monkeypatch, capsys):
+    from harness.cli import main  # noqa: PLC0415 - test-local
+
+    monkeypatch.delenv("GITHUB_EVENT_PATH", raising=False)
+    assert main(["--root", str(REPO), "pr", "compare"]) == 2
+    assert "not in a GitHub Actions job: $GITHUB_EVENT_PATH is not set" in capsys.readouterr().err
+    push = tmp_path / "event.json"
+    push.write_text(json.dumps({"ref": "refs/heads/main"}))
+    monkeypatch.setenv("GITHUB_EVENT_PATH", str(push))
+    monkeypatch.setenv("GITHUB_EVENT_NAME", "push")
+    assert main(["--root", str(REPO), "pr", "comment", "--report", str(tmp_path)]) == 2
+    assert "not a pull request event (push); run the action `on: pull_request`" in capsys.readouterr().err

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from harness.run.probes import gpu_device
-from tests.compare_repo import git, make_repo
+from tests.compare_repo import WORKLOADS, git, make_repo
 from tests.github_job import REPO, Job, fake_gh, job_env
 
 ACTIONLINT = shutil.which("actionlint") or shutil.which("actionlint", path=str(Path(sys.executable).parent))
@@ -66,20 +66,9 @@ jobs:
 """
 
 
-GPU_WORKLOAD = """version: 1
-criteria:
-  - id: W2
-    title: the same on a GPU
-    kind: compare
-    requires: [gpu]
-    args: [run, "1000"]
-    dumps: [values]
-    bytes: same
-    metric: {field: timings.work}
-    margin: 0.02
-    budget: {pairs: 64}
-    warmups: 0
-"""
+# W1 again, on a GPU: it skips here, and the comment says why
+GPU_WORKLOAD = WORKLOADS.replace("id: W1", "id: W2").replace("    kind: compare\n", "    kind: compare\n"
+                                                                "    requires: [gpu]\n")
 
 
 @pytest.fixture(scope="module")

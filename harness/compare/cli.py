@@ -28,7 +28,7 @@ def say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-def _common(p: argparse.ArgumentParser) -> None:
+def add_common_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--file", dest="files", action="append", default=[], metavar="FILE",
                    help="criteria file with the workloads (repeatable; default: regressions/*.yaml)")
     p.add_argument("--cache", type=Path, metavar="DIR", help=f"worktrees and builds of revisions (default: "
@@ -50,7 +50,7 @@ def add_compare_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fail-on", choices=("any", "bytes"), default="any",
                    help="any: exit 1 on a regression or changed bytes (default); bytes: only changed bytes that "
                         "must stay the same fail (speed verdicts are reported, e.g. on a noisy shared CI machine)")
-    _common(p)
+    add_common_arguments(p)
 
 
 def add_bisect_arguments(p: argparse.ArgumentParser) -> None:
@@ -59,10 +59,10 @@ def add_bisect_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workload", required=True, metavar="ID", help="the workload (kind: compare) to judge by")
     p.add_argument("--what", choices=bisect.WHAT, default="any",
                    help="what makes a commit bad: changed bytes, a speed regression, or either (default any)")
-    _common(p)
+    add_common_arguments(p)
 
 
-def _options(args: argparse.Namespace, base: str, head: str) -> Options:
+def options_from(args: argparse.Namespace, base: str, head: str) -> Options:
     if not 0 < args.alpha < 0.5:
         raise HarnessError(f"--alpha must be in (0, 0.5), not {args.alpha:g}")
     if args.max_pairs is not None and args.max_pairs < 4:
@@ -84,7 +84,7 @@ def _folder(args: argparse.Namespace, cfg: Config) -> Path:
 
 
 def run_compare_cmd(args: argparse.Namespace, cfg: Config) -> int:
-    opts = _options(args, args.base, args.head)
+    opts = options_from(args, args.base, args.head)
     out = _folder(args, cfg)
     c = run_compare(cfg, opts, out, say)
     links = report.links_for(os.environ, out, cfg.root)
@@ -96,7 +96,7 @@ def run_compare_cmd(args: argparse.Namespace, cfg: Config) -> int:
 
 
 def run_bisect_cmd(args: argparse.Namespace, cfg: Config) -> int:
-    opts = _options(args, args.good, args.bad)
+    opts = options_from(args, args.good, args.bad)
     out = _folder(args, cfg)
     b = bisect.run_bisect(cfg, args.good, args.bad, args.workload, args.what, opts, out, say)
     atomic_write(out / "bisect.json", json.dumps(b.to_json(), indent=1) + "\n")

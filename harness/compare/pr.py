@@ -43,7 +43,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     c.add_argument("--workloads", default="", metavar="'ID ...'", help="workload ids, space-separated (default: all)")
     c.add_argument("--fail-on", choices=("any", "bytes"), default="bytes",
                    help="bytes (default: a shared runner's timing noise fails nothing) or any")
-    compare_cli._common(c)
+    compare_cli.add_common_arguments(c)
     c.set_defaults(out=None)
     m = sub.add_parser("comment", help="post the report's comment on the pull request, or update the one posted before")
     m.add_argument("--report", required=True, type=Path, metavar="DIR", help="the compare's report folder")
@@ -104,7 +104,7 @@ def run_pr_compare(args: argparse.Namespace, cfg: Config, env: Mapping[str, str]
         raise HarnessError(f"{out} exists: `pr compare` runs once in a fresh checkout")
     _output(env, {"report": str(out)})  # the upload step finds the folder even when the compare fails
     args.only, args.out = args.workloads.split(), out
-    opts = compare_cli._options(args, base, "HEAD")
+    opts = compare_cli.options_from(args, base, "HEAD")
     opts.bisect_bad, opts.bisect_fetch = _sha(pr, "head"), True
     out.mkdir(parents=True)
     c = run_compare(cfg, opts, out, compare_cli.say)

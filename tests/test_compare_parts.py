@@ -329,3 +329,23 @@ def test_default_cache_is_per_project(tmp_path, monkeypatch):
     monkeypatch.setenv(CACHE_ENV, str(tmp_path / "shared"))  # shared on purpose
     assert default_cache(tmp_path / "one" / "kite") == default_cache(tmp_path / "two" / "kite") == tmp_path / "shared"
 
+
+
+def test_a_timed_run_keeps_its_log_only_when_it_fails(tmp_path):
+    """A compare times hundreds of runs: their logs are written only for one that failed."""
+    from types import SimpleNamespace  # noqa: PLC0415 - test-local
+
+    from harness.compare.workload import Runner  # noqa: PLC0415
+    from harness.run.runner import CriterionFail  # noqa: PLC0415
+
+    run = object.__new__(Runner)
+    run.crit, run.report_dir, run.runs = SimpleNamespace(id="W", timeout_s=30), tmp_path, 0
+    run.cfgs = {"base": None}
+    run.prepared = {"base": SimpleNamespace(argv=["sh", "-c", 'echo out; echo err >&2; exit "$0"'], env={})}
+    run._run("base", ["0"], "pair1.base", keep_log=False)
+    assert not (tmp_path / "logs").exists()
+    with pytest.raises(CriterionFail, match=r"pair2\.base: engine .*\(log: logs/W/pair2\.base\.\*\)"):
+        run._run("base", ["3"], "pair2.base", keep_log=False)
+    logs = tmp_path / "logs" / "W"
+    assert sorted(x.name for x in logs.iterdir()) == ["pair2.base.cmd", "pair2.base.stderr", "pair2.base.stdout"]
+    assert (logs / "pair2.base.stdout").read_text() == "out\n" and (logs / "pair2.base.stderr").read_text() == "err\n"

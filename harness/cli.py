@@ -20,6 +20,7 @@ import yaml
 from harness import __version__, console
 from harness.build.cmake import build
 from harness.compare import cli as compare_cli
+from harness.compare import pr as compare_pr
 from harness.errors import HarnessError, SchemaErrors
 from harness.history import cli as history_cli
 from harness.matrix import cli as matrix_cli
@@ -29,6 +30,8 @@ from harness.models import cli as models_cli
 from harness.process import interrupts, run_process
 from harness.report.document import Report, render_junit, render_markdown, resolve_latest, resume_target
 from harness.report.document import _table as table
+from harness.report.lock import build_lock
+from harness.run.result import utc_now
 from harness.run.probes import Probes
 from harness.run.runner import Context, CriterionFail, prepare
 from harness.spec import criteria as C
@@ -38,7 +41,7 @@ from harness.spec.criteria import Criterion
 from harness.spec.depends import dependency_digests
 from harness.spec.project import Project, locate
 from harness.spec.validate import MAX_TIMEOUT_S
-from harness.tools import fuzz, oracle
+from harness.tools import clean, fuzz, oracle
 from harness.verify import TRUST_ENV, Session, VerifyOptions, default_files, load_criteria, verify
 
 PROG = "harness"  # one name in usage and error lines (`python -m harness`, `kite-harness`)
@@ -94,8 +97,9 @@ def cmd_build(args: argparse.Namespace) -> int:
             raise HarnessError(f"unknown build {n!r}; builds in {cfg.path.name}: {', '.join(cfg.builds)}")
     rc = 0
     rows = []
-    for n in names:
-        r = build(cfg, n, force=args.force, progress=_say)
+    with build_lock(cfg.root / cfg.build_dir).acquire(utc_now(), sys.argv, wait=_say):
+        results = [(n, build(cfg, n, force=args.force, progress=_say)) for n in names]
+    for n, r in results:
         rows.append([n, r.engine.status, r.module.status, r.engine.reason or r.module.reason, f"{r.seconds:.1f}"])
         if not r.engine_ok or r.module.status == "failed":
             rc = 1
@@ -380,6 +384,16 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     return compare_cli.run_bisect_cmd(args, _config(args))
 
 
+def cmd_clean(args: argparse.Namespace) -> int:
+    return clean.run_clean(args, _config(args))
+
+
+def cmd_pr(args: argparse.Namespace) -> int:
+    if args.pr_cmd == "comment":
+        return compare_pr.run_pr_comment(args)
+    return compare_pr.run_pr_compare(args, _config(args))
+
+
 def cmd_fuzz(args: argparse.Namespace) -> int:
     """libFuzzer over the GGUF reader and the model loader; --sanitizers for the ASan/valgrind runs."""
     return int(fuzz.run(args, _root(args)))
@@ -517,6 +531,8 @@ def make_parser() -> argparse.ArgumentParser:
     compare_cli.add_compare_arguments(_sub(sub, "compare", compare_cli.COMPARE_HELP, compare_cli.COMPARE_EXIT,
                                            cmd_compare))
     compare_cli.add_bisect_arguments(_sub(sub, "bisect", compare_cli.BISECT_HELP, compare_cli.BISECT_EXIT, cmd_bisect))
+    compare_pr.add_arguments(_sub(sub, "pr", compare_pr.HELP, compare_pr.EXIT, cmd_pr))
+    clean.add_arguments(_sub(sub, "clean", clean.HELP, clean.EXIT, cmd_clean, clean.__doc__))
     return p
 
 

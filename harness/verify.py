@@ -16,7 +16,7 @@ from harness.spec import depends, provenance, registry
 from harness.report import document as report
 from harness.report import github
 from harness.report import resume
-from harness.report.lock import ReportLock
+from harness.report.lock import ReportLock, build_lock
 from harness.spec import schema
 from harness.report import sysinfo
 from harness.build.cmake import BuildResult, build
@@ -211,7 +211,11 @@ def verify(cfg: Config, opts: VerifyOptions, say: Callable[[str], None] | None =
     if lock.notice:
         say(lock.notice)
     with lock:
-        return _verify_locked(cfg, opts, say, files, every, crits, reports_dir, rdir, git)
+        # the clone's build folder: one command builds and runs there at a time, a second one waits
+        with build_lock(cfg.root / cfg.build_dir).acquire(report.utc_now(), opts.argv, wait=say) as builds:
+            if builds.notice:
+                say(builds.notice)
+            return _verify_locked(cfg, opts, say, files, every, crits, reports_dir, rdir, git)
 
 
 def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None], files: list[Path],

@@ -8,7 +8,7 @@
 #             native/cuda but its CMake presets) against HEAD.
 # KITE_GPU_COMPARE_SECONDS caps each workload's timing (default 120 s; _PLANTED, _AA and _BEFORE
 # override it for one compare); KITE_GPU_COMPARE_ONLY names the workloads (default CMP3 CMP5); the
-# cache of revisions is $KITE_COMPARE_CACHE (default ~/.cache/kite/compare); KITE_GPU_COMPARE_STEPS
+# cache of revisions is $KITE_COMPARE_CACHE (default: one folder per project under ~/.cache/kite/compare); KITE_GPU_COMPARE_STEPS
 # names the compares to run (default: planted aa before).
 set -uo pipefail
 cd "$(dirname "$0")/.."

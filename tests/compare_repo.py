@@ -118,8 +118,9 @@ def git(repo: Path, *args: str) -> str:
                           env={**os.environ, **GIT_ENV}).stdout.strip()
 
 
-def make_repo(repo: Path) -> list[str]:
-    """The repository and its history; returns the commits, oldest first."""
+def make_repo(repo: Path, extra: dict[str, str] | None = None, register: bool = False) -> list[str]:
+    """The repository and its history; returns the commits, oldest first. extra: more files of the
+    first commit (path -> text); register: the workloads registered in the first commit."""
     (repo / "src").mkdir(parents=True)
     (repo / "configs").mkdir()
     (repo / "regressions").mkdir()
@@ -127,12 +128,20 @@ def make_repo(repo: Path) -> list[str]:
     (repo / "regressions" / "work.yaml").write_text(WORKLOADS)
     (repo / "src" / "CMakeLists.txt").write_text(CMAKE)
     (repo / ".gitignore").write_text("build/\nreports/\n")
+    for path, text in (extra or {}).items():
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_text(text)
     git(repo, "init", "-q", "-b", "main")
     commits = []
     for subject, work, name, change, note in HISTORY:
         text = SOURCE.replace("@WORK@", str(work)).replace("@N@", name).replace("@CHANGE@", change)
         (repo / "src" / "eng.c").write_text(text)
         (repo / "NOTES").write_text(note + "\n")
+        if register and not commits:
+            from harness.cli import main  # noqa: PLC0415 - only a registering caller needs the harness
+
+            for f in sorted((repo / "regressions").glob("*.yaml")):
+                assert main(["--root", str(repo), "register", str(f)]) == 0
         git(repo, "add", "-A")
         git(repo, "commit", "-q", "-m", subject)
         commits.append(git(repo, "rev-parse", "HEAD"))

@@ -150,7 +150,7 @@ def test_report_opens_with_the_verdict_table():
     lines = md.splitlines()
     assert lines[0] == "# compare aaaaaaaaaa → bbbbbbbbbb+dirty: FAIL"
     assert [h.strip() for h in lines[2].strip("|").split("|")] == report.HEADERS
-    assert "S\\|1" in md and "CHANGED (must stay same)" in md and "Holm" in md
+    assert "S\\|1" in md and "bytes changed (must stay the same)" in md and "Holm" in md
     assert "working tree with uncommitted changes: dirty" in md
     assert "- speed: skipped: no GPU: x" in md
     # a verdict's reason that starts with it is said once (was "- speed: regressed: regressed: ...")
@@ -163,13 +163,89 @@ def test_report_opens_with_the_verdict_table():
 def test_junit_comment_and_annotations():
     c = a_compare()
     junit = report.render_junit(c)
-    assert 'tests="3" failures="2" skipped="1"' in junit
+    assert 'tests="3" failures="2" errors="0" skipped="1"' in junit
     assert report.render_comment(c).startswith("**kite compare** `aaaaaaaaaa` → `bbbbbbbbbb+dirty`: **FAIL**")
     stream = io.StringIO()
     report.publish(c, __import__("pathlib").Path("."), env={"GITHUB_ACTIONS": "true"}, stream=stream)
     notes = stream.getvalue().splitlines()
     assert len(notes) == 2 and notes[0].startswith("::error file=regressions/c.yaml,line=3,")
-    assert "bytes changed: 1 of 8 elements differ" in notes[1]
+    assert "bytes changed (must stay the same): `h_out`: 1 of 8 elements differ" in notes[1]
+
+
+def a_pr_compare() -> Compare:
+    """A compare a reviewer reads: a byte change with base/head values, a slowdown, a GPU skip."""
+    c = a_compare()
+    c.head = Revision("B", "b" * 40, "u" * 40, "bbbbbbbbbb")
+    c.bisect_good, c.bisect_bad, c.bisect_linear = "a" * 40, "b" * 40, True
+    c.machine = {"cpu": "Test CPU", "cores": 2, "ram_gb": 23.4, "os": "Linux 6.1", "runner": ""}
+    c.outcomes[1].bytes_detail = [{"dump": "h_out", "identical": False, "elements": 8, "row_len": 4,
+                                   "differing": 2, "first_index": 5, "first_position": 1, "first_element": 1,
+                                   "first_values": [1.5, -1.5], "max_abs": 3.0, "max_ulp": 2130706432,
+                                   "sign_flips": 1, "max_ulp_same_sign": 3, "nmse": 0.25,
+                                   "reason": "2 of 8 elements differ"}]
+    return c
+
+
+LINKS = report.Links(glossary="https://example.invalid/kite/blob/x/docs/GLOSSARY.md",
+                     run="https://example.invalid/o/r/actions/runs/7", artifact="https://example.invalid/art/9")
+
+
+def test_comment_has_what_a_reviewer_acts_on():
+    text = report.render_comment(a_pr_compare(), "any", LINKS)
+    g = LINKS.glossary
+    # verdict words link to the glossary's anchors
+    assert f"[regressed]({g}#regressed)" in text and f"[bytes changed]({g}#bytes-changed)" in text
+    assert f"[skipped]({g}#skipped)" in text and f"[identical build]({g}#identical)" in text
+    assert "+10.0 % (slower)" in text  # the change in percent, in words
+    assert "G: no GPU: x" in text  # why a workload was skipped
+    # which dump changed, in base/head terms; ULP only where the signs agree
+    assert "first at index 5 (row 1, element 1): base 1.5, head -1.5" in text
+    assert "max ULP 3 where the signs agree; 1 element(s) change sign" in text and "2130706432" not in text
+    assert "machine: Test CPU, 2 cores, 23.4 GiB, Linux 6.1" in text
+    assert f"python3 -m harness bisect {'a' * 40} {'b' * 40} --workload B --what bytes" in text
+    assert "--workload 'S|1' --what speed" in text  # quoted: runs as printed
+    assert f"[run]({LINKS.run}) · [report artifact]({LINKS.artifact})" in text
+    assert "How to read this" in text and "Holm" not in text  # a footnote for a reviewer, not a statistician
+
+
+def test_max_ulp_is_left_out_when_every_sign_changed():
+    d = {"dump": "x", "identical": False, "elements": 4, "row_len": 0, "differing": 1, "first_index": 2,
+         "first_values": [0.5, -0.5], "max_abs": 1.0, "max_ulp": 2130706432, "sign_flips": 1,
+         "max_ulp_same_sign": 0, "nmse": 1.0}
+    line = report.byte_line(d)
+    assert "ULP" not in line and "1 element(s) change sign" in line and "base 0.5, head -0.5" in line
+
+
+def test_bisect_from_a_fork_point_and_after_a_fetch():
+    c = a_pr_compare()
+    c.bisect_linear, c.bisect_fetch = False, True
+    cmd = report.bisect_command(c, c.outcomes[1])
+    a, b = "a" * 40, "b" * 40
+    assert cmd == (f'git fetch origin {a} {b} && python3 -m harness bisect "$(git merge-base {a} {b})" {b} '
+                   "--workload B --what bytes")
+
+
+def test_junit_failure_lines_are_labelled():
+    import xml.etree.ElementTree as ET  # noqa: PLC0415 - test-local
+
+    cases = {tc.get("name"): tc for tc in ET.fromstring(report.render_junit(a_pr_compare())).iter("testcase")}
+    body = cases["B"].find("failure").text.splitlines()
+    assert body[0].startswith("bytes changed (must stay the same): `h_out`: 2 of 8 elements differ")
+    assert body[1:] == ["where: regressions/c.yaml:14", f"next step: python3 -m harness bisect {'a' * 40} "
+                        f"{'b' * 40} --workload B --what bytes"]
+    slow = cases["S|1"].find("failure")
+    assert slow.get("message").startswith("speed: regressed") and slow.text.splitlines()[1] == "where: regressions/c.yaml:3"
+
+
+def test_compare_uses_the_shared_writers():
+    """No copy of the console guard, the Markdown escaper, JUnit or the GitHub publisher (issue 44)."""
+    import inspect  # noqa: PLC0415 - test-local
+
+    from harness.compare import cli  # noqa: PLC0415
+
+    src = inspect.getsource(report) + inspect.getsource(cli)
+    assert not hasattr(cli, "Out") and "def _cell" not in src and "quoteattr" not in src
+    assert "GITHUB_STEP_SUMMARY" not in src and "os.dup2" not in src
 
 
 def test_step_summary_gets_the_report(tmp_path):
@@ -239,3 +315,37 @@ def test_seconds_budget_ends_timing_inconclusive():
     assert seq.pairs == 12 and seq.decided() is None  # looks at 25, 50, 75 s: the third is past 60 s
     assert len(lines) == 3 and lines[0].startswith("  [W] 4 pairs: ratio ")
     assert run.n == 2 + 2 * 12  # one warm-up a side, then the pairs
+
+
+def test_default_cache_is_per_project(tmp_path, monkeypatch):
+    """Two clones do not share checkouts (git worktrees of one clone) unless told to."""
+    from harness.compare.revisions import CACHE_ENV, default_cache  # noqa: PLC0415 - test-local
+
+    monkeypatch.delenv(CACHE_ENV, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    a, b = default_cache(tmp_path / "one" / "kite"), default_cache(tmp_path / "two" / "kite")
+    assert a != b and a.parent == b.parent == tmp_path / "xdg" / "kite" / "compare"
+    assert a.name.startswith("kite-") and default_cache(tmp_path / "one" / "kite") == a
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "shared"))  # shared on purpose
+    assert default_cache(tmp_path / "one" / "kite") == default_cache(tmp_path / "two" / "kite") == tmp_path / "shared"
+
+
+
+def test_a_timed_run_keeps_its_log_only_when_it_fails(tmp_path):
+    """A compare times hundreds of runs: their logs are written only for one that failed."""
+    from types import SimpleNamespace  # noqa: PLC0415 - test-local
+
+    from harness.compare.workload import Runner  # noqa: PLC0415
+    from harness.run.runner import CriterionFail  # noqa: PLC0415
+
+    run = object.__new__(Runner)
+    run.crit, run.report_dir, run.runs = SimpleNamespace(id="W", timeout_s=30), tmp_path, 0
+    run.cfgs = {"base": None}
+    run.prepared = {"base": SimpleNamespace(argv=["sh", "-c", 'echo out; echo err >&2; exit "$0"'], env={})}
+    run._run("base", ["0"], "pair1.base", keep_log=False)
+    assert not (tmp_path / "logs").exists()
+    with pytest.raises(CriterionFail, match=r"pair2\.base: engine .*\(log: logs/W/pair2\.base\.\*\)"):
+        run._run("base", ["3"], "pair2.base", keep_log=False)
+    logs = tmp_path / "logs" / "W"
+    assert sorted(x.name for x in logs.iterdir()) == ["pair2.base.cmd", "pair2.base.stderr", "pair2.base.stdout"]
+    assert (logs / "pair2.base.stdout").read_text() == "out\n" and (logs / "pair2.base.stderr").read_text() == "err\n"

@@ -62,6 +62,9 @@ def test_planted_slowdown_is_regressed(repo, tmp_path, capsys):
     assert doc["builds"]["default"]["changes"][0].startswith("engine: ")
     err = capsys.readouterr().err
     assert "[W1] 4 pairs: ratio 1.1200, interval" in err  # progress while it runs
+    assert "target [0.9804, 1.0200]" in err and "equivalent" not in err  # a target, not a verdict
+    logs = sorted(x.name for x in (tmp_path / "r" / "logs" / "W1").iterdir())
+    assert logs and all(".dump." in x for x in logs)  # the timed runs' logs are kept only when one fails
     junit = (tmp_path / "r" / "junit.xml").read_text()
     assert 'failures="1"' in junit and "regressed" in junit
 
@@ -74,7 +77,8 @@ def test_changed_value_is_bytes_changed(repo, tmp_path):
     d = w["bytes_detail"][0]
     assert (d["first_index"], d["differing"], d["first_values"]) == (7, 1, [3.5, 4.5])
     assert d["max_ulp"] > 0 and d["nmse"] > 0
-    assert "CHANGED (must stay same)" in (tmp_path / "r" / "report.md").read_text()
+    md = (tmp_path / "r" / "report.md").read_text()
+    assert "bytes changed (must stay the same)" in md and "first at index 7: base 3.5, head 4.5" in md
 
 
 def test_fail_on_bytes_ignores_the_speed_verdict(repo, tmp_path):
@@ -184,3 +188,55 @@ def test_a_committed_link_cannot_send_the_build_outside(repo, tmp_path):
     with pytest.raises(HarnessError, match="outside the checkout"):
         cache.build(rev, "default")
     assert (victim / "default" / "keep").read_text() == "mine"
+
+
+def test_bytes_only_bisect_times_nothing(repo, tmp_path):
+    path, c, cache = repo
+    out = tmp_path / "b"
+    rc = main(["--root", str(path), "bisect", c[3], c[6], "--workload", "W1", "--what", "bytes",
+               "--cache", str(cache), "--out", str(out)])
+    doc = json.loads((out / "bisect.json").read_text())
+    assert (rc, doc["culprit"]) == (0, c[5])
+    speeds = {s["speed"] for s in doc["steps"]}
+    assert all(s["pairs"] == 0 for s in doc["steps"]) and "not timed" in speeds
+    assert speeds <= {"not timed", "identical build"}
+
+
+def test_same_commit_under_two_names_says_so_and_builds_nothing(repo, tmp_path, capsys):
+    path, c, _ = repo
+    cache = tmp_path / "cache"  # empty: anything built would land here
+    rc, doc = compare(path, cache, tmp_path / "r", c[0], "main~8")
+    assert (rc, doc["same_commit"], doc["builds"]) == (0, True, {})
+    assert "same source tree" in doc["workloads"][0]["reason"]
+    assert "base and head are the same source tree" in capsys.readouterr().err
+    assert not any(cache.glob("*/build-*.json"))
+
+
+GPU_WORKLOAD = """version: 1
+criteria:
+  - id: W9
+    title: on a GPU
+    kind: compare
+    requires: [gpu]
+    args: [run, "10"]
+    dumps: [values]
+    bytes: same
+    metric: {field: timings.work}
+    margin: 0.02
+    budget: {pairs: 8}
+"""
+
+
+def test_gpu_workload_skips_without_building_on_a_machine_without_gpu(repo, tmp_path, monkeypatch):
+    """No GPU device: `requires: gpu` is unmet at once, and the GPU build is not built to ask."""
+    from harness.compare import session  # noqa: PLC0415 - test-local
+
+    monkeypatch.setattr(session, "gpu_device", lambda: False, raising=False)
+    path, c, _ = repo
+    f = tmp_path / "gpu.yaml"
+    f.write_text(GPU_WORKLOAD)
+    cache = tmp_path / "cache"
+    rc, doc = compare(path, cache, tmp_path / "r", c[0], c[1], "--file", str(f), "--exploratory")
+    w = doc["workloads"][0]
+    assert (rc, w["speed"], doc["builds"]) == (0, "skipped", {})
+    assert w["reason"].startswith("no GPU") and not any(cache.glob("*/build-*.json"))

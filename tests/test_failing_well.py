@@ -142,7 +142,10 @@ def test_interrupt_during_build_ends_the_whole_tree(tmp_path, how):
                                    f"open({str(harness_pid_file)!r}, 'w').write(str(p.pid))\ntime.sleep(600)"],
                                   cwd=root, env=env, start_new_session=True, stderr=subprocess.DEVNULL)
     else:
-        parent = subprocess.Popen(cmd, cwd=root, env=env, start_new_session=True, stderr=subprocess.PIPE, text=True)
+        # the signal's default disposition in the harness, whatever this suite inherited: started from
+        # a background job, SIGINT is ignored, and an ignored signal stays ignored across exec
+        parent = subprocess.Popen(cmd, cwd=root, env=env, start_new_session=True, stderr=subprocess.PIPE, text=True,
+                                  preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         harness_pid_file.write_text(str(parent.pid))
     job = 0
     try:

@@ -400,3 +400,14 @@ def test_sum_of_squares_by_chunks_is_the_whole_sum():
     want = float(np.sum(np.array([1.0, 2.0, 3.0, -4.0, np.float32(1e-30), 5.0], dtype=np.float64) ** 2))
     for chunk in (1, 3, 8, 1 << 20):
         assert _sum_squares(x, chunk) == want, chunk
+
+
+def test_byte_diff_counts_sign_changes_apart_from_ulps():
+    """A sign change makes the ULP distance huge and meaningless: counted apart, and the max ULP
+    over the elements whose signs agree is kept beside it."""
+    base = np.array([1.0, 2.0, -3.0, 0.5], np.float32)
+    head = np.array([1.0, np.nextafter(np.float32(2.0), np.float32(3.0)), 3.0, 0.5], np.float32)
+    d = compare_bytes(base.tobytes(), head.tobytes(), 4, dtype="f32")
+    assert (d.differing, d.sign_flips, d.max_ulp_same_sign) == (2, 1, 1) and d.max_ulp > 2**30
+    flip = compare_bytes(base.tobytes(), (-base).tobytes(), 4, dtype="f32")  # every sign changes
+    assert (flip.differing, flip.sign_flips, flip.max_ulp_same_sign) == (4, 4, 0)

@@ -71,3 +71,49 @@ def test_a_deleted_lock_file_lets_no_second_run_in(tmp_path):
         ReportLock(tmp_path).acquire("later", ["verify", "--resume"])
     first.release()
     ReportLock(tmp_path).acquire("later", []).release()  # free again once the first one ends
+
+
+HOLD = """import sys, time
+from pathlib import Path
+from harness.report.lock import build_lock
+lock = build_lock(Path(sys.argv[1])).acquire("2026-12-04T10:00:00Z", ["harness", "verify"])
+Path(sys.argv[2]).write_text("held")
+time.sleep(float(sys.argv[3]))
+lock.release()
+"""
+
+
+def test_a_second_command_waits_for_the_build_folder(fake_repo, tmp_path):
+    """Two commands in one clone: the second waits for the first's build folder, says whose it is,
+    then runs (two verifies rebuilding one engine while it ran ended as 'Text file busy')."""
+    import subprocess  # noqa: PLC0415 - test-local
+    import sys  # noqa: PLC0415
+    import time  # noqa: PLC0415
+
+    from tests.conftest import REPO  # noqa: PLC0415
+
+    held = tmp_path / "held"
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(fake_repo.root / "build"), str(held), "3"], cwd=REPO)
+    try:
+        deadline = time.monotonic() + 30
+        while not held.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        t0 = time.monotonic()
+        r = subprocess.run([sys.executable, "-m", "harness", "--root", str(fake_repo.root), "build", "default"],
+                           capture_output=True, text=True, cwd=REPO, timeout=120)
+        waited = time.monotonic() - t0
+    finally:
+        holder.wait(timeout=60)
+    assert f"waiting: {fake_repo.root / 'build'} is in use by another command of this clone (pid {holder.pid}, " \
+           "started 2026-12-04T10:00:00Z, `harness verify`)" in r.stderr
+    assert r.returncode == 0, r.stderr
+    assert waited > 1.0  # it waited for the holder (3 s after it took the lock)
+
+
+def test_build_lock_refuses_without_wait(tmp_path):
+    from harness.report.lock import build_lock  # noqa: PLC0415 - test-local
+
+    first = build_lock(tmp_path / "build").acquire("t0", ["verify"])
+    with pytest.raises(HarnessError, match="is in use by another command of this clone .*work in another clone"):
+        build_lock(tmp_path / "build").acquire("t1", ["verify"])
+    first.release()

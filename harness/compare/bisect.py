@@ -72,7 +72,8 @@ def run_bisect(cfg: Config, good: str, bad: str, workload: str, what: str, opts:
         n = len(res.steps) + 1
         folder = out / "steps" / f"{n:02d}-{role}-{head[:10]}"
         say(f"bisect: step {n} ({role}): {base[:10]} against {head[:10]}")
-        c: Compare = run_compare(cfg, dataclasses.replace(opts, base=base, head=head, only=[workload]), folder, say)
+        step = dataclasses.replace(opts, base=base, head=head, only=[workload], time=what != "bytes")
+        c: Compare = run_compare(cfg, step, folder, say)
         report.write(c, folder)
         o = c.outcomes[0]
         if o.speed == "error":

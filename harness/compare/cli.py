@@ -1,5 +1,6 @@
 """The `compare` and `bisect` subcommands: their options, and the exit status of their verdicts.
-A progress or output write that fails (a closed pipe) never changes the exit status."""
+A progress or output write that fails (a closed pipe) never changes the exit status: the CLI runs
+under the console guard (harness/console.py)."""
 
 from __future__ import annotations
 
@@ -22,36 +23,16 @@ BISECT_HELP = "the first commit whose workload bytes changed or whose speed regr
 BISECT_EXIT = "exit status: 0 the first bad commit found and confirmed, 1 none found or not confirmed, 2 usage error"
 
 
-class Out:
-    """stdout and stderr writes that survive a closed pipe: after the first failure the stream is
-    pointed at /dev/null, so that neither a later write nor the interpreter's exit changes the status."""
-
-    @staticmethod
-    def write(stream: object, text: str) -> None:
-        try:
-            print(text, file=stream, flush=True)  # type: ignore[arg-type]
-        except (BrokenPipeError, ValueError, OSError):
-            try:
-                null = os.open(os.devnull, os.O_WRONLY)
-                os.dup2(null, stream.fileno())  # type: ignore[attr-defined]
-                os.close(null)
-            except (OSError, ValueError, AttributeError):
-                pass
-
-    @classmethod
-    def say(cls, text: str) -> None:
-        cls.write(sys.stderr, text)
-
-    @classmethod
-    def show(cls, text: str) -> None:
-        cls.write(sys.stdout, text)
+def say(text: str) -> None:
+    """Progress on stderr (the CLI runs under harness/console.py's guard: a closed pipe is dropped)."""
+    print(text, file=sys.stderr, flush=True)
 
 
-def _common(p: argparse.ArgumentParser) -> None:
+def add_common_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--file", dest="files", action="append", default=[], metavar="FILE",
                    help="criteria file with the workloads (repeatable; default: regressions/*.yaml)")
     p.add_argument("--cache", type=Path, metavar="DIR", help=f"worktrees and builds of revisions (default: "
-                   f"${revisions.CACHE_ENV}, else ~/.cache/kite/compare)")
+                   f"${revisions.CACHE_ENV}, else ~/.cache/kite/compare/<project>-<hash of its path>)")
     p.add_argument("--out", type=Path, metavar="DIR", help="report folder (default: reports/<time>-compare)")
     p.add_argument("--no-short-circuit", dest="short_circuit", action="store_false",
                    help="run the workloads even when both builds are identical (an A/A run)")
@@ -69,7 +50,7 @@ def add_compare_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fail-on", choices=("any", "bytes"), default="any",
                    help="any: exit 1 on a regression or changed bytes (default); bytes: only changed bytes that "
                         "must stay the same fail (speed verdicts are reported, e.g. on a noisy shared CI machine)")
-    _common(p)
+    add_common_arguments(p)
 
 
 def add_bisect_arguments(p: argparse.ArgumentParser) -> None:
@@ -78,10 +59,10 @@ def add_bisect_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workload", required=True, metavar="ID", help="the workload (kind: compare) to judge by")
     p.add_argument("--what", choices=bisect.WHAT, default="any",
                    help="what makes a commit bad: changed bytes, a speed regression, or either (default any)")
-    _common(p)
+    add_common_arguments(p)
 
 
-def _options(args: argparse.Namespace, base: str, head: str) -> Options:
+def options_from(args: argparse.Namespace, base: str, head: str) -> Options:
     if not 0 < args.alpha < 0.5:
         raise HarnessError(f"--alpha must be in (0, 0.5), not {args.alpha:g}")
     if args.max_pairs is not None and args.max_pairs < 4:
@@ -103,22 +84,23 @@ def _folder(args: argparse.Namespace, cfg: Config) -> Path:
 
 
 def run_compare_cmd(args: argparse.Namespace, cfg: Config) -> int:
-    opts = _options(args, args.base, args.head)
+    opts = options_from(args, args.base, args.head)
     out = _folder(args, cfg)
-    c = run_compare(cfg, opts, out, Out.say)
-    report.write(c, out, args.fail_on)
-    report.publish(c, out, args.fail_on)
-    Out.show(report.render_markdown(c, args.fail_on).split("\n## Details")[0].rstrip())
-    Out.say(f"compare: report in {out}")
+    c = run_compare(cfg, opts, out, say)
+    links = report.links_for(os.environ, out, cfg.root)
+    report.write(c, out, args.fail_on, links)
+    report.publish(c, out, args.fail_on, links=links)
+    print(report.render_markdown(c, args.fail_on, links).split("\n## Details")[0].rstrip(), flush=True)
+    say(f"compare: report in {out}")
     return 1 if c.failed(args.fail_on) else 0
 
 
 def run_bisect_cmd(args: argparse.Namespace, cfg: Config) -> int:
-    opts = _options(args, args.good, args.bad)
+    opts = options_from(args, args.good, args.bad)
     out = _folder(args, cfg)
-    b = bisect.run_bisect(cfg, args.good, args.bad, args.workload, args.what, opts, out, Out.say)
+    b = bisect.run_bisect(cfg, args.good, args.bad, args.workload, args.what, opts, out, say)
     atomic_write(out / "bisect.json", json.dumps(b.to_json(), indent=1) + "\n")
     atomic_write(out / "report.md", bisect.render_markdown(b))
-    Out.show(bisect.render_markdown(b).rstrip())
-    Out.say(f"bisect: report in {out}")
+    print(bisect.render_markdown(b).rstrip(), flush=True)
+    say(f"bisect: report in {out}")
     return 0 if b.culprit and b.confirmed else 1

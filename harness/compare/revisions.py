@@ -9,7 +9,9 @@ from __future__ import annotations
 import dataclasses
 import fcntl
 import json
+import hashlib
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -42,12 +44,17 @@ class Revision:
         return dataclasses.asdict(self)
 
 
-def default_cache() -> Path:
+def default_cache(repo: Path) -> Path:
+    """$KITE_COMPARE_CACHE (shared on purpose), else one folder per project: its checkouts are git
+    worktrees of this clone, which another clone's compare must not use or prune."""
     env = os.environ.get(CACHE_ENV)
     if env:
         return Path(env)
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "kite" / "compare"
+    real = os.path.realpath(repo)
+    key = hashlib.sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:12]
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", Path(real).name)[:40] or "project"
+    return Path(base) / "kite" / "compare" / f"{name}-{key}"
 
 
 def git(repo: Path, *args: str, env: dict[str, str] | None = None) -> str:

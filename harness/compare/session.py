@@ -4,6 +4,8 @@ short-circuit, every workload's bytes and sequential speed verdict, Holm across 
 from __future__ import annotations
 
 import dataclasses
+import os
+import platform
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -15,8 +17,9 @@ from harness.compare.revisions import Cache, Revision
 from harness.compare.workload import Outcome, Runner, Side, compare_dumps, finish_speed
 from harness.compare.workload import sequential as run_sequential
 from harness.errors import HarnessError
+from harness.report import sysinfo
 from harness.report.sysinfo import engine_info
-from harness.run.probes import Probes
+from harness.run.probes import NO_GPU, Probes, gpu_device
 from harness.run.runner import CriterionFail
 from harness.run.suite import Models
 from harness.spec import registry, schema
@@ -38,6 +41,9 @@ class Options:
     alpha: float = ALPHA
     max_pairs: int | None = None  # caps every workload's budget (e.g. a bounded CI run)
     max_seconds: float | None = None
+    bisect_bad: str = ""  # the commit a failure's bisect ends at (default: head; a pull request: its head)
+    bisect_fetch: bool = False  # the bisect command fetches its commits first (they are a CI clone's)
+    time: bool = True  # False: bytes only, nothing timed (bisect --what bytes)
 
 
 @dataclass
@@ -49,6 +55,14 @@ class Compare:
     alpha: float
     tested: int  # workloads whose speed was judged (Holm's m)
     seconds: float = 0.0
+    same_commit: bool = False  # base and head are one source tree: nothing can differ
+    machine: dict[str, Any] = field(default_factory=dict)  # where it ran (cpu, cores, ram_gb, os, runner)
+    # the bisect a failure's next step names: GOOD and BAD commits; linear: GOOD is a first-parent
+    # ancestor of BAD (else bisect from their merge base); fetch: fetch both first (a CI clone's names)
+    bisect_good: str = ""
+    bisect_bad: str = ""
+    bisect_linear: bool = True
+    bisect_fetch: bool = False
 
     def failed(self, fail_on: str = "any") -> bool:
         if fail_on == "bytes":
@@ -94,7 +108,11 @@ def run_compare(cfg: Config, opts: Options, report_dir: Path, say: Callable[[str
     repo = revisions.repo_root(cfg.root)
     base, head = revisions.resolve(repo, opts.base), revisions.resolve(repo, opts.head)
     say(f"compare: base {base.label} ({opts.base}), head {head.label} ({opts.head}); {len(ws)} workload(s)")
-    cache = Cache(opts.cache or revisions.default_cache(), repo, say)
+    same = base.tree == head.tree
+    if same:
+        say(f"compare: base and head are the same source tree ({base.label}): nothing can differ"
+            + ("; nothing is built or run (--no-short-circuit: an A/A run)" if opts.short_circuit else ""))
+    cache = Cache(opts.cache or revisions.default_cache(repo), repo, say)
     models = Models(cfg, say)
     sides_by_build: dict[str, dict[str, Side] | str] = {}
     builds: dict[str, dict[str, Any]] = {}
@@ -133,7 +151,10 @@ def run_compare(cfg: Config, opts: Options, report_dir: Path, say: Callable[[str
         b = got["head"].build
         return engine_info(Path(b.engine_path), got["head"].cfg.info_args, cfg.timeout("info", 30))
 
-    probes = Probes(gpu_info=gpu_info, gpu=cfg.gpu)
+    # no GPU device at all: `requires: gpu` is unmet without building the GPU build to ask its engine
+    device = gpu_device()
+    overrides = {} if device else {"gpu": (False, NO_GPU), "no_gpu": (True, NO_GPU)}
+    probes = Probes(gpu_info=gpu_info, gpu=cfg.gpu, overrides=overrides)
     outcomes: list[Outcome] = []
     to_time: list[tuple[Criterion, Outcome, Runner]] = []
     for c in ws:
@@ -147,6 +168,10 @@ def run_compare(cfg: Config, opts: Options, report_dir: Path, say: Callable[[str
         unmet = probes.unmet(c.requires)
         if unmet:
             out.speed, out.reason = "skipped", unmet
+            continue
+        if same and opts.short_circuit:
+            out.speed, out.bytes = "identical build", "same"
+            out.reason = f"base and head are the same source tree ({base.label}): nothing can differ"
             continue
         got = sides(s.variant.build)  # type: ignore[union-attr]
         if isinstance(got, str):
@@ -163,6 +188,9 @@ def run_compare(cfg: Config, opts: Options, report_dir: Path, say: Callable[[str
                 compare_dumps(run, out)
         except CriterionFail as e:
             out.speed, out.reason = "error", e.reason
+            continue
+        if not opts.time:
+            out.speed, out.reason = "not timed", "bytes only (bisect --what bytes)"
             continue
         to_time.append((c, out, run))
     m = max(1, len(to_time))
@@ -186,7 +214,25 @@ def run_compare(cfg: Config, opts: Options, report_dir: Path, say: Callable[[str
         assert o.seq is not None
         o.speed = sequential.final_verdict(o.seq, rej)
         o.reason = _speed_reason(o)
-    return Compare(base, head, outcomes, builds, opts.alpha, len(timed), time.monotonic() - t0)
+    bad = opts.bisect_bad or head.commit
+    return Compare(base, head, outcomes, builds, opts.alpha, len(timed), time.monotonic() - t0, same_commit=same,
+                   machine=machine(), bisect_good=base.commit, bisect_bad=bad,
+                   bisect_linear=opts.bisect_fetch is False and _linear(repo, base.commit, bad),
+                   bisect_fetch=opts.bisect_fetch)
+
+
+def machine() -> dict[str, Any]:
+    u = platform.uname()
+    return {"cpu": sysinfo.cpu_model(), "cores": os.cpu_count(), "ram_gb": sysinfo.ram_gb(),
+            "os": f"{u.system} {u.release}", "runner": os.environ.get("RUNNER_NAME", "")}
+
+
+def _linear(repo: Path, good: str, bad: str) -> bool:
+    """GOOD is a first-parent ancestor of BAD (bisect walks first parents)."""
+    try:
+        return good in revisions.git(repo, "rev-list", "--first-parent", bad, "--").split()
+    except HarnessError:
+        return False
 
 
 def _speed_reason(o: Outcome) -> str:

@@ -4,6 +4,7 @@ then sequential paired timing (ABBA) until the interval is clear or the budget i
 from __future__ import annotations
 
 import math
+import shlex
 import shutil
 import time
 from collections.abc import Callable
@@ -93,14 +94,22 @@ class Runner:
                           ensure_build=lambda name, b=side.build: b, model_path=model, progress=say)
             self.prepared[key] = prepare(ctx, crit, self.spec.variant, report_dir / "work" / crit.id / key, {})
 
-    def _run(self, key: str, extra: list[str], label: str) -> Any:
+    def _run(self, key: str, extra: list[str], label: str, keep_log: bool = True) -> Any:
+        """One engine run. Its log (<report>/logs/<id>/<label>.cmd/.stdout/.stderr) is kept for a
+        dump run, and for a timed run only when it failed: a compare times hundreds of runs."""
         p = self.prepared[key]
         timeout = self.crit.timeout_s or self.cfgs[key].timeout("run", 180)
         self.runs += 1
-        r = run_process(p.argv + extra, p.env, timeout=timeout,
-                        log_prefix=self.report_dir / "logs" / self.crit.id / f"{label}")
+        prefix = self.report_dir / "logs" / self.crit.id / f"{label}"
+        r = run_process(p.argv + extra, p.env, timeout=timeout, log_prefix=prefix if keep_log else None)
         if not r.ok:
-            raise CriterionFail(f"{label}: engine {r.describe()}")
+            if not keep_log:
+                prefix.parent.mkdir(parents=True, exist_ok=True)
+                cmd = "".join(f"{k}={v}\n" for k, v in (p.env or {}).items()) + shlex.join(p.argv + extra) + "\n"
+                for ext, text in ((".cmd", cmd), (".stdout", r.stdout),
+                                  (".stderr", r.stderr)):
+                    Path(str(prefix) + ext).write_text(text, encoding="utf-8", errors="replace")
+            raise CriterionFail(f"{label}: engine {r.describe()} (log: {prefix.relative_to(self.report_dir)}.*)")
         return r
 
     def _check(self, meta: Any, label: str) -> None:
@@ -139,7 +148,7 @@ class Runner:
     def timed(self, key: str, label: str) -> float:
         cfg = self.cfgs[key]
         extra = [] if cfg.json_flag in self.prepared[key].argv else [cfg.json_flag]
-        r = self._run(key, extra, label)
+        r = self._run(key, extra, label, keep_log=False)
         if not r.stdout_whole:
             raise CriterionFail(f"{label}: stdout larger than {KEEP_WHOLE} bytes: not the JSON meta object")
         try:
@@ -209,8 +218,9 @@ def sequential(run: Runner, out: Outcome, alpha: float, say: Callable[[str], Non
                                  "ratio": v["head"] / v["base"]})
         seq.add(block)
         lo, hi = seq.ratio_interval()
-        say(f"  [{run.crit.id}] {seq.pairs} pairs: ratio {seq.ratio():.4f}, interval [{lo:.4f}, {hi:.4f}] "
-            f"(equivalent within [{1 / (1 + s.margin):.4f}, {1 + s.margin:.4f}])")
+        # the target, not a verdict: the verdict is decided at the end (Holm), and may be inconclusive
+        say(f"  [{run.crit.id}] {seq.pairs} pairs: ratio {seq.ratio():.4f}, interval [{lo:.4f}, {hi:.4f}], "
+            f"target [{1 / (1 + s.margin):.4f}, {1 + s.margin:.4f}]")
         if seq.decided() is not None:
             break
         spent = clock() - t0

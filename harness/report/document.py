@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 import os
-import xml.etree.ElementTree as ET
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from harness import confined
 from harness.errors import HarnessError
+from harness.report import junit
 from harness.run.result import Result, utc_now  # noqa: F401 - re-exported: the writers' input
 from harness.text import printable
 from harness.spec import inputs
@@ -264,9 +264,7 @@ def _table(rows: list[list[Any]], headers: list[str]) -> str:
         return "\n".join(out)
 
 
-def _clip(s: str, n: int = 120) -> str:
-    s = " ".join(str(s).split())
-    return s if len(s) <= n else s[: n - 1] + "…"
+_clip = junit.clip  # one line of at most n characters
 
 
 def render_markdown(doc: dict[str, Any]) -> str:
@@ -454,27 +452,15 @@ def _failure_body(r: dict[str, Any]) -> str:
 
 
 def render_junit(doc: dict[str, Any]) -> str:
-    s = doc.get("summary") or {}
-    total_t = sum(float(r.get("duration_s", 0)) for r in doc.get("results", []))
-    suite = ET.Element("testsuite", {"name": "kite verify", "tests": str(s.get("total", 0)),
-                                     "failures": str(s.get("failed", 0)), "errors": "0",
-                                     "skipped": str(s.get("skipped", 0)), "time": f"{total_t:.3f}",
-                                     "timestamp": str(doc.get("started") or "")})
+    cases = []
     for r in doc.get("results", []):
-        tc = ET.SubElement(suite, "testcase", {"classname": r["file"].replace("/", ".").removesuffix(".yaml"),
-                                               "name": f"{r['id']}: {r['title']}",
-                                               "time": f"{float(r.get('duration_s', 0)):.3f}"})
         label = " [exploratory: not pre-registered]" if r.get("exploratory") else ""
-        if r["verdict"] == "FAIL":
-            f = ET.SubElement(tc, "failure", {"message": _clip(r.get("reason", ""), 200) + label, "type": r["kind"]})
-            f.text = _failure_body(r)[:20000]
-        elif r["verdict"] == "SKIP":
-            ET.SubElement(tc, "skipped", {"message": r.get("reason", "") + label})
-        out = ET.SubElement(tc, "system-out")
-        out.text = (f"{r['title']}{label}\ndigest {r['digest']}\nlogs {r.get('log_dir') or '-'}"
-                    + (f"\n{stability_text(r)}" if stability_text(r) else ""))
-    for el in suite.iter():  # printable covers every character XML 1.0 cannot hold: junit.xml stays well-formed
-        el.text = printable(el.text) if el.text else el.text
-        el.attrib.update({k: printable(v) for k, v in el.attrib.items()})
-    ET.indent(suite)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suite, encoding="unicode") + "\n"
+        fail = r["verdict"] == "FAIL"
+        cases.append(junit.Case(
+            r["file"].replace("/", ".").removesuffix(".yaml"), f"{r['id']}: {r['title']}",
+            float(r.get("duration_s", 0)), failure=junit.clip(r.get("reason", ""), junit.MESSAGE) + label if fail
+            else None, failure_type=r["kind"], body=_failure_body(r) if fail else "",
+            skipped=r.get("reason", "") + label if r["verdict"] == "SKIP" else None,
+            out=(f"{r['title']}{label}\ndigest {r['digest']}\nlogs {r.get('log_dir') or '-'}"
+                 + (f"\n{stability_text(r)}" if stability_text(r) else ""))))
+    return junit.render("kite verify", cases, str(doc.get("started") or ""))

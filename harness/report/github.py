@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -116,21 +117,38 @@ def summary_markdown(doc: dict[str, Any], report_md: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def publish(doc: dict[str, Any], rdir: Path, env: dict[str, str] | None = None,
+def append_summary(env: Mapping[str, str], text: str) -> None:
+    """Append to the step summary (several steps may share it); nothing outside GitHub Actions. A
+    summary that cannot be written is a warning, never a change of the verdict."""
+    summary = env.get("GITHUB_STEP_SUMMARY")
+    if not summary:
+        return
+    try:
+        with open(summary, "a", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as e:
+        print(f"harness: warning: cannot write the step summary {summary}: {e.strerror or e}", file=sys.stderr)
+
+
+def emit(env: Mapping[str, str], lines: list[str], stream: TextIO | None = None) -> None:
+    """Workflow command lines (annotations) on stdout, under GitHub Actions only."""
+    if env.get("GITHUB_ACTIONS") == "true":
+        for line in lines:
+            print(line, file=stream or sys.stdout, flush=True)
+
+
+def run_url(env: Mapping[str, str]) -> str:
+    """This workflow run's page, '' outside GitHub Actions."""
+    parts = [env.get(k, "") for k in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_RUN_ID")]
+    return f"{parts[0]}/{parts[1]}/actions/runs/{parts[2]}" if all(parts) else ""
+
+
+def publish(doc: dict[str, Any], rdir: Path, env: Mapping[str, str] | None = None,
             stream: TextIO | None = None, root: Path | None = None) -> None:
     """Nothing outside GitHub Actions. The step summary is appended to (several steps may share it)."""
     env = os.environ if env is None else env
-    stream = stream or sys.stdout
-    summary = env.get("GITHUB_STEP_SUMMARY")
     report_md = rdir / "report.md"
     if root is not None and report_md.is_relative_to(root):
         report_md = report_md.relative_to(root)
-    if summary:
-        try:
-            with open(summary, "a", encoding="utf-8") as f:
-                f.write(summary_markdown(doc, report_md.as_posix()))
-        except OSError as e:
-            print(f"harness: warning: cannot write the step summary {summary}: {e.strerror or e}", file=sys.stderr)
-    if env.get("GITHUB_ACTIONS") == "true":
-        for line in annotations(doc):
-            print(line, file=stream, flush=True)
+    append_summary(env, summary_markdown(doc, report_md.as_posix()))
+    emit(env, annotations(doc), stream)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import os
 import socket
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -99,38 +101,55 @@ def _holder_text(info: Any) -> str:
 
 @dataclass
 class ReportLock:
-    """Held from acquire() to release(); `notice` says when a stale lock was taken over."""
+    """Held from acquire() to release(); `notice` says when a stale lock was taken over. `what` and
+    `advice` word the refusal (a report folder, or a clone's build folder: build_lock)."""
 
     directory: Path
     handle: IO[str] | None = None
     notice: str = ""
     folder_fd: int = -1  # the locked folder (POSIX), or -1
+    what: str = "is being written by another verify run"
+    advice: str = "wait for it to end, or resume into another copy"
 
     @property
     def path(self) -> Path:
         return self.directory / LOCK_NAME
 
-    def acquire(self, started: str, argv: list[str]) -> ReportLock:
+    def _holder(self, f: IO[str]) -> Any:
+        f.seek(0)
+        try:
+            return _parse_holder(f.read(1 << 16))
+        except (OSError, ValueError):  # unreadable, or not UTF-8: as good as not understood
+            return "?"
+
+    def acquire(self, started: str, argv: list[str], wait: Callable[[str], None] | None = None,
+                poll: float = 0.5) -> ReportLock:
+        """The lock; held by a live process: a HarnessError naming it, or, with `wait`, said once
+        through `wait` and waited for."""
         try:  # a link planted as .lock is refused, never followed (its target would be truncated)
             f = confined.open_text(self.directory, LOCK_NAME, os.O_RDWR | os.O_CREAT, "r+")
         except OSError as e:
-            raise HarnessError(f"cannot open the report lock {self.path}: {e.strerror or e}") from None
-        f.seek(0)
-        try:
-            previous = _parse_holder(f.read(1 << 16))
-        except (OSError, ValueError):  # unreadable, or not UTF-8: as good as not understood
-            previous = "?"
-        try:
-            folder = _lock_folder(self.directory)
-        except OSError as e:
-            f.close()
-            raise HarnessError(f"cannot lock the report folder {self.directory}: {e.strerror or e}") from None
-        if folder is None or not _try_lock(f):
-            f.close()
+            raise HarnessError(f"cannot open the lock {self.path}: {e.strerror or e}") from None
+        said = False
+        while True:
+            try:
+                folder = _lock_folder(self.directory)
+            except OSError as e:
+                f.close()
+                raise HarnessError(f"cannot lock the folder {self.directory}: {e.strerror or e}") from None
+            if folder is not None and _try_lock(f):
+                break
             if folder is not None and folder >= 0:
                 os.close(folder)
-            raise HarnessError(f"{self.directory} is being written by another verify run "
-                               f"({_holder_text(previous)}); wait for it to end, or resume into another copy")
+            busy = f"{self.directory} {self.what} ({_holder_text(self._holder(f))})"
+            if wait is None:
+                f.close()
+                raise HarnessError(f"{busy}; {self.advice}")
+            if not said:
+                wait(f"waiting: {busy}")
+                said = True
+            time.sleep(poll)
+        previous = self._holder(f)  # a holder that left its name without releasing: it died
         if previous:
             self.notice = (f"took over a stale lock of {self.directory.name}: its holder "
                            f"({_holder_text(previous)}) is gone")
@@ -165,3 +184,12 @@ class ReportLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def build_lock(build_dir: Path) -> ReportLock:
+    """The lock of a clone's build folder, held by a command for as long as it builds or runs what is
+    built there: a second verify in the same clone waits instead of rebuilding an engine the first
+    one is running (which ended as 'Text file busy')."""
+    build_dir.mkdir(parents=True, exist_ok=True)
+    return ReportLock(build_dir, what="is in use by another command of this clone",
+                      advice="wait for it to end, or work in another clone")

@@ -27,6 +27,8 @@ class DumpDiff:
     first_values: tuple[float, float] | None = None
     max_abs: float = 0.0
     max_ulp: int = 0
+    sign_flips: int = 0  # differing elements whose sign changed (no NaN): no ULP distance means much there
+    max_ulp_same_sign: int = 0  # max ULP over the differing elements whose signs agree
     nmse: float = 0.0
     nan_a: int = 0
     nan_b: int = 0
@@ -115,7 +117,11 @@ def compare_bytes(a: bytes, b: bytes, row_len: int = 0, *, mode: str = "memcmp",
             d.max_abs = float(np.max(np.abs(sa[fin] - sb[fin])))
         both = ~np.isnan(sa) & ~np.isnan(sb)
         if both.any():
-            d.max_ulp = int(np.max(np.abs(_ordered(ua[idx][both], dtype) - _ordered(ub[idx][both], dtype))))
+            ulp = np.abs(_ordered(ua[idx][both], dtype) - _ordered(ub[idx][both], dtype))
+            d.max_ulp = int(np.max(ulp))
+            same = np.signbit(sa[both]) == np.signbit(sb[both])
+            d.sign_flips = int(np.count_nonzero(~same))
+            d.max_ulp_same_sign = int(np.max(ulp[same])) if same.any() else 0
         # an element that differs and is infinite on a side: no finite distance covers it
         inf_diff = np.flatnonzero(both & ~fin)
         # a NaN against a number: allow_nan lets a NaN match a NaN, never a number

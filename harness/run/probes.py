@@ -23,6 +23,18 @@ def nvidia_smi_gpus(timeout: float = 15.0) -> list[str]:
     return [ln.strip() for ln in r.stdout.splitlines() if ln.startswith("GPU ")] if r.ok else []
 
 
+NO_GPU = "no GPU: no /dev/nvidia*, no /dev/kfd, and nvidia-smi lists none"
+
+
+def gpu_device() -> bool:
+    """Is there a GPU device at all (an NVIDIA or AMD device node, or a GPU nvidia-smi lists)?
+    False lets a command skip `requires: gpu` without building the engine that would say so."""
+    dev = Path("/dev")
+    if any(dev.glob("nvidia[0-9]*")) or (dev / "kfd").exists():
+        return True
+    return bool(nvidia_smi_gpus())
+
+
 # What to install when a tool is missing (Debian and Ubuntu package names, README's Install).
 PACKAGES = {"nvcc": "cuda-nvcc-13-0 (NVIDIA's CUDA repository)", "host_cc": "gcc", "host_cxx": "g++",
             "cmake": "cmake", "clang": "clang", "mingw": "gcc-mingw-w64-x86-64", "wine": "wine wine64",

@@ -32,7 +32,7 @@ from harness.report.document import _table as table
 from harness.run.probes import Probes
 from harness.run.runner import Context, CriterionFail, prepare
 from harness.spec import criteria as C
-from harness.spec import inputs, registry
+from harness.spec import gate, inputs, registry
 from harness.spec.config import Config, load_config
 from harness.spec.criteria import Criterion
 from harness.spec.depends import dependency_digests
@@ -200,7 +200,7 @@ def cmd_register(args: argparse.Namespace) -> int:
         if args.files or args.only or args.amend:
             raise HarnessError("--withdraw ID --reason TEXT takes no criteria files, --only or --amend")
         with registry.writing(reg_path):  # read, check and append with no other `register` in between
-            lines = registry.withdrawal(registry.load_checked(reg_path, cfg.root), args.withdraw, args.reason)
+            lines = registry.withdrawal(gate.load(cfg.root, reg_path), args.withdraw, args.reason)
             registry.append(reg_path, lines)
         for e, _, reason in lines:
             print(f"withdrew   {e.id}  ({e.file}; {reason})")
@@ -221,7 +221,7 @@ def cmd_register(args: argparse.Namespace) -> int:
         raise HarnessError("--amend needs --reason TEXT (the reason is kept in the registry and shown in reports)")
     deps = {c.id: dependency_digests(cfg, c) for c in crits if isinstance(c, Criterion)}
     with registry.writing(reg_path):  # read, check and append with no other `register` in between
-        entries = registry.load_checked(reg_path, cfg.root)
+        entries = gate.load(cfg.root, reg_path)
         plan = registry.plan(entries, crits, amend, args.reason, deps, root=cfg.root)
         for c, why in plan.refused:
             _err(f"{c.file}:{c.line}: {c.id}: refused: {why}")

@@ -19,7 +19,7 @@ from harness.report.sysinfo import engine_info
 from harness.run.probes import Probes
 from harness.run.runner import CriterionFail
 from harness.run.suite import Models
-from harness.spec import registry, schema
+from harness.spec import gate, registry, schema
 from harness.spec.config import Config
 from harness.spec.criteria import Criterion
 
@@ -90,7 +90,7 @@ def run_compare(cfg: Config, opts: Options, report_dir: Path, say: Callable[[str
                 progress: Callable[[Outcome], None] | None = None) -> Compare:
     t0 = time.monotonic()
     ws = workloads(cfg, opts)
-    entries = registry.load(cfg.root / "regressions" / "registry.lock")
+    checked = gate.open_gate(cfg.root, cfg=cfg)
     repo = revisions.repo_root(cfg.root)
     base, head = revisions.resolve(repo, opts.base), revisions.resolve(repo, opts.head)
     say(f"compare: base {base.label} ({opts.base}), head {head.label} ({opts.head}); {len(ws)} workload(s)")
@@ -140,7 +140,7 @@ def run_compare(cfg: Config, opts: Options, report_dir: Path, say: Callable[[str
         s = c.spec
         out = Outcome(c.id, c.title, c.file, c.line, s.bytes, margin=s.margin)  # type: ignore[union-attr]
         outcomes.append(out)
-        st = registry.status(entries, c)
+        st = checked.status(c)
         if not st.ok and not opts.exploratory:
             out.speed, out.reason = "error", registry.refusal(st, False, "run `python3 -m harness register FILE`") or st.state
             continue

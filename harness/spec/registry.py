@@ -32,7 +32,7 @@ from typing import Protocol
 from harness.spec.criteria import Criterion
 from harness.spec.digest import canonical_json, criterion_digest
 from harness.errors import HarnessError
-from harness.spec import inputs, provenance
+from harness.spec import inputs
 
 HEADER = ("# kite criteria registry: append-only; one line per registration or amendment.\n"
           "# id\tfile\tdigest\ttime (UTC)\tevent\treason\n")
@@ -271,18 +271,6 @@ def load(path: Path) -> list[Entry]:
     except FileNotFoundError:
         return []
     return parse(text)
-
-
-def load_checked(path: Path, root: Path) -> list[Entry]:
-    """load(path), where root is a git checkout whose HEAD holds the file: only after checking
-    that the committed registry is a prefix of this one (no committed line edited or removed)."""
-    entries = load(path)
-    committed = provenance.committed_text(root, path)
-    if committed is not None:
-        why = prefix_problem(committed, inputs.read_text(path, inputs.MAX_REGISTRY, "registry.lock"))
-        if why:
-            raise HarnessError(why)
-    return entries
 
 
 def current(entries: list[Entry]) -> dict[str, Entry]:

@@ -166,4 +166,7 @@ def recompute_cross(rep: Report, root: Path, matrix_path: Path | None, hints: Hi
 def merge_reports(dirs: list[Path], out: Path, *, root: Path, matrix_path: Path | None = None,
                   say: Callable[[str], None] | None = None, hints: Hints | None = None) -> tuple[int, Report]:
     """`harness merge`: the reports joined (harness/report/merge.py), the cross criteria recomputed."""
-    return merge(dirs, out, recompute=lambda rep: recompute_cross(rep, root, matrix_path, hints), say=say)
+    entries = gate.load(root) if gate.default_path(root).exists() else []
+    registered = {i: e.file for i, e in registry.current(entries).items() if i not in registry.withdrawn(entries)}
+    return merge(dirs, out, recompute=lambda rep: recompute_cross(rep, root, matrix_path, hints), say=say,
+                 registered=registered)

@@ -27,7 +27,8 @@ from harness.matrix.cross import Hints, merge_reports
 from harness.matrix.spec import load_matrix, registrable
 from harness.models import cli as models_cli
 from harness.process import interrupts, run_process
-from harness.report.document import Report, render_junit, render_markdown, resolve_latest, resume_target
+from harness.report import resume as resume_
+from harness.report.document import Report, render_junit, render_markdown, resolve_latest
 from harness.report.document import _table as table
 from harness.run.probes import Probes
 from harness.run.runner import Context, CriterionFail, prepare
@@ -104,14 +105,8 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def _verify_opts(args: argparse.Namespace, cfg: Config, kinds: list[str] | None = None) -> VerifyOptions:
-    resume = None
-    if getattr(args, "resume", None) is not None:
-        if args.resume == "latest":
-            resume = resume_target(Path(args.reports) if args.reports else cfg.root / cfg.reports_dir)
-            if resume is None:
-                raise HarnessError("--resume: no previous report (reports/latest) to continue")
-        else:
-            resume = Path(args.resume)
+    resume = resume_.folder(getattr(args, "resume", None), Path(args.reports) if args.reports else
+                            cfg.root / cfg.reports_dir)
     return VerifyOptions(files=[Path(f) for f in args.files], only=list(args.only or []), kinds=kinds or [],
                          exploratory=args.exploratory, resume=resume, no_build=args.no_build,
                          force_build=getattr(args, "force_build", False),

@@ -98,16 +98,6 @@ def reproduce_command(c: Criterion, exploratory: bool, command: str = "python -m
     return f"{command} verify {file or c.file} --only {c.id}" + (" --exploratory" if exploratory else "")
 
 
-def not_run(crits: list[Criterion], rep: report.Report) -> list[str]:
-    """Ids of the criteria with no verdict in the report for their current text."""
-    out = []
-    for c in crits:
-        r = rep.result_for(c.id)
-        if not (r and r.get("digest") == c.digest and r.get("verdict") in ("PASS", "FAIL", "SKIP")):
-            out.append(c.id)
-    return out
-
-
 class Session:
     """Per-run caches: builds, models, engine info. Passed around, never global."""
 
@@ -197,9 +187,7 @@ def verify(cfg: Config, opts: VerifyOptions, say: Callable[[str], None] | None =
     reports_dir = opts.reports_dir or cfg.root / cfg.reports_dir
     git = sysinfo.git_state(cfg.root)
     if opts.resume is not None:
-        rdir = opts.resume
-        if not (rdir / "report.json").is_file():
-            raise HarnessError(f"--resume: {rdir} holds no report.json")
+        rdir = resume.check(opts.resume)
     else:
         rdir = report.new_report_dir(reports_dir, git.get("short"))
     try:
@@ -228,12 +216,9 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
     uncommitted = {n for n, c in (commits or {}).items() if c is None} if opts.strict else set()
     gone = checked.withdrawn(uncommitted)
     if opts.resume is not None:
-        try:  # read under the lock: the last writer's results are all there
-            rep = report.Report.load(rdir)
-        except (OSError, ValueError) as e:
-            raise HarnessError(f"--resume: cannot read {rdir}/report.json: {e}") from None
+        rep = resume.load(rdir)  # read under the lock: the last writer's results are all there
         say(f"resuming {relative(cfg, rdir)}")
-        _drop_stale(rep, git, {}, say)  # another commit's results never stand under this one's header
+        resume.drop_stale(rep, git, {}, say)  # another commit's results never stand under this one's header
     else:
         rep = report.Report(rdir)
     narrowed = filter_text(opts)
@@ -243,7 +228,7 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
     rep.doc["filter"] = narrowed
     # each file's criteria by its exact path, as the loader names it (not by a suffix of the name)
     rep.doc["criteria_files"] = {str(f): sorted(c.id for c in every if c.file == rel_path(f, cfg.root)) for f in files}
-    rep.doc["not_run"] = not_run(every, rep)
+    rep.doc["not_run"] = resume.not_run(every, rep)
     rep.doc.setdefault("resumed", [])
     if opts.resume is not None:
         rep.doc["resumed"].append(report.utc_now())
@@ -350,10 +335,10 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
                 for line in report.triage_lines(res.to_json(), Path(relative(cfg, rdir) or rdir)):
                     say(f"    {line}")
     except KeyboardInterrupt as e:  # Ctrl-C, SIGTERM, SIGHUP, the parent's death: the command tree is ended
-        _drop_stale(rep, git, rep.doc["builds"], say)
+        resume.drop_stale(rep, git, rep.doc["builds"], say)
         for n, b in sess.builds.items():
             rep.doc["builds"][n] = build_json(cfg, b)
-        rep.doc["not_run"] = not_run(every, rep)
+        rep.doc["not_run"] = resume.not_run(every, rep)
         rep.doc["interrupted_by"] = str(e) or "SIGINT"
         rep.write(final=True, status="interrupted")
         s = rep.summarize()
@@ -363,8 +348,8 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
             f"{shlex.quote(os.path.relpath(rdir, opts.here) if opts.here else str(rdir))})")
         return 128 + getattr(e, "signum", 2)
     except RunStopped as e:  # a full disk: the criterion has no verdict, so a resume runs it again
-        _drop_stale(rep, git, rep.doc["builds"], say)
-        rep.doc["not_run"] = not_run(every, rep)
+        resume.drop_stale(rep, git, rep.doc["builds"], say)
+        rep.doc["not_run"] = resume.not_run(every, rep)
         rep.write(final=True, status="interrupted")
         raise HarnessError(f"{e}; no verdict was recorded for it: free some space, then continue with "
                            f"`{opts.command} verify --resume "
@@ -372,8 +357,8 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
     for n, b in sess.builds.items():
         rep.doc["builds"][n] = build_json(cfg, b)
     confined.rmdir_if_empty(rdir, "work")
-    _drop_stale(rep, git, rep.doc["builds"], say)
-    missing = not_run(every, rep)
+    resume.drop_stale(rep, git, rep.doc["builds"], say)
+    missing = resume.not_run(every, rep)
     rep.doc["not_run"] = missing
     rep.write(final=True, status="partial" if missing else "complete")
     history.after_report(cfg.root, rep, say)  # A/B pictures; the history store when configured
@@ -389,15 +374,6 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
         say(f"build{'s' if len(broken) > 1 else ''} {', '.join(broken)} failed: see the first errors above")
     failed = any(r["verdict"] == "FAIL" for r in rep.results if r["id"] in selected)
     return 1 if failed or broken else 0
-
-
-def _drop_stale(rep: report.Report, git: dict[str, Any], builds: dict[str, Any], say: Callable[[str], None]) -> None:
-    """Drop the results that did not run on this commit, or on the report's binaries (builds):
-    they are run again, or listed as not run."""
-    gone = [i for i in resume.stale(rep.results, git, builds) if isinstance(i, str)]
-    if gone:
-        say(f"not kept from the interrupted run, as they ran on another commit or engine: {', '.join(gone)}")
-        rep.doc["results"] = [r for r in rep.results if r.get("id") not in gone]
 
 
 def _registered_absent(reg_path: Path, root: Path, only: list[str], every: list[Criterion]) -> frozenset[str]:

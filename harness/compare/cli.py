@@ -7,6 +7,8 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from harness.compare import bisect, report, revisions
@@ -102,10 +104,25 @@ def _folder(args: argparse.Namespace, cfg: Config) -> Path:
     return new_report_dir(cfg.root / cfg.reports_dir, "compare")
 
 
+@contextmanager
+def _refused_leaves_nothing(out: Path) -> Iterator[None]:
+    """A compare or bisect refused (or stopped) before it wrote anything leaves no empty report
+    folder behind, which a bare `verify --resume` would otherwise take for a run to continue."""
+    try:
+        yield
+    except BaseException:
+        try:
+            out.rmdir()  # only when empty
+        except OSError:
+            pass
+        raise
+
+
 def run_compare_cmd(args: argparse.Namespace, cfg: Config) -> int:
     opts = _options(args, args.base, args.head)
     out = _folder(args, cfg)
-    c = run_compare(cfg, opts, out, Out.say)
+    with _refused_leaves_nothing(out):
+        c = run_compare(cfg, opts, out, Out.say)
     report.write(c, out, args.fail_on)
     report.publish(c, out, args.fail_on)
     Out.show(report.render_markdown(c, args.fail_on).split("\n## Details")[0].rstrip())
@@ -116,7 +133,8 @@ def run_compare_cmd(args: argparse.Namespace, cfg: Config) -> int:
 def run_bisect_cmd(args: argparse.Namespace, cfg: Config) -> int:
     opts = _options(args, args.good, args.bad)
     out = _folder(args, cfg)
-    b = bisect.run_bisect(cfg, args.good, args.bad, args.workload, args.what, opts, out, Out.say)
+    with _refused_leaves_nothing(out):
+        b = bisect.run_bisect(cfg, args.good, args.bad, args.workload, args.what, opts, out, Out.say)
     atomic_write(out / "bisect.json", json.dumps(b.to_json(), indent=1) + "\n")
     atomic_write(out / "report.md", bisect.render_markdown(b))
     Out.show(bisect.render_markdown(b).rstrip())

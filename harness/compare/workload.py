@@ -15,7 +15,7 @@ from harness.build.cmake import BuildResult
 from harness.compare.sequential import Sequence
 from harness.process import KEEP_WHOLE, run_process
 from harness.run import timing
-from harness.run.compare import compare_bytes
+from harness.run.dumpdiff import compare_bytes
 from harness.run.probes import Probes
 from harness.run.runner import Context, CriterionFail, Prepared, prepare
 from harness.spec import criteria as C

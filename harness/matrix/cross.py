@@ -19,7 +19,7 @@ from harness.errors import HarnessError
 from harness.matrix.spec import Cross, Matrix, RegisteredCross, load_matrix
 from harness.report.document import Report
 from harness.report.merge import merge
-from harness.run.compare import compare_bytes
+from harness.run.dumpdiff import compare_bytes
 from harness.run.result import Result, utc_now
 from harness.spec import gate, inputs, registry
 from harness.spec.config import load_config

@@ -21,7 +21,7 @@ from harness.spec import inputs
 from harness.run import timing
 from harness.build.binfmt import BinaryFormatError, read_binary
 from harness.build.cmake import BuildResult
-from harness.run.compare import compare_bytes
+from harness.run.dumpdiff import compare_bytes
 from harness.spec.config import DTYPES, Config, DumpSpec
 from harness.process import KEEP_WHOLE, ProcResult, closing_counts, run_process
 from harness.run.probes import Probes

@@ -15,7 +15,7 @@ from harness.build.cmake import BuildResult
 from harness.compare.sequential import Sequence
 from harness.process import KEEP_WHOLE, run_process
 from harness.run import timing
-from harness.run.dumpdiff import compare_bytes
+from harness.run import dumps
 from harness.run.probes import Probes
 from harness.run.runner import Context, CriterionFail, Prepared, prepare
 from harness.spec import criteria as C
@@ -108,16 +108,17 @@ class Runner:
         if bad:
             raise CriterionFail(f"vacuous: {label}: precondition failed: " + "; ".join(bad))
 
-    def dumps(self, key: str) -> tuple[dict[str, Any], dict[str, bytes]]:
-        """One run with the dump flag: meta.json and the dump files (read through the safe reader,
-        at most the size their shape gives)."""
+    def dumps(self, key: str) -> tuple[dict[str, Any], dict[str, dumps.Dump]]:
+        """One run with the dump flag: meta.json and the dump files, through verify's reader
+        (inside the dump folder, no link out, exactly the size the shape gives, the same caps)."""
         cfg = self.cfgs[key]
         dump = self.prepared[key].work / "dump"
         if dump.exists():
             shutil.rmtree(dump)
         self._run(key, [cfg.dump_flag, str(dump)], f"{key}.dump")
         try:
-            meta = inputs.json_loads(inputs.read_text(dump / cfg.meta_file, inputs.MAX_META, cfg.meta_file))
+            meta = inputs.json_loads(inputs.decode_text(inputs.read_inside(dump, cfg.meta_file, inputs.MAX_META),
+                                                        cfg.meta_file))
         except (OSError, ValueError, inputs.FileRefused) as e:
             raise CriterionFail(f"{key}: {cfg.meta_file}: {e}") from None
         self._check(meta, f"{key} dump run")
@@ -127,13 +128,15 @@ class Runner:
             if ds is None:
                 raise CriterionFail(f"{key}: its configs/engine.yaml declares no dump {name!r}")
             shape = C.lookup(meta, ds.shape)
-            size = {"f32": 4, "i32": 4, "f16": 2, "bf16": 2}[ds.dtype]
-            cap = (math.prod(shape) * size if isinstance(shape, list) and all(
-                isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in shape) else inputs.MAX_META)
+            if not (isinstance(shape, list) and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0
+                                                    for x in shape)):
+                shape = None
             try:
-                data[name] = inputs.read_bytes(dump / ds.file, cap, f"{key} {ds.file}")
-            except (OSError, inputs.FileRefused) as e:
-                raise CriterionFail(f"{key}: dump {ds.file}: {e}") from None
+                data[name] = dumps.locate(dump, ds.file, ds.dtype, shape)
+            except FileNotFoundError:
+                raise CriterionFail(f"{key}: dump {ds.file} missing") from None
+            except dumps.DumpRefused as e:
+                raise CriterionFail(f"{key}: {e}") from None
         return meta, data
 
     def timed(self, key: str, label: str) -> float:
@@ -171,8 +174,11 @@ def compare_dumps(run: Runner, out: Outcome) -> None:
         shape_a = shape_a if isinstance(shape_a, list) else None
         shape_b = shape_b if isinstance(shape_b, list) else None
         row = int(shape_a[-1]) if shape_a and isinstance(shape_a[-1], int) else 0
-        d = compare_bytes(datas["base"][name], datas["head"][name], row, shape_a=shape_a, shape_b=shape_b,
-                          dtype=ds.dtype)
+        try:
+            d = dumps.compare(datas["base"][name], datas["head"][name], row, shape_a=shape_a, shape_b=shape_b,
+                              dtype=ds.dtype)
+        except dumps.DumpRefused as e:
+            raise CriterionFail(str(e)) from None
         changed |= not d.identical
         out.bytes_detail.append({"dump": name, **d.to_json()})
     out.bytes = "changed" if changed else "same"

@@ -1,0 +1,137 @@
+"""compare's cache of revisions, attacked (issue 44, N05, N08, N09, N16, N23): a killed checkout,
+a stamp that names another engine, a linked entry, the cache's own files failing, a prebuilt
+engine outside the revision."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import git
+from harness.cli import main
+from harness.compare import revisions
+from harness.errors import HarnessError
+
+pytestmark = pytest.mark.skipif(not (shutil.which("cmake") and shutil.which("cc") and shutil.which("git")),
+                                reason="needs cmake, a C compiler and git")
+
+
+@pytest.fixture
+def repo(tmp_path):
+    from tests.compare_repo import make_repo
+
+    commits = make_repo(tmp_path / "repo")
+    return tmp_path / "repo", commits
+
+
+def _cache(tmp_path: Path, repo: Path) -> revisions.Cache:
+    return revisions.Cache(tmp_path / "cache", repo, lambda s: None)
+
+
+def test_a_checkout_killed_inside_worktree_add_is_redone(repo, tmp_path):
+    """e338b56 (N05): a `worktree add` killed half-way leaves git's record of the worktree locked
+    ("initializing"); `worktree prune` keeps a locked one, and every later compare of that
+    revision failed."""
+    path, c = repo
+    cache = _cache(tmp_path, path)
+    rev = revisions.resolve(path, c[0])
+    src = cache.dir / rev.tree / "src"
+    src.parent.mkdir(parents=True)
+    git(path, "worktree", "add", "--detach", str(src), rev.commit)
+    git(path, "worktree", "lock", "--reason", "initializing", str(src))
+    shutil.rmtree(src)  # the kill: no files, no checkout.done, git's record locked
+    assert cache.checkout(rev) == src
+    assert (src / "src" / "eng.c").is_file() and (cache.dir / rev.tree / "checkout.done").is_file()
+
+
+def test_git_runs_under_the_tree_guard(monkeypatch, repo):
+    """e338b56 (N05): after a SIGKILL of the harness, git's checkout went on writing: every git
+    command of compare now runs under the guard that ends its tree with the harness."""
+    path, c = repo
+    seen = []
+    real = revisions.run_process
+
+    def spy(argv, *args, **kwargs):
+        seen.append(kwargs.get("guard_group", False))
+        return real(argv, *args, **kwargs)
+
+    monkeypatch.setattr(revisions, "run_process", spy)
+    revisions.git(path, "status", "--short")
+    assert seen == [True]
+
+
+def test_a_stamp_that_names_another_engine_is_not_trusted(repo, tmp_path):
+    """e338b56 (N08): a build stamp was trusted whatever it named: an engine outside the cache
+    entry, or one whose bytes changed since it was written."""
+    path, c = repo
+    cache = _cache(tmp_path, path)
+    rev = revisions.resolve(path, c[0])
+    _, first = cache.build(rev, "default")
+    stamp = cache.dir / rev.tree / "build-default.json"
+    doc = json.loads(stamp.read_text())
+    outside = tmp_path / "outside-eng"
+    shutil.copy(first.engine_path, outside)
+    doc["engine_path"] = str(outside)
+    stamp.write_text(json.dumps(doc))
+    _, again = cache.build(rev, "default")
+    assert again.engine_path == first.engine_path and Path(again.engine_path).is_relative_to(cache.dir)
+    Path(first.engine_path).write_bytes(b"#!/bin/sh\necho planted\n")  # the stamped engine replaced
+    _, third = cache.build(rev, "default")
+    assert b"planted" not in Path(third.engine_path).read_bytes()
+
+
+def test_a_linked_src_is_never_built_in(repo, tmp_path):
+    """e338b56 (N09): a cache entry whose `src` links elsewhere was used: the build deleted and
+    wrote in the link's target."""
+    path, c = repo
+    cache = _cache(tmp_path, path)
+    rev = revisions.resolve(path, c[0])
+    elsewhere = tmp_path / "elsewhere"
+    shutil.copytree(path, elsewhere, ignore=shutil.ignore_patterns(".git"))
+    (elsewhere / ".git").write_text("gitdir: /nowhere\n")
+    (elsewhere / "build" / "default").mkdir(parents=True)
+    (elsewhere / "build" / "default" / "keep").write_text("mine")
+    entry = cache.dir / rev.tree
+    entry.mkdir(parents=True)
+    (entry / "src").symlink_to(elsewhere)
+    (entry / "checkout.done").write_text(rev.commit + "\n")
+    _, res = cache.build(rev, "default")
+    assert (elsewhere / "build" / "default" / "keep").read_text() == "mine"
+    assert not (entry / "src").is_symlink() and Path(res.engine_path).is_relative_to(entry)
+
+
+@pytest.mark.parametrize("what", ["cache-is-a-file", "linked-lock"])
+def test_the_cache_failing_is_named_not_an_internal_error(repo, tmp_path, capsys, what):
+    """e338b56 (N16): the cache as a file, or a linked lock, ended compare as "internal error"."""
+    path, c = repo
+    cache = tmp_path / "cache"
+    if what == "cache-is-a-file":
+        cache.write_text("not a folder")
+    else:
+        cache.mkdir()
+        tree = revisions.resolve(path, c[0]).tree
+        (cache / f"{tree}.lock").symlink_to(tmp_path / "elsewhere.lock")
+    assert main(["--root", str(path), "register", str(path / "regressions" / "work.yaml")]) == 0
+    rc = main(["--root", str(path), "compare", c[0], c[1], "--cache", str(cache), "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert "internal error" not in err
+    w = json.loads((tmp_path / "o" / "report.json").read_text())["workloads"][0]
+    assert rc == 1 and w["speed"] == "error" and w["reason"].startswith(f"compare cache {cache}"), w
+    assert not (tmp_path / "elsewhere.lock").exists()
+
+
+def test_a_prebuilt_engine_outside_the_revision_is_refused(repo, tmp_path):
+    """e338b56 (N23): a revision's engine.yaml with `prebuilt: /some/folder` made compare run an
+    engine outside its checkout."""
+    path, c = repo
+    eng = path / "configs" / "engine.yaml"
+    outside = tmp_path / "bin"
+    outside.mkdir()
+    eng.write_text(eng.read_text().replace("builds:\n", f"builds:\n  other:\n    prebuilt: {outside}\n"))
+    git(path, "commit", "-q", "-am", "a prebuilt build outside")
+    rev = revisions.resolve(path, "HEAD")
+    with pytest.raises(HarnessError, match="outside the checkout"):
+        _cache(tmp_path, path).build(rev, "default")

@@ -135,3 +135,22 @@ def test_a_prebuilt_engine_outside_the_revision_is_refused(repo, tmp_path):
     rev = revisions.resolve(path, "HEAD")
     with pytest.raises(HarnessError, match="outside the checkout"):
         _cache(tmp_path, path).build(rev, "default")
+
+
+def test_a_revision_is_checked_out_with_its_submodules(repo, tmp_path, monkeypatch):
+    """e338b56 (N25): compare's worktrees lacked the revision's submodules."""
+    path, c = repo
+    monkeypatch.setenv("GIT_CONFIG_COUNT", "1")  # git refuses a local submodule unless told, for the test
+    monkeypatch.setenv("GIT_CONFIG_KEY_0", "protocol.file.allow")
+    monkeypatch.setenv("GIT_CONFIG_VALUE_0", "always")
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    git(sub, "init", "-q")
+    (sub / "part.c").write_text("int part(void) { return 1; }\n")
+    git(sub, "add", "-A")
+    git(sub, "commit", "-q", "-m", "part")
+    git(path, "submodule", "-q", "add", str(sub), "third_party/sub")
+    git(path, "commit", "-q", "-m", "add a submodule")
+    rev = revisions.resolve(path, "HEAD")
+    src = _cache(tmp_path, path).checkout(rev)
+    assert (src / "third_party" / "sub" / "part.c").read_text() == "int part(void) { return 1; }\n"

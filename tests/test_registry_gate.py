@@ -205,3 +205,27 @@ def test_compare_checks_what_a_workload_depends_on(tmp_path, capsys):
     w = doc["workloads"][0]
     assert rc == 1 and w["speed"] == "error", w
     assert "what it depends on changed since registration: build:default" in w["reason"]
+
+
+def test_a_clone_with_autocrlf_reads_its_registry(tmp_path):
+    """e338b56 (N14): a clone made with core.autocrlf=true got registry.lock with CRLF line ends,
+    which the registry refuses, and the suggested `git checkout HEAD -- regressions/registry.lock`
+    wrote the CRs again. The project's .gitattributes keeps LF on every checkout."""
+    from harness.spec import gate
+
+    root = Path(__file__).resolve().parent.parent
+    src = tmp_path / "src"
+    (src / "regressions").mkdir(parents=True)
+    shutil.copy(root / ".gitattributes", src / ".gitattributes")
+    shutil.copy(root / "regressions" / "registry.lock", src / "regressions" / "registry.lock")
+    git(src, "init", "-q")
+    git(src, "add", "-A")
+    git(src, "commit", "-q", "-m", "registry")
+    clone = tmp_path / "clone"
+    git(tmp_path, "-c", "core.autocrlf=true", "clone", "-q", "--config", "core.autocrlf=true", str(src), str(clone))
+    lock = clone / "regressions" / "registry.lock"
+    assert b"\r" not in lock.read_bytes()
+    assert gate.load(clone) == registry.load(root / "regressions" / "registry.lock")
+    lock.write_bytes(lock.read_bytes().replace(b"\n", b"\r\n"))
+    git(clone, "checkout", "HEAD", "--", "regressions/registry.lock")  # the remedy the message names
+    assert b"\r" not in lock.read_bytes()

@@ -146,7 +146,8 @@ def parse(text: str) -> list[Entry]:
             break
         if "\r" in line:
             raise HarnessError(f"registry.lock:{n}: a carriage return (CR): the registry's lines end in LF only, and a "
-                               "CR or CRLF line end can hide lines from a reader; " + RESTORE)
+                               "CR or CRLF line end can hide lines from a reader; " + RESTORE + " (a checkout "
+                               "writes CRLF under core.autocrlf=true unless the commit's .gitattributes says eol=lf)")
         if n == len(rows):
             raise HarnessError(f"registry.lock:{n}: the last line has no line end: a `register` was cut off while "
                                "writing it, or the file was edited by hand; " + RESTORE)

@@ -44,9 +44,22 @@ class RunStopped(HarnessError):
     --resume` runs it again once there is room; raised through evaluate() to the caller."""
 
 
-def stop_if_disk_full(e: BaseException, what: str) -> None:
-    """Raise RunStopped for an OSError of a full disk, naming what could not be written."""
-    if isinstance(e, OSError) and e.errno in DISK_FULL:
+FULL_BELOW = 1024 * 1024  # free bytes under which a write error without an errno is a full disk
+
+
+def stop_if_disk_full(e: BaseException, what: str, folder: Path | None = None) -> None:
+    """Raise RunStopped for an OSError of a full disk, naming what could not be written: ENOSPC or
+    EDQUOT, or a write error with no errno at all (numpy's "N requested and 0 written") while the
+    folder it wrote in has less than FULL_BELOW bytes free."""
+    if not isinstance(e, OSError):
+        return
+    full = e.errno in DISK_FULL
+    if not full and e.errno is None and folder is not None:
+        try:
+            full = shutil.disk_usage(folder).free < FULL_BELOW
+        except OSError:
+            full = False
+    if full:
         where = f" ({e.filename})" if e.filename else ""
         raise RunStopped(f"{what}: {e.strerror or e}{where}") from None
 

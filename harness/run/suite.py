@@ -104,7 +104,8 @@ class Models:
                                                    spec.get("qtype"), search=[self.cfg.recipe_dir]))
             except Exception as e:  # noqa: BLE001 - any generator failure fails the criteria using it
                 # but a full disk stops the run, with no verdict kept: `--resume` generates it again
-                stop_if_disk_full(e, f"model {key}: cannot write it in {self.cfg.root / self.cfg.models_dir}")
+                stop_if_disk_full(e, f"model {key}: cannot write it in {self.cfg.root / self.cfg.models_dir}",
+                                  self.cfg.root / self.cfg.models_dir)
                 self.made[key] = CriterionFail(f"model {key}: {type(e).__name__}: {e}")
         got = self.made[key]
         if isinstance(got, CriterionFail):

@@ -154,3 +154,32 @@ def test_a_revision_is_checked_out_with_its_submodules(repo, tmp_path, monkeypat
     rev = revisions.resolve(path, "HEAD")
     src = _cache(tmp_path, path).checkout(rev)
     assert (src / "third_party" / "sub" / "part.c").read_text() == "int part(void) { return 1; }\n"
+
+
+def test_bisect_passes_over_a_commit_whose_engine_crashes(repo, tmp_path):
+    """e338b56 (N18): a commit between GOOD and BAD whose engine crashes ended bisect with exit 2
+    and no report. It is now skipped like `git bisect skip`, and named in the report."""
+    from tests import compare_repo as CR
+
+    path, c = repo
+    git(path, "checkout", "-q", "-b", "crash", c[0])
+    base = CR.SOURCE.replace("@WORK@", "100").replace("@N@", "n")
+    steps = [("crash", base.replace("int main(int argc, char **argv) {",
+                                     "int main(int argc, char **argv) {\n    if (argc > 1) abort();")
+              .replace("@CHANGE@", "")),
+             ("fixed", base.replace("@CHANGE@", "")),
+             ("value", base.replace("@CHANGE@", " + (i == 7 ? 1.0f : 0.0f)"))]
+    made = []
+    for subject, text in steps:
+        (path / "src" / "eng.c").write_text(text)
+        (path / "NOTES").write_text(subject + "\n")
+        git(path, "commit", "-q", "-am", subject)
+        made.append(git(path, "rev-parse", "HEAD"))
+    assert main(["--root", str(path), "register", str(path / "regressions" / "work.yaml")]) == 0
+    out = tmp_path / "b"
+    rc = main(["--root", str(path), "bisect", c[0], made[-1], "--workload", "W1", "--what", "bytes",
+               "--cache", str(tmp_path / "cache"), "--out", str(out), "--max-pairs", "4"])
+    doc = json.loads((out / "bisect.json").read_text())
+    assert (rc, doc["culprit"], doc["confirmed"]) == (0, made[2], True), doc["note"]
+    assert f"not judged: {made[0][:10]}" in doc["note"] and "engine" in doc["note"]
+    assert [s["speed"] for s in doc["steps"] if s["head"] == made[0]] == ["error"]

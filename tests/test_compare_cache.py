@@ -183,3 +183,51 @@ def test_bisect_passes_over_a_commit_whose_engine_crashes(repo, tmp_path):
     assert (rc, doc["culprit"], doc["confirmed"]) == (0, made[2], True), doc["note"]
     assert f"not judged: {made[0][:10]}" in doc["note"] and "engine" in doc["note"]
     assert [s["speed"] for s in doc["steps"] if s["head"] == made[0]] == ["error"]
+
+
+CAPPED = """criteria:
+  - id: W
+    title: t
+    kind: compare
+    build: stub
+    args: [run, --model, "{model}"]
+    dumps: [h_out]
+    bytes: same
+    metric: {field: timings.decode_ms, reduce: median}
+    margin: 0.02
+    budget: {pairs: 100, seconds: 600}
+    block: 16
+    warmups: 10
+    noise_floor: 20
+"""
+
+
+def _capped_run(max_pairs=None, max_seconds=None, clock=None):
+    from harness.compare import session
+    from harness.compare.workload import Outcome, sequential
+    from test_compare_parts import FakeRun, load
+
+    (c,) = load(CAPPED)
+    capped = session._capped(c, session.Options(base="x", max_pairs=max_pairs, max_seconds=max_seconds))
+    run = FakeRun(capped.spec)
+    out = Outcome("W", "t", "f", 1, "same", margin=0.02)
+    kw = {"clock": clock} if clock else {}
+    seq = sequential(run, out, 0.05, lambda s: None, **kw)  # type: ignore[arg-type]
+    return run, seq, out
+
+
+def test_max_pairs_caps_warmups_the_floor_and_a_block():
+    """e338b56 (N17): --max-pairs 4 capped the timed pairs only: 10 warm-ups, 20 A/A pairs and a
+    first block of 16 pairs still ran (92 runs)."""
+    run, seq, out = _capped_run(max_pairs=4)
+    assert seq.pairs == 4 and out.noise_floor["pairs"] == 4
+    assert run.n == 2 * 4 + 2 * 4 + 2 * 4  # warm-ups, floor, one block: each at most 4 pairs
+
+
+def test_max_seconds_counts_from_the_first_warmup():
+    """e338b56 (N17): --max-seconds started counting after the warm-ups and the A/A floor."""
+    ticks = iter(range(0, 10_000, 25))  # 25 s a clock reading
+    run, seq, out = _capped_run(max_seconds=60, clock=lambda: float(next(ticks)))
+    # warm-ups at 25, 50 s go on, 75 s stops them; the floor keeps its 2 pairs; one block of 16
+    assert out.noise_floor["pairs"] == 2 and seq.pairs == 16
+    assert run.n == 2 * 3 + 2 * 2 + 2 * 16

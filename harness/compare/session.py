@@ -19,6 +19,7 @@ from harness.report.sysinfo import engine_info
 from harness.run.probes import Probes
 from harness.run.runner import CriterionFail
 from harness.run.suite import Models
+from harness.spec import criteria as C
 from harness.spec import gate, registry, schema
 from harness.spec.config import Config
 from harness.spec.criteria import Criterion
@@ -77,13 +78,19 @@ def workloads(cfg: Config, opts: Options) -> list[Criterion]:
 
 
 def _capped(c: Criterion, opts: Options) -> Criterion:
-    """The workload with its budget capped by --max-pairs / --max-seconds (never raised)."""
+    """The workload with its budget capped by --max-pairs / --max-seconds (never raised). The pair
+    cap bounds each kind of pair: warm-ups, the A/A floor, a block and the timed pairs; the
+    seconds run from the first warm-up (workload.sequential)."""
     s = c.spec
-    pairs = min(s.budget_pairs, opts.max_pairs) if opts.max_pairs else s.budget_pairs  # type: ignore[union-attr]
-    secs = s.budget_seconds  # type: ignore[union-attr]
+    assert isinstance(s, C.CompareSpec)
+    cap = opts.max_pairs
+    pairs = min(s.budget_pairs, cap) if cap else s.budget_pairs
+    secs = s.budget_seconds
     if opts.max_seconds is not None:
         secs = opts.max_seconds if secs is None else min(secs, opts.max_seconds)
-    return dataclasses.replace(c, spec=dataclasses.replace(s, budget_pairs=pairs, budget_seconds=secs))
+    more = {"block": min(s.block, cap - cap % 2), "warmups": min(s.warmups, cap),
+            "noise_floor": min(s.noise_floor, cap)} if cap else {}
+    return dataclasses.replace(c, spec=dataclasses.replace(s, budget_pairs=pairs, budget_seconds=secs, **more))
 
 
 def run_compare(cfg: Config, opts: Options, report_dir: Path, say: Callable[[str], None],

@@ -186,21 +186,31 @@ def compare_dumps(run: Runner, out: Outcome) -> None:
 
 def sequential(run: Runner, out: Outcome, alpha: float, say: Callable[[str], None],
                clock: Callable[[], float] = time.monotonic) -> Sequence:
-    """Warm-ups, the A/A floor when asked, then ABBA blocks with a look after each one."""
+    """Warm-ups, the A/A floor when asked, then ABBA blocks with a look after each one. The
+    seconds budget runs from the first warm-up: warm-ups and the floor stop when it is spent (the
+    floor keeps at least 2 pairs), and one block is always timed."""
     s = run.spec
+    t0 = clock()
+
+    def spent() -> bool:
+        return s.budget_seconds is not None and clock() - t0 >= s.budget_seconds
+
     for i in range(s.warmups):
+        if i and spent():
+            break
         for key in SIDES:
             run.timed(key, f"warmup{i + 1}.{key}")
     if s.noise_floor:
         aa = []
         for i, order in enumerate(timing.schedule(s.noise_floor)):
+            if i >= 2 and spent():
+                break
             v = {side: run.timed("base", f"aa{i + 1}.{side}") for side in order}
             aa.append(v["B"] / v["A"])
         st = timing.order_median_ci(aa)
         out.noise_floor = {"pairs": len(aa), "median": st.median, "ci": [st.ci_lower, st.ci_upper],
                            "ratios": aa}
     seq = Sequence(s.margin, alpha)
-    t0 = clock()
     n = 0
     while True:
         block = []

@@ -185,21 +185,10 @@ def test_bisect_passes_over_a_commit_whose_engine_crashes(repo, tmp_path):
     assert [s["speed"] for s in doc["steps"] if s["head"] == made[0]] == ["error"]
 
 
-CAPPED = """criteria:
-  - id: W
-    title: t
-    kind: compare
-    build: stub
-    args: [run, --model, "{model}"]
-    dumps: [h_out]
-    bytes: same
-    metric: {field: timings.decode_ms, reduce: median}
-    margin: 0.02
-    budget: {pairs: 100, seconds: 600}
-    block: 16
-    warmups: 10
-    noise_floor: 20
-"""
+def _capped_text() -> str:
+    from test_compare_parts import GOOD
+
+    return GOOD.replace("seconds: 60}", "seconds: 600}\n    block: 16\n    warmups: 10\n    noise_floor: 20")
 
 
 def _capped_run(max_pairs=None, max_seconds=None, clock=None):
@@ -207,7 +196,7 @@ def _capped_run(max_pairs=None, max_seconds=None, clock=None):
     from harness.compare.workload import Outcome, sequential
     from test_compare_parts import FakeRun, load
 
-    (c,) = load(CAPPED)
+    (c,) = load(_capped_text())
     capped = session._capped(c, session.Options(base="x", max_pairs=max_pairs, max_seconds=max_seconds))
     run = FakeRun(capped.spec)
     out = Outcome("W", "t", "f", 1, "same", margin=0.02)

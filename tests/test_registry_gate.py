@@ -18,17 +18,7 @@ from harness.spec import registry
 from harness.verify import load_criteria
 from test_registry_contract import SUITE, _commit, _drop_r2, _registered
 
-TWO = """\
-criteria:
-  - id: R1
-    title: selftest one
-    kind: run
-    runs: [{args: [selftest], expect: {passes_min: 1}}]
-  - id: R2
-    title: selftest two
-    kind: run
-    runs: [{args: [selftest], expect: {passes_min: 2}}]
-"""
+TWO = SUITE.split("  - id: R3\n")[0]  # R1 and R2
 
 
 def test_a_line_removed_in_one_commit_and_registered_again_in_the_next_is_refused(fake_repo, capsys):

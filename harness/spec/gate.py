@@ -107,10 +107,6 @@ class Gate:
     def deps(self, c: Criterion) -> dict[str, str]:
         return depends.dependency_digests(self.cfg, c) if self.cfg is not None else {}
 
-    def refusal(self, c: registry.Registrable, exploratory: bool, hint: str) -> str | None:
-        """Why c must FAIL without running (registry.refusal of its status), or None."""
-        return registry.refusal(self.status(c), exploratory, hint)
-
     def withdrawn(self, uncommitted: set[int] | None = None) -> dict[str, registry.Entry]:
         """id -> its withdraw line; with uncommitted (line numbers in no commit, for --strict) a
         withdrawal not committed yet does not count: the id is still answered for."""

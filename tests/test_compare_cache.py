@@ -220,3 +220,20 @@ def test_max_seconds_counts_from_the_first_warmup():
     # warm-ups at 25, 50 s go on, 75 s stops them; the floor keeps its 2 pairs; one block of 16
     assert out.noise_floor["pairs"] == 2 and seq.pairs == 16
     assert run.n == 2 * 3 + 2 * 2 + 2 * 16
+
+
+def test_a_dirty_tree_leaves_nothing_in_the_users_object_database(repo, tmp_path):
+    """e338b56 (N24): each compare of a dirty working tree wrote its changed and untracked files
+    into the user's object database."""
+    path, c = repo
+    assert main(["--root", str(path), "register", str(path / "regressions" / "work.yaml")]) == 0
+    (path / "UNTRACKED.txt").write_text("planted, unique to this test\n")
+    blob = git(path, "hash-object", "UNTRACKED.txt")
+    rc = main(["--root", str(path), "compare", "HEAD", "--cache", str(tmp_path / "cache"), "--out",
+               str(tmp_path / "o"), "--max-pairs", "4"])
+    doc = json.loads((tmp_path / "o" / "report.json").read_text())
+    assert rc == 0 and doc["head"]["dirty"] and doc["workloads"][0]["bytes"] == "same", doc["workloads"][0]
+    snap = tmp_path / "cache" / doc["head"]["tree"] / "src"
+    assert (snap / "UNTRACKED.txt").read_text() == "planted, unique to this test\n"
+    assert not revisions.run_process(["git", "-C", str(path), "cat-file", "-e", blob]).ok  # only in the cache
+    assert "?? UNTRACKED.txt" in git(path, "status", "--porcelain")

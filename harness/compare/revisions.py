@@ -1,7 +1,8 @@
 """Revisions of a compare: each git revision checked out once into a worktree in the cache (never in
 the user's tree) and built there from its own engine.yaml. The working tree, uncommitted changes
 included, is a revision too ("dirty"): its files are snapshotted into a git tree through a
-temporary index. A build is trusted only with its completion stamp, written after it succeeded;
+temporary index, their objects written into the cache's own object folder (never the user's), and
+checked out from there without a worktree. A build is trusted only with its completion stamp, written after it succeeded;
 a killed checkout or build leaves no stamp and is redone. One lock per revision in the cache."""
 
 from __future__ import annotations
@@ -67,10 +68,11 @@ def repo_root(root: Path) -> Path:
     return Path(git(root, "rev-parse", "--show-toplevel").strip())
 
 
-def resolve(repo: Path, spec: str) -> Revision:
-    """A git revision (anything `git rev-parse` takes), or WORKTREE: the files as they are now."""
+def resolve(repo: Path, spec: str, objects: Path | None = None) -> Revision:
+    """A git revision (anything `git rev-parse` takes), or WORKTREE: the files as they are now
+    (their objects written into `objects`, the cache's, when given)."""
     if spec == WORKTREE:
-        return snapshot(repo)
+        return snapshot(repo, objects)
     if spec.startswith("-"):
         raise HarnessError(f"{spec!r} is not a revision (it starts with '-')")
     r = run_process(["git", "-C", str(repo), "rev-parse", "--verify", "--quiet", "--end-of-options",
@@ -82,20 +84,35 @@ def resolve(repo: Path, spec: str) -> Revision:
     return Revision(spec, commit, tree, commit[:10])
 
 
-def snapshot(repo: Path) -> Revision:
+def object_env(repo: Path, objects: Path | None) -> dict[str, str]:
+    """git's environment for writing a snapshot's objects into `objects` (the cache's own object
+    folder), reading the repository's through it: the user's object database gets none of them.
+    {} when objects is None."""
+    if objects is None:
+        return {}
+    try:
+        objects.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise HarnessError(f"compare cache {objects}: {e.strerror or e}") from None
+    theirs = Path(git(repo, "rev-parse", "--path-format=absolute", "--git-path", "objects").strip())
+    return {"GIT_OBJECT_DIRECTORY": str(objects.resolve()), "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(theirs)}
+
+
+def snapshot(repo: Path, objects: Path | None = None) -> Revision:
     """The working tree as a commit: HEAD's index plus every change and untracked file git does not
-    ignore, written through a temporary index (the user's index is not touched)."""
+    ignore, written through a temporary index (the user's index is not touched) into `objects`."""
     head = git(repo, "rev-parse", "HEAD").strip()
     head_tree = git(repo, "rev-parse", "HEAD^{tree}").strip()
+    store = object_env(repo, objects)
     with tempfile.TemporaryDirectory(prefix="kite-compare-index-") as tmp:
-        env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
+        env = {"GIT_INDEX_FILE": str(Path(tmp) / "index"), **store}
         git(repo, "read-tree", "HEAD", env=env)
         git(repo, "add", "--all", "--", ".", env=env)
         tree = git(repo, "write-tree", env=env).strip()
     if tree == head_tree:
         return Revision(WORKTREE, head, tree, head[:10])
     commit = git(repo, "commit-tree", tree, "-p", head, "-m", "kite compare: the working tree",
-                 env=_SNAPSHOT_ENV).strip()
+                 env={**_SNAPSHOT_ENV, **store}).strip()
     return Revision(WORKTREE, commit, tree, head[:10] + "+dirty", dirty=True)
 
 
@@ -110,13 +127,15 @@ def parent(repo: Path, commit: str) -> str:
 
 
 class Cache:
-    """<dir>/<tree>/: `src/` (a git worktree of the revision), `checkout.done`, `build-<name>.json`
-    (the stamp of a finished build); `<tree>.lock` serialises two compares on one revision."""
+    """<dir>/<tree>/: `src/` (a git worktree of the revision; for a dirty working tree, its files),
+    `checkout.done`, `build-<name>.json` (the stamp of a finished build); `<tree>.lock` serialises
+    two compares on one revision; `<dir>/objects/`: the git objects of working-tree snapshots."""
 
     def __init__(self, directory: Path, repo: Path, say: Callable[[str], None]):
         self.dir = directory
         self.repo = repo
         self.say = say
+        self.objects = directory / "objects"  # a dirty working tree's snapshot objects
 
     def _entry(self, rev: Revision) -> Path:
         d = self.dir / rev.tree
@@ -145,16 +164,22 @@ class Cache:
         d = self._entry(rev)
         src = d / "src"
         done = d / "checkout.done"
-        if not src.is_symlink() and not done.is_symlink() and done.is_file() and (src / ".git").is_file():
+        if not src.is_symlink() and not done.is_symlink() and done.is_file() and (rev.dirty or (src / ".git").is_file()):
             return src
         if d.exists() or src.is_symlink():  # nothing in an unfinished or linked entry is trusted
             self._forget(d, src)
         d.mkdir(parents=True)
         self.say(f"compare: checking out {rev.label} into {src}")
-        # twice --force: a path git still records as a locked worktree (a killed `add`) is taken
-        git(self.repo, "worktree", "add", "--detach", "--force", "--force", str(src), rev.commit)
-        if (src / ".gitmodules").is_file():  # the revision's submodules, as a checkout would have them
-            git(src, "submodule", "update", "--init", "--recursive")
+        if rev.dirty:  # the snapshot's objects are the cache's own: its files, written without a worktree
+            with tempfile.TemporaryDirectory(prefix="kite-compare-index-") as tmp:
+                env = {"GIT_INDEX_FILE": str(Path(tmp) / "index"), **object_env(self.repo, self.objects)}
+                git(self.repo, "read-tree", rev.tree, env=env)
+                git(self.repo, "checkout-index", "--all", "--force", f"--prefix={src}/", env=env)
+        else:
+            # twice --force: a path git still records as a locked worktree (a killed `add`) is taken
+            git(self.repo, "worktree", "add", "--detach", "--force", "--force", str(src), rev.commit)
+            if (src / ".gitmodules").is_file():  # the revision's submodules, as a checkout would have them
+                git(src, "submodule", "update", "--init", "--recursive")
         done.write_text(rev.commit + "\n", encoding="utf-8")
         return src
 

@@ -99,9 +99,9 @@ def run_compare(cfg: Config, opts: Options, report_dir: Path, say: Callable[[str
     ws = workloads(cfg, opts)
     checked = gate.open_gate(cfg.root, cfg=cfg)
     repo = revisions.repo_root(cfg.root)
-    base, head = revisions.resolve(repo, opts.base), revisions.resolve(repo, opts.head)
-    say(f"compare: base {base.label} ({opts.base}), head {head.label} ({opts.head}); {len(ws)} workload(s)")
     cache = Cache(opts.cache or revisions.default_cache(), repo, say)
+    base, head = (revisions.resolve(repo, x, cache.objects) for x in (opts.base, opts.head))
+    say(f"compare: base {base.label} ({opts.base}), head {head.label} ({opts.head}); {len(ws)} workload(s)")
     models = Models(cfg, say)
     sides_by_build: dict[str, dict[str, Side] | str] = {}
     builds: dict[str, dict[str, Any]] = {}

@@ -493,7 +493,8 @@ def make_parser() -> argparse.ArgumentParser:
     matrix_cli.add_arguments(mx)
 
     mg = _sub(sub, "merge", "merge report folders (one per matrix entry or machine) into one report",
-              "exit status: 0 the merged report has no failure, 1 it has one, 2 unreadable input", cmd_merge)
+              "exit status: 0 the merged report is complete with no failure, 1 it has a failure or is partial (a part "
+              "interrupted, narrowed or missing registered ids), 2 unreadable input or reports of different commits", cmd_merge)
     mg.add_argument("dirs", nargs="+", type=Path, metavar="DIR", help="report folders or report.json files")
     mg.add_argument("-o", "--out", type=Path, metavar="DIR", help="output folder (default reports/merged-<time>)")
     mg.add_argument("--matrix", type=Path, metavar="FILE",

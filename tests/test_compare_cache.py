@@ -237,3 +237,22 @@ def test_a_dirty_tree_leaves_nothing_in_the_users_object_database(repo, tmp_path
     assert (snap / "UNTRACKED.txt").read_text() == "planted, unique to this test\n"
     assert not revisions.run_process(["git", "-C", str(path), "cat-file", "-e", blob]).ok  # only in the cache
     assert "?? UNTRACKED.txt" in git(path, "status", "--porcelain")
+
+
+def test_a_full_disk_in_the_cache_is_named(repo, tmp_path, monkeypatch, capsys):
+    """e338b56 (N16): a full disk while the cache wrote its own files was an internal error."""
+    import errno
+
+    path, c = repo
+    assert main(["--root", str(path), "register", str(path / "regressions" / "work.yaml")]) == 0
+
+    def full(self, rev):
+        raise OSError(errno.ENOSPC, "No space left on device", str(self.dir / rev.tree / "checkout.done"))
+
+    monkeypatch.setattr(revisions.Cache, "checkout", full)
+    rc = main(["--root", str(path), "compare", c[0], c[1], "--cache", str(tmp_path / "cache"),
+               "--out", str(tmp_path / "o")])
+    assert "internal error" not in capsys.readouterr().err
+    w = json.loads((tmp_path / "o" / "report.json").read_text())["workloads"][0]
+    assert rc == 1 and w["speed"] == "error"
+    assert w["reason"].startswith(f"compare cache {tmp_path / 'cache'}: ") and "No space left on device" in w["reason"]

@@ -1,11 +1,11 @@
 """The `compare` and `bisect` subcommands: their options, and the exit status of their verdicts.
-A progress or output write that fails (a closed pipe) never changes the exit status."""
+Their console writes go through the console guard (harness/console.py, around every command): a
+write that fails (a closed pipe) never changes the exit status."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,29 +24,12 @@ BISECT_HELP = "the first commit whose workload bytes changed or whose speed regr
 BISECT_EXIT = "exit status: 0 the first bad commit found and confirmed, 1 none found or not confirmed, 2 usage error"
 
 
-class Out:
-    """stdout and stderr writes that survive a closed pipe: after the first failure the stream is
-    pointed at /dev/null, so that neither a later write nor the interpreter's exit changes the status."""
+def _say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
 
-    @staticmethod
-    def write(stream: object, text: str) -> None:
-        try:
-            print(text, file=stream, flush=True)  # type: ignore[arg-type]
-        except (BrokenPipeError, ValueError, OSError):
-            try:
-                null = os.open(os.devnull, os.O_WRONLY)
-                os.dup2(null, stream.fileno())  # type: ignore[attr-defined]
-                os.close(null)
-            except (OSError, ValueError, AttributeError):
-                pass
 
-    @classmethod
-    def say(cls, text: str) -> None:
-        cls.write(sys.stderr, text)
-
-    @classmethod
-    def show(cls, text: str) -> None:
-        cls.write(sys.stdout, text)
+def _show(text: str) -> None:
+    print(text, flush=True)
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -122,11 +105,11 @@ def run_compare_cmd(args: argparse.Namespace, cfg: Config) -> int:
     opts = _options(args, args.base, args.head)
     out = _folder(args, cfg)
     with _refused_leaves_nothing(out):
-        c = run_compare(cfg, opts, out, Out.say)
+        c = run_compare(cfg, opts, out, _say)
     report.write(c, out, args.fail_on)
     report.publish(c, out, args.fail_on)
-    Out.show(report.render_markdown(c, args.fail_on).split("\n## Details")[0].rstrip())
-    Out.say(f"compare: report in {out}")
+    _show(report.render_markdown(c, args.fail_on).split("\n## Details")[0].rstrip())
+    _say(f"compare: report in {out}")
     return 1 if c.failed(args.fail_on) else 0
 
 
@@ -134,9 +117,9 @@ def run_bisect_cmd(args: argparse.Namespace, cfg: Config) -> int:
     opts = _options(args, args.good, args.bad)
     out = _folder(args, cfg)
     with _refused_leaves_nothing(out):
-        b = bisect.run_bisect(cfg, args.good, args.bad, args.workload, args.what, opts, out, Out.say)
+        b = bisect.run_bisect(cfg, args.good, args.bad, args.workload, args.what, opts, out, _say)
     atomic_write(out / "bisect.json", json.dumps(b.to_json(), indent=1) + "\n")
     atomic_write(out / "report.md", bisect.render_markdown(b))
-    Out.show(bisect.render_markdown(b).rstrip())
-    Out.say(f"bisect: report in {out}")
+    _show(bisect.render_markdown(b).rstrip())
+    _say(f"bisect: report in {out}")
     return 0 if b.culprit and b.confirmed else 1

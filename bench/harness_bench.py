@@ -45,7 +45,7 @@ def bench_python_bare() -> float:
 def bench_compare() -> tuple[float, float]:
     import numpy as np
 
-    from harness.run.compare import compare_bytes
+    from harness.run.dumpdiff import compare_bytes
 
     rng = np.random.default_rng(0)
     a = rng.standard_normal(262144).astype("<f4")  # 1 MiB

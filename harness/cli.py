@@ -28,14 +28,15 @@ from harness.matrix.cross import Hints, merge_reports
 from harness.matrix.spec import load_matrix, registrable
 from harness.models import cli as models_cli
 from harness.process import interrupts, run_process
-from harness.report.document import Report, render_junit, render_markdown, resolve_latest, resume_target
+from harness.report import resume as resume_
+from harness.report.document import Report, render_junit, render_markdown, resolve_latest
 from harness.report.document import _table as table
 from harness.report.lock import build_lock
 from harness.run.result import utc_now
 from harness.run.probes import Probes
 from harness.run.runner import Context, CriterionFail, prepare
 from harness.spec import criteria as C
-from harness.spec import inputs, registry
+from harness.spec import gate, inputs, registry
 from harness.spec.config import Config, load_config
 from harness.spec.criteria import Criterion
 from harness.spec.depends import dependency_digests
@@ -108,14 +109,8 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def _verify_opts(args: argparse.Namespace, cfg: Config, kinds: list[str] | None = None) -> VerifyOptions:
-    resume = None
-    if getattr(args, "resume", None) is not None:
-        if args.resume == "latest":
-            resume = resume_target(Path(args.reports) if args.reports else cfg.root / cfg.reports_dir)
-            if resume is None:
-                raise HarnessError("--resume: no previous report (reports/latest) to continue")
-        else:
-            resume = Path(args.resume)
+    resume = resume_.folder(getattr(args, "resume", None), Path(args.reports) if args.reports else
+                            cfg.root / cfg.reports_dir)
     return VerifyOptions(files=[Path(f) for f in args.files], only=list(args.only or []), kinds=kinds or [],
                          exploratory=args.exploratory, resume=resume, no_build=args.no_build,
                          force_build=getattr(args, "force_build", False),
@@ -204,7 +199,7 @@ def cmd_register(args: argparse.Namespace) -> int:
         if args.files or args.only or args.amend:
             raise HarnessError("--withdraw ID --reason TEXT takes no criteria files, --only or --amend")
         with registry.writing(reg_path):  # read, check and append with no other `register` in between
-            lines = registry.withdrawal(registry.load_checked(reg_path, cfg.root), args.withdraw, args.reason)
+            lines = registry.withdrawal(gate.load(cfg.root, reg_path), args.withdraw, args.reason)
             registry.append(reg_path, lines)
         for e, _, reason in lines:
             print(f"withdrew   {e.id}  ({e.file}; {reason})")
@@ -225,7 +220,7 @@ def cmd_register(args: argparse.Namespace) -> int:
         raise HarnessError("--amend needs --reason TEXT (the reason is kept in the registry and shown in reports)")
     deps = {c.id: dependency_digests(cfg, c) for c in crits if isinstance(c, Criterion)}
     with registry.writing(reg_path):  # read, check and append with no other `register` in between
-        entries = registry.load_checked(reg_path, cfg.root)
+        entries = gate.load(cfg.root, reg_path)
         plan = registry.plan(entries, crits, amend, args.reason, deps, root=cfg.root)
         for c, why in plan.refused:
             _err(f"{c.file}:{c.line}: {c.id}: refused: {why}")
@@ -512,7 +507,8 @@ def make_parser() -> argparse.ArgumentParser:
     matrix_cli.add_arguments(mx)
 
     mg = _sub(sub, "merge", "merge report folders (one per matrix entry or machine) into one report",
-              "exit status: 0 the merged report has no failure, 1 it has one, 2 unreadable input", cmd_merge)
+              "exit status: 0 the merged report is complete with no failure, 1 it has a failure or is partial (a part "
+              "interrupted, narrowed or missing registered ids), 2 unreadable input or reports of different commits", cmd_merge)
     mg.add_argument("dirs", nargs="+", type=Path, metavar="DIR", help="report folders or report.json files")
     mg.add_argument("-o", "--out", type=Path, metavar="DIR", help="output folder (default reports/merged-<time>)")
     mg.add_argument("--matrix", type=Path, metavar="FILE",

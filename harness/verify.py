@@ -12,7 +12,7 @@ from typing import Any
 from collections.abc import Callable
 
 from harness import confined
-from harness.spec import depends, provenance, registry
+from harness.spec import gate, provenance, registry
 from harness.report import document as report
 from harness.report import github
 from harness.report import resume
@@ -98,16 +98,6 @@ def reproduce_command(c: Criterion, exploratory: bool, command: str = "python -m
     return f"{command} verify {file or c.file} --only {c.id}" + (" --exploratory" if exploratory else "")
 
 
-def not_run(crits: list[Criterion], rep: report.Report) -> list[str]:
-    """Ids of the criteria with no verdict in the report for their current text."""
-    out = []
-    for c in crits:
-        r = rep.result_for(c.id)
-        if not (r and r.get("digest") == c.digest and r.get("verdict") in ("PASS", "FAIL", "SKIP")):
-            out.append(c.id)
-    return out
-
-
 class Session:
     """Per-run caches: builds, models, engine info. Passed around, never global."""
 
@@ -189,7 +179,7 @@ def verify(cfg: Config, opts: VerifyOptions, say: Callable[[str], None] | None =
                             f"this criteria file is outside the repository ({cfg.root}); review it, then pass "
                             f"--trust-outside-criteria (or set {TRUST_ENV}=1)" for c in untrusted])
     if opts.exploratory:
-        reused = registry.reused_ids(registry.load_checked(reg_path, cfg.root), crits, cfg.root,
+        reused = registry.reused_ids(gate.load(cfg.root, reg_path), crits, cfg.root,
                                      lambda c: registry.register_hint(opts.command, shown_file(cfg, opts, c), c.id,
                                                                       "changed"))
         if reused:
@@ -197,9 +187,7 @@ def verify(cfg: Config, opts: VerifyOptions, say: Callable[[str], None] | None =
     reports_dir = opts.reports_dir or cfg.root / cfg.reports_dir
     git = sysinfo.git_state(cfg.root)
     if opts.resume is not None:
-        rdir = opts.resume
-        if not (rdir / "report.json").is_file():
-            raise HarnessError(f"--resume: {rdir} holds no report.json")
+        rdir = resume.check(opts.resume)
     else:
         rdir = report.new_report_dir(reports_dir, git.get("short"))
     try:
@@ -222,19 +210,19 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
                    every: list[Criterion], crits: list[Criterion], reports_dir: Path, rdir: Path,
                    git: dict[str, Any]) -> int:
     reg_path = opts.registry_path or cfg.root / "regressions" / "registry.lock"
-    entries = registry.load_checked(reg_path, cfg.root)
-    suspect = registry.problems(entries)
+    checked = gate.open_gate(cfg.root, reg_path, cfg)
+    entries = checked.entries
     commits = provenance.registry_commits(cfg.root, reg_path)
     if opts.strict and commits is None:
         raise HarnessError(f"--strict: {cfg.root} is not a git checkout (or git is missing), so whether each "
                            "registration is committed cannot be checked")
+    # --strict: a withdrawal in no commit yet retires nothing; the id is still answered for
+    uncommitted = {n for n, c in (commits or {}).items() if c is None} if opts.strict else set()
+    gone = checked.withdrawn(uncommitted)
     if opts.resume is not None:
-        try:  # read under the lock: the last writer's results are all there
-            rep = report.Report.load(rdir)
-        except (OSError, ValueError) as e:
-            raise HarnessError(f"--resume: cannot read {rdir}/report.json: {e}") from None
+        rep = resume.load(rdir)  # read under the lock: the last writer's results are all there
         say(f"resuming {relative(cfg, rdir)}")
-        _drop_stale(rep, git, {}, say)  # another commit's results never stand under this one's header
+        resume.drop_stale(rep, git, {}, say)  # another commit's results never stand under this one's header
     else:
         rep = report.Report(rdir)
     narrowed = filter_text(opts)
@@ -244,7 +232,7 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
     rep.doc["filter"] = narrowed
     # each file's criteria by its exact path, as the loader names it (not by a suffix of the name)
     rep.doc["criteria_files"] = {str(f): sorted(c.id for c in every if c.file == rel_path(f, cfg.root)) for f in files}
-    rep.doc["not_run"] = not_run(every, rep)
+    rep.doc["not_run"] = resume.not_run(every, rep)
     rep.doc.setdefault("resumed", [])
     if opts.resume is not None:
         rep.doc["resumed"].append(report.utc_now())
@@ -267,7 +255,7 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
                 return why
         return None
 
-    how = Judged(entries, opts.exploratory,
+    how = Judged(checked, opts.exploratory,
                  lambda c, st: registry.register_hint(opts.command, shown_file(cfg, opts, c), c.id, st.state),
                  reproduce=lambda c, x: reproduce_command(c, x, opts.command, shown_file(cfg, opts, c)),
                  models=lambda: sorted(str(relative(cfg, m)) for m in sess.models.used), refuse=refuse)
@@ -281,15 +269,15 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
         if not opts.files:  # a default run also answers for registered files that are gone
             scope |= {e.file for e in registry.current(entries).values()
                       if not (Path(e.file) if Path(e.file).is_absolute() else cfg.root / e.file).exists()}
-        rep.doc["withdrawn"] = _withdrawn(entries, scope)
-        vanished = _missing(entries, scope, {c.id for c in every}, git, opts.command)
+        rep.doc["withdrawn"] = _withdrawn(gone, scope)
+        vanished = _missing(entries, gone, scope, {c.id for c in every}, git, opts.command)
         # a resumed report: results of ids that are no criterion's now (withdrawn, or missing
         # before and judged again below) do not stand
         known = {c.id for c in every} | {m.id for m in vanished}
         rep.doc["results"] = [r for r in rep.results if r.get("id") in known and r.get("registration") != "missing"]
     elif absent:  # --only naming registered ids that no file has: missing, as in a full run
         everywhere = {e.file for e in registry.current(entries).values()}
-        vanished = [m for m in _missing(entries, everywhere, {c.id for c in every}, git, opts.command)
+        vanished = [m for m in _missing(entries, gone, everywhere, {c.id for c in every}, git, opts.command)
                    if m.id in absent]
     for res in vanished:
         say(f"{res.id}: FAIL: {res.reason}")
@@ -322,8 +310,8 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
         if cfg.gpu.build in needed:
             rep.doc["engine_info"] = sess.engine_info()
         for i, c in enumerate(crits, 1):
-            deps = depends.dependency_digests(cfg, c)
-            st = registry.status(entries, c, deps, suspect, root=cfg.root, taken=taken)
+            deps = checked.deps(c)
+            st = checked.status(c, taken, deps)
             shown, prov = _provenance(entries, st, c.id, commits)
             registration = {**prov, "dependencies": deps}
             prev = rep.result_for(c.id) if c in runnable else None  # one that SKIPs here is judged again
@@ -351,10 +339,10 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
                 for line in report.triage_lines(res.to_json(), Path(relative(cfg, rdir) or rdir)):
                     say(f"    {line}")
     except KeyboardInterrupt as e:  # Ctrl-C, SIGTERM, SIGHUP, the parent's death: the command tree is ended
-        _drop_stale(rep, git, rep.doc["builds"], say)
+        resume.drop_stale(rep, git, rep.doc["builds"], say)
         for n, b in sess.builds.items():
             rep.doc["builds"][n] = build_json(cfg, b)
-        rep.doc["not_run"] = not_run(every, rep)
+        rep.doc["not_run"] = resume.not_run(every, rep)
         rep.doc["interrupted_by"] = str(e) or "SIGINT"
         rep.write(final=True, status="interrupted")
         s = rep.summarize()
@@ -364,8 +352,8 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
             f"{shlex.quote(os.path.relpath(rdir, opts.here) if opts.here else str(rdir))})")
         return 128 + getattr(e, "signum", 2)
     except RunStopped as e:  # a full disk: the criterion has no verdict, so a resume runs it again
-        _drop_stale(rep, git, rep.doc["builds"], say)
-        rep.doc["not_run"] = not_run(every, rep)
+        resume.drop_stale(rep, git, rep.doc["builds"], say)
+        rep.doc["not_run"] = resume.not_run(every, rep)
         rep.write(final=True, status="interrupted")
         raise HarnessError(f"{e}; no verdict was recorded for it: free some space, then continue with "
                            f"`{opts.command} verify --resume "
@@ -373,8 +361,8 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
     for n, b in sess.builds.items():
         rep.doc["builds"][n] = build_json(cfg, b)
     confined.rmdir_if_empty(rdir, "work")
-    _drop_stale(rep, git, rep.doc["builds"], say)
-    missing = not_run(every, rep)
+    resume.drop_stale(rep, git, rep.doc["builds"], say)
+    missing = resume.not_run(every, rep)
     rep.doc["not_run"] = missing
     rep.write(final=True, status="partial" if missing else "complete")
     history.after_report(cfg.root, rep, say)  # A/B pictures; the history store when configured
@@ -392,28 +380,18 @@ def _verify_locked(cfg: Config, opts: VerifyOptions, say: Callable[[str], None],
     return 1 if failed or broken else 0
 
 
-def _drop_stale(rep: report.Report, git: dict[str, Any], builds: dict[str, Any], say: Callable[[str], None]) -> None:
-    """Drop the results that did not run on this commit, or on the report's binaries (builds):
-    they are run again, or listed as not run."""
-    gone = [i for i in resume.stale(rep.results, git, builds) if isinstance(i, str)]
-    if gone:
-        say(f"not kept from the interrupted run, as they ran on another commit or engine: {', '.join(gone)}")
-        rep.doc["results"] = [r for r in rep.results if r.get("id") not in gone]
-
-
 def _registered_absent(reg_path: Path, root: Path, only: list[str], every: list[Criterion]) -> frozenset[str]:
     """The --only ids that no criteria file has but the registry holds (not withdrawn)."""
     absent = {i for i in only if i not in {c.id for c in every}}
     if not absent or not reg_path.exists():
         return frozenset()
-    entries = registry.load_checked(reg_path, root)
+    entries = gate.load(root, reg_path)
     return frozenset(absent & (set(registry.current(entries)) - set(registry.withdrawn(entries))))
 
 
-def _missing(entries: list[registry.Entry], scope: set[str], present: set[str],
+def _missing(entries: list[registry.Entry], gone: dict[str, registry.Entry], scope: set[str], present: set[str],
              git: dict[str, Any], command: str) -> list[report.Result]:
-    """A FAIL for each id registered to a file in scope, not withdrawn, that no criteria file has."""
-    gone = registry.withdrawn(entries)
+    """A FAIL for each id registered to a file in scope, not withdrawn (gone), that no criteria file has."""
     out = []
     for e in registry.current(entries).values():
         if e.file in scope and e.id not in gone and e.id not in present:
@@ -427,10 +405,10 @@ def _missing(entries: list[registry.Entry], scope: set[str], present: set[str],
     return out
 
 
-def _withdrawn(entries: list[registry.Entry], scope: set[str]) -> list[dict[str, Any]]:
+def _withdrawn(gone: dict[str, registry.Entry], scope: set[str]) -> list[dict[str, Any]]:
     """The withdrawn ids of files in scope, with their event (shown in the report)."""
     return [{"id": e.id, "file": e.file, "time": e.time, "reason": e.reason, "line": e.line}
-            for e in registry.withdrawn(entries).values() if e.file in scope]
+            for e in gone.values() if e.file in scope]
 
 
 def _run_one(c: Criterion, ctx: Context, sess: Session, how: Judged, st: registry.Status, shown: str,

@@ -10,7 +10,7 @@ import pytest
 
 from harness.compare import calibrate as cal
 from harness.compare.sequential import Sequence, final_verdict, holm, interval, log_evidence_no_change
-from harness.tools.calibrate import DEFAULT_DATA, load_shapes
+from harness.tools.calibrate_ab import DEFAULT_DATA, load_shapes
 
 SHAPES = {s.name: s for path in (DEFAULT_DATA, cal.COMPARE_DATA) for s in load_shapes(path)}
 

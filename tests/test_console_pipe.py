@@ -149,3 +149,25 @@ def test_report_into_a_full_disk_warns_and_keeps_its_verdict(fake_repo):
     assert p.returncode == 1
     assert p.stderr == ("harness: warning: cannot write to stdout ([Errno 28] No space left on device); "
                         "the rest of the output is dropped\n")
+
+
+def test_ctrl_c_while_the_harness_starts_prints_no_traceback(tmp_path):
+    """e338b56 (F26): Ctrl-C in the first second or so, while the harness imports numpy and scipy,
+    printed a KeyboardInterrupt traceback. A planted numpy that waits holds the import there."""
+    import signal
+    import time
+
+    fake = tmp_path / "numpy"
+    fake.mkdir()
+    ready = tmp_path / "importing"
+    (fake / "__init__.py").write_text(f"import pathlib, time\npathlib.Path({str(ready)!r}).touch()\ntime.sleep(60)\n")
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{REPO}"}
+    p = subprocess.Popen([sys.executable, "-m", "harness", "--help"], env=env, cwd=REPO,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not ready.exists() and time.monotonic() < deadline and p.poll() is None:
+        time.sleep(0.02)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    assert "Traceback" not in err and err == "harness: error: interrupted\n", err
+    assert p.returncode == 130

@@ -154,3 +154,34 @@ def test_a_lock_that_cannot_be_written_says_nothing_ran(fake_repo, monkeypatch):
     (rdir,) = _folders(fake_repo)
     assert str(e.value) == (f"cannot write the lock file of {rdir}: No space left on device; nothing was run "
                             "(run verify again once there is room)")
+
+
+def test_a_full_disk_error_without_an_errno_leaves_no_verdict(fake_repo, monkeypatch, tmp_path):
+    """e338b56 (F25): on a truly full disk numpy's write error has no errno ("4096 requested and 0
+    written"), so the model's FAIL was recorded and kept by every --resume."""
+    import shutil as sh
+    from collections import namedtuple
+
+    f = fake_repo.criteria(SUITE)
+    fake_repo.register(f)
+    model = tmp_path / "generated.gguf"
+    model.write_bytes(b"GGUF generated")
+    calls = {"n": 0}
+
+    def ensure_model(recipe, out_dir, qtype=None, search=()):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise OSError("4096 requested and 0 written")
+        return model
+
+    usage = namedtuple("usage", "total used free")
+    real = sh.disk_usage
+    monkeypatch.setattr(suite, "ensure_model", ensure_model)
+    monkeypatch.setattr(sh, "disk_usage", lambda p: usage(1 << 30, 1 << 30, 0))
+    with pytest.raises(HarnessError, match="4096 requested and 0 written; no verdict was recorded"):
+        fake_repo.verify()
+    (rdir,) = _folders(fake_repo)
+    assert json.loads((rdir / "report.json").read_text())["not_run"] == ["D2"]
+    monkeypatch.setattr(sh, "disk_usage", real)
+    assert fake_repo.verify("--resume", str(rdir)) == 0
+    assert [(r["id"], r["verdict"]) for r in fake_repo.report()["results"]] == [("D1", "PASS"), ("D2", "PASS")]

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import ENGINE_YAML
 from harness.errors import ConfigError, SchemaErrors
-from harness.run.compare import compare_bytes
+from harness.run.dumpdiff import compare_bytes
 from harness.run.probes import Probes
 from harness.spec import schema
 from harness.spec.config import GpuProfile, load_config, parse_config

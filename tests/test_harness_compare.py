@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from harness.run.compare import compare_bytes
+from harness.run.dumpdiff import compare_bytes
 
 
 def dump(rows=5, cols=16, seed=0):
@@ -394,7 +394,7 @@ def test_finite_note_when_either_side_has_a_nan_or_an_infinity():
 
 
 def test_sum_of_squares_by_chunks_is_the_whole_sum():
-    from harness.run.compare import _sum_squares
+    from harness.run.dumpdiff import _sum_squares
 
     x = np.array([1.0, np.nan, 2.0, np.inf, 3.0, -4.0, 1e-30, 5.0], dtype="<f4")
     want = float(np.sum(np.array([1.0, 2.0, 3.0, -4.0, np.float32(1e-30), 5.0], dtype=np.float64) ** 2))

@@ -10,6 +10,7 @@ from pathlib import Path
 from harness.build import cmake as B
 from harness.matrix.entry import EntryRun, win_path
 from harness.matrix.run import entry_criteria
+from harness.spec.gate import Gate
 from harness.matrix.spec import Entry, Module
 from harness.run.runner import NATIVE, Launcher
 from harness.run.suite import Models
@@ -78,7 +79,7 @@ def setup(fake_repo, register: bool = True):
 
 def run(fake_repo, runner: FakeRunner, reg, entry_run: EntryRun | None = None, exploratory: bool = False):
     out = fake_repo.root / "reports" / "m"
-    return entry_criteria(runner.cfg, runner, entry_run or EntryRun("e", "PASS", ""), out, reg, exploratory,
+    return entry_criteria(runner.cfg, runner, entry_run or EntryRun("e", "PASS", ""), out, Gate(reg), exploratory,
                           Models(runner.cfg, runner.say)), out
 
 

@@ -175,7 +175,7 @@ def test_a_bare_resume_never_continues_a_matrix_report(project, monkeypatch):
     on with the verify report (was: the newest folder, the matrix report)."""
     import json
 
-    from harness.report.document import resume_target
+    from harness.report.resume import target as resume_target
 
     reports = project / "reports"
     older = reports / "20260101T000000Z-aaaaaaa"
@@ -190,3 +190,24 @@ def test_a_bare_resume_never_continues_a_matrix_report(project, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         MR.run_matrix(project, None, progress=lambda s: None)
     assert resume_target(reports) == older
+
+
+def test_a_bare_resume_passes_over_a_folder_without_a_report(project, capsys):
+    """e338b56 (N15): a refused compare left an empty `reports/<time>-compare` folder; being the
+    newest, it hid the interrupted verify run from a bare `verify --resume`. The refused compare
+    now leaves nothing, and a folder without a report is passed over."""
+    import json
+
+    from harness.cli import main
+    from harness.report.resume import target as resume_target
+
+    reports = project / "reports"
+    older = reports / "20260101T000000Z-aaaaaaa"
+    older.mkdir(parents=True)
+    (older / "report.json").write_text(json.dumps({"status": "interrupted", "results": []}))
+    (reports / "20260101T000001Z-bbbbbbb").mkdir()  # a run killed before its first write
+    assert resume_target(reports) == older
+    before = sorted(p.name for p in reports.iterdir())
+    assert main(["--root", str(project), "compare", "no-such-revision"]) == 2
+    assert "harness: error: " in capsys.readouterr().err  # refused: no workload here
+    assert sorted(p.name for p in reports.iterdir()) == before

@@ -312,3 +312,67 @@ def test_merge_deletes_and_writes_only_inside_the_output_folder(tmp_path, matrix
     assert main(["merge", str(a), "-o", str(out), "--matrix", str(matrix_file)]) == 0
     copied = out / "dumps" / "a-gcc" / "cpu"
     assert (copied / "h_out.f32").exists() and not (copied / "extra.f32").exists()
+
+
+# ---- a merged report is complete only when every part is (issue 44, N01, N21) -------------------
+
+def verify_report(d: Path, results: list[tuple[str, str]], status: str = "complete", commit: str = "abc123",
+                  file: str = "regressions/s.yaml", ids: list[str] | None = None, **doc) -> Path:
+    """A verify report of criteria file `file` (holding ids), with results (id, verdict) and status."""
+    rep = Report(d)
+    rep.doc["git"] = {"commit": commit, "dirty": False}
+    rep.doc["system"] = {"os": "Linux 6.1", "cpu": "test cpu", "cores": 2}
+    rep.doc["criteria_files"] = {f"/runner/{d.name}/{file}": ids or [i for i, _ in results]}
+    rep.doc.update(doc)
+    for rid, v in results:
+        rep.add(Result(id=rid, title=rid, kind="run", file=file, digest="sha256:d", verdict=v, reason="r"))
+    rep.write(final=True, status=status)
+    return d
+
+
+@pytest.mark.parametrize("status, doc, shown", [
+    ("interrupted", {"interrupted_by": "SIGTERM", "not_run": ["A2"]}, "interrupted, interrupted by SIGTERM, not run: A2"),
+    ("running", {"not_run": ["A2"]}, "running, not run: A2"),
+    ("partial", {"filter": "--only A1", "not_run": ["A2"]}, "partial, filter --only A1, not run: A2"),
+], ids=["interrupted", "killed", "only"])
+def test_a_partial_part_makes_a_partial_merge_that_fails(tmp_path, capsys, status, doc, shown):
+    """e338b56: an interrupted, killed or `--only` verify merged into a report marked complete,
+    exit 0, and A2, which never ran, disappeared."""
+    a = verify_report(tmp_path / "a", [("A1", "PASS")], status, ids=["A1", "A2"], **doc)
+    b = verify_report(tmp_path / "b", [("B1", "PASS")], file="regressions/t.yaml")
+    out = tmp_path / "m"
+    assert main(["--root", str(ROOT), "merge", str(a), str(b), "-o", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "PARTIAL, not a complete run" in err and f"part a: {shown}" in err
+    merged = json.loads((out / "report.json").read_text())
+    assert merged["status"] == "partial" and merged["not_run"] == ["A2"]
+    assert merged["partial_sources"] == [f"a: {shown}"]
+
+
+def test_complete_parts_missing_a_registered_id_make_a_partial_merge(tmp_path, capsys):
+    """Each part complete, but the project's registered E2a (regressions/suite.yaml) has no result
+    in any: the merge is partial and names it."""
+    a = verify_report(tmp_path / "a", [("E1", "PASS")], file="regressions/suite.yaml")
+    assert main(["--root", str(ROOT), "merge", str(a), "-o", str(tmp_path / "m")]) == 1
+    err = capsys.readouterr().err
+    assert "not answered for by any part: " in err and "E2a" in err
+    merged = json.loads((tmp_path / "m" / "report.json").read_text())
+    assert merged["status"] == "partial" and "E2a" in merged["not_run"] and "E1" not in merged["not_run"]
+
+
+def test_complete_parts_that_answer_for_every_id_merge_complete(tmp_path):
+    a = verify_report(tmp_path / "a", [("A1", "PASS"), ("A2", "SKIP")])
+    b = verify_report(tmp_path / "b", [("B1", "PASS")], file="regressions/t.yaml")
+    assert main(["--root", str(ROOT), "merge", str(a), str(b), "-o", str(tmp_path / "m")]) == 0
+    merged = json.loads((tmp_path / "m" / "report.json").read_text())
+    assert (merged["status"], merged["not_run"], merged["partial_sources"]) == ("complete", [], [])
+
+
+def test_reports_of_two_commits_are_refused(tmp_path, capsys):
+    """e338b56 (N21): reports of two commits merged under the first one's commit alone."""
+    a = verify_report(tmp_path / "a", [("A1", "PASS")], commit="1111111aaaa")
+    b = verify_report(tmp_path / "b", [("B1", "PASS")], commit="2222222bbbb", file="regressions/t.yaml")
+    assert main(["--root", str(ROOT), "merge", str(a), str(b), "-o", str(tmp_path / "m")]) == 2
+    err = capsys.readouterr().err
+    assert "the reports were made from different commits: 1111111aaaa (" in err and "2222222bbbb (" in err
+    assert not (tmp_path / "m" / "report.json").exists()

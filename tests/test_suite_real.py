@@ -124,7 +124,7 @@ def test_selfcheck_vacuous_without_gpu_steps(built, tmp_path):
 
 def test_selfcheck_one_ulp_in_a_real_dump(built, tmp_path):
     """A real dump with one logit moved by 1 ULP: memcmp fails at that index, position and element."""
-    from harness.run.compare import compare_bytes
+    from harness.run.dumpdiff import compare_bytes
 
     kite = REPO / "build" / "stub" / "bin" / "kite"
     model = sorted((REPO / "models").glob("tiny-*.gguf"))

@@ -1,4 +1,4 @@
-"""The A/B interval's calibration (harness.tools.calibrate): a fast, seeded version of the simulation
+"""The A/B interval's calibration (harness.tools.calibrate_ab): a fast, seeded version of the simulation
 whose full run is in docs/CRITERIA.md ("How far to trust a timing verdict"). Noise shaped like the
 recorded H200 and CPU A/A pairs."""
 
@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from harness.tools import calibrate as K
+from harness.tools import calibrate_ab as K
 
 RUNS = 300
 SEED = 20261201

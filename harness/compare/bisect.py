@@ -68,7 +68,10 @@ def run_bisect(cfg: Config, good: str, bad: str, workload: str, what: str, opts:
         raise HarnessError(f"{bad} is not a descendant of {good} along first parents: nothing to bisect")
     res = Bisect(g.commit, b.commit, workload, what, commits)
 
-    def judge(role: str, base: str, head: str) -> bool:
+    untested: dict[str, str] = {}  # commit -> why it could not be judged (its engine crashed, ...)
+
+    def judge(role: str, base: str, head: str) -> bool | None:
+        """Bad, good, or None: the compare could not judge it (kept as a step, its reason noted)."""
         n = len(res.steps) + 1
         folder = out / "steps" / f"{n:02d}-{role}-{head[:10]}"
         say(f"bisect: step {n} ({role}): {base[:10]} against {head[:10]}")
@@ -76,29 +79,44 @@ def run_bisect(cfg: Config, good: str, bad: str, workload: str, what: str, opts:
         c: Compare = run_compare(cfg, step, folder, say)
         report.write(c, folder)
         o = c.outcomes[0]
-        if o.speed == "error":
-            raise HarnessError(f"bisect step {n} ({head[:10]}): {o.reason}")
-        verdict = is_bad(o, what)
-        lo, hi = o.interval
+        verdict = None if o.speed == "error" else is_bad(o, what)
         res.steps.append(Step(role, base, head, o.bytes, o.speed, o.to_json()["ratio"],
-                              o.to_json()["interval"], o.pairs, verdict, folder.relative_to(out).as_posix()))
-        say(f"bisect: step {n}: bytes {o.bytes}, speed {o.speed} -> {'bad' if verdict else 'good'}")
+                              o.to_json()["interval"], o.pairs, bool(verdict), folder.relative_to(out).as_posix()))
+        if verdict is None:
+            untested[head] = o.reason
+            say(f"bisect: step {n}: {head[:10]} cannot be judged: {o.reason}")
+        else:
+            say(f"bisect: step {n}: bytes {o.bytes}, speed {o.speed} -> {'bad' if verdict else 'good'}")
         return verdict
 
-    if not judge("check", g.commit, b.commit):
-        res.note = f"{bad} is not bad against {good} ({what}): nothing to find"
+    checked = judge("check", g.commit, b.commit)
+    if not checked:
+        res.note = (f"{bad} cannot be judged against {good}: {untested[b.commit]}" if checked is None
+                    else f"{bad} is not bad against {good} ({what}): nothing to find")
         return res
     lo, hi = -1, len(commits) - 1  # commits[lo] good (or GOOD itself), commits[hi] bad
+    skipped: set[int] = set()  # midpoints that could not be judged: as `git bisect skip`, try a neighbour
     while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if judge("midpoint", g.commit, commits[mid]):
+        left = [i for i in range(lo + 1, hi) if i not in skipped]
+        if not left:
+            between = commits[lo + 1:hi + 1]
+            res.note = (f"the first bad commit is one of {', '.join(x[:10] for x in between)}: "
+                        + "; ".join(f"{x[:10]} cannot be judged ({untested[x]})" for x in between if x in untested))
+            return res
+        mid = min(left, key=lambda i: abs(i - (lo + hi) // 2))
+        verdict = judge("midpoint", g.commit, commits[mid])
+        if verdict is None:
+            skipped.add(mid)
+        elif verdict:
             hi = mid
         else:
             lo = mid
     res.culprit = commits[hi]
-    res.confirmed = judge("confirm", revisions.parent(repo, res.culprit), res.culprit)
+    res.confirmed = bool(judge("confirm", revisions.parent(repo, res.culprit), res.culprit))
     res.note = ("first bad commit " + res.culprit[:10] + (", confirmed against its parent" if res.confirmed else
                 ", NOT confirmed against its parent (the change may build up over several commits)"))
+    if untested:
+        res.note += "; not judged: " + "; ".join(f"{x[:10]} ({why})" for x, why in untested.items())
     return res
 
 

@@ -1,6 +1,6 @@
 """Calibration of the sequential compare: seeded simulations of whole compares (blocks, looks, stop
 rule, budget, Holm with one workload) on recorded A/A noise (bench/data/aa_pairs.json, the noise
-model of harness/tools/calibrate.py) with a true ratio planted. Per cell it counts each verdict:
+model of harness/tools/calibrate_ab.py) with a true ratio planted. Per cell it counts each verdict:
 a false alarm is regressed or improved at a true ratio of 1; power is regressed at a true
 slowdown; a wrong "equivalent" is equivalent at a true change of twice the margin.
 
@@ -24,7 +24,7 @@ import numpy as np
 
 from harness.compare.sequential import Sequence, final_verdict
 from harness.report.document import _table
-from harness.tools.calibrate import DEFAULT_DATA, NoiseShape, draw, load_shapes, shape_from_runs
+from harness.tools.calibrate_ab import DEFAULT_DATA, NoiseShape, draw, load_shapes, shape_from_runs
 
 COMPARE_DATA = DEFAULT_DATA.with_name("compare_aa_pairs.json")
 MARGIN = 0.02

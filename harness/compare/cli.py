@@ -8,6 +8,8 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from harness.compare import bisect, report, revisions
@@ -83,10 +85,25 @@ def _folder(args: argparse.Namespace, cfg: Config) -> Path:
     return new_report_dir(cfg.root / cfg.reports_dir, "compare")
 
 
+@contextmanager
+def _refused_leaves_nothing(out: Path) -> Iterator[None]:
+    """A compare or bisect refused (or stopped) before it wrote anything leaves no empty report
+    folder behind, which a bare `verify --resume` would otherwise take for a run to continue."""
+    try:
+        yield
+    except BaseException:
+        try:
+            out.rmdir()  # only when empty
+        except OSError:
+            pass
+        raise
+
+
 def run_compare_cmd(args: argparse.Namespace, cfg: Config) -> int:
     opts = options_from(args, args.base, args.head)
     out = _folder(args, cfg)
-    c = run_compare(cfg, opts, out, say)
+    with _refused_leaves_nothing(out):
+        c = run_compare(cfg, opts, out, say)
     links = report.links_for(os.environ, out, cfg.root)
     report.write(c, out, args.fail_on, links)
     report.publish(c, out, args.fail_on, links=links)
@@ -98,7 +115,8 @@ def run_compare_cmd(args: argparse.Namespace, cfg: Config) -> int:
 def run_bisect_cmd(args: argparse.Namespace, cfg: Config) -> int:
     opts = options_from(args, args.good, args.bad)
     out = _folder(args, cfg)
-    b = bisect.run_bisect(cfg, args.good, args.bad, args.workload, args.what, opts, out, say)
+    with _refused_leaves_nothing(out):
+        b = bisect.run_bisect(cfg, args.good, args.bad, args.workload, args.what, opts, out, say)
     atomic_write(out / "bisect.json", json.dumps(b.to_json(), indent=1) + "\n")
     atomic_write(out / "report.md", bisect.render_markdown(b))
     print(bisect.render_markdown(b).rstrip(), flush=True)

@@ -1,7 +1,8 @@
 """Revisions of a compare: each git revision checked out once into a worktree in the cache (never in
 the user's tree) and built there from its own engine.yaml. The working tree, uncommitted changes
 included, is a revision too ("dirty"): its files are snapshotted into a git tree through a
-temporary index. A build is trusted only with its completion stamp, written after it succeeded;
+temporary index, their objects written into the cache's own object folder (never the user's), and
+checked out from there without a worktree. A build is trusted only with its completion stamp, written after it succeeded;
 a killed checkout or build leaves no stamp and is redone. One lock per revision in the cache."""
 
 from __future__ import annotations
@@ -58,8 +59,10 @@ def default_cache(repo: Path) -> Path:
 
 
 def git(repo: Path, *args: str, env: dict[str, str] | None = None) -> str:
-    """One git command (argv, never a shell); its stdout, or a HarnessError with git's message."""
-    r = run_process(["git", "-C", str(repo), *args], env, timeout=GIT_TIMEOUT)
+    """One git command (argv, never a shell); its stdout, or a HarnessError with git's message.
+    Under the tree guard: should the harness be killed, git and its children (a checkout's
+    writers) end with it."""
+    r = run_process(["git", "-C", str(repo), *args], env, timeout=GIT_TIMEOUT, guard_group=True)
     if not r.ok:
         msg = (r.stderr.strip().splitlines() or [r.describe()])[-1]
         raise HarnessError(f"git {' '.join(args[:3])}: {msg}")
@@ -72,10 +75,11 @@ def repo_root(root: Path) -> Path:
     return Path(git(root, "rev-parse", "--show-toplevel").strip())
 
 
-def resolve(repo: Path, spec: str) -> Revision:
-    """A git revision (anything `git rev-parse` takes), or WORKTREE: the files as they are now."""
+def resolve(repo: Path, spec: str, objects: Path | None = None) -> Revision:
+    """A git revision (anything `git rev-parse` takes), or WORKTREE: the files as they are now
+    (their objects written into `objects`, the cache's, when given)."""
     if spec == WORKTREE:
-        return snapshot(repo)
+        return snapshot(repo, objects)
     if spec.startswith("-"):
         raise HarnessError(f"{spec!r} is not a revision (it starts with '-')")
     r = run_process(["git", "-C", str(repo), "rev-parse", "--verify", "--quiet", "--end-of-options",
@@ -87,20 +91,35 @@ def resolve(repo: Path, spec: str) -> Revision:
     return Revision(spec, commit, tree, commit[:10])
 
 
-def snapshot(repo: Path) -> Revision:
+def object_env(repo: Path, objects: Path | None) -> dict[str, str]:
+    """git's environment for writing a snapshot's objects into `objects` (the cache's own object
+    folder), reading the repository's through it: the user's object database gets none of them.
+    {} when objects is None."""
+    if objects is None:
+        return {}
+    try:
+        objects.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise HarnessError(f"compare cache {objects}: {e.strerror or e}") from None
+    theirs = Path(git(repo, "rev-parse", "--path-format=absolute", "--git-path", "objects").strip())
+    return {"GIT_OBJECT_DIRECTORY": str(objects.resolve()), "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(theirs)}
+
+
+def snapshot(repo: Path, objects: Path | None = None) -> Revision:
     """The working tree as a commit: HEAD's index plus every change and untracked file git does not
-    ignore, written through a temporary index (the user's index is not touched)."""
+    ignore, written through a temporary index (the user's index is not touched) into `objects`."""
     head = git(repo, "rev-parse", "HEAD").strip()
     head_tree = git(repo, "rev-parse", "HEAD^{tree}").strip()
+    store = object_env(repo, objects)
     with tempfile.TemporaryDirectory(prefix="kite-compare-index-") as tmp:
-        env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
+        env = {"GIT_INDEX_FILE": str(Path(tmp) / "index"), **store}
         git(repo, "read-tree", "HEAD", env=env)
         git(repo, "add", "--all", "--", ".", env=env)
         tree = git(repo, "write-tree", env=env).strip()
     if tree == head_tree:
         return Revision(WORKTREE, head, tree, head[:10])
     commit = git(repo, "commit-tree", tree, "-p", head, "-m", "kite compare: the working tree",
-                 env=_SNAPSHOT_ENV).strip()
+                 env={**_SNAPSHOT_ENV, **store}).strip()
     return Revision(WORKTREE, commit, tree, head[:10] + "+dirty", dirty=True)
 
 
@@ -115,13 +134,15 @@ def parent(repo: Path, commit: str) -> str:
 
 
 class Cache:
-    """<dir>/<tree>/: `src/` (a git worktree of the revision), `checkout.done`, `build-<name>.json`
-    (the stamp of a finished build); `<tree>.lock` serialises two compares on one revision."""
+    """<dir>/<tree>/: `src/` (a git worktree of the revision; for a dirty working tree, its files),
+    `checkout.done`, `build-<name>.json` (the stamp of a finished build); `<tree>.lock` serialises
+    two compares on one revision; `<dir>/objects/`: the git objects of working-tree snapshots."""
 
     def __init__(self, directory: Path, repo: Path, say: Callable[[str], None]):
         self.dir = directory
         self.repo = repo
         self.say = say
+        self.objects = directory / "objects"  # a dirty working tree's snapshot objects
 
     def _entry(self, rev: Revision) -> Path:
         d = self.dir / rev.tree
@@ -135,23 +156,50 @@ class Cache:
         fcntl.flock(fd, fcntl.LOCK_EX)
         return fd
 
+    def _forget(self, d: Path, src: Path) -> None:
+        """Remove an unfinished or untrusted entry, and git's record of its worktree, even one left
+        locked by a `worktree add` that was killed (prune alone keeps a locked one)."""
+        run_process(["git", "-C", str(self.repo), "worktree", "remove", "--force", "--force", str(src)],
+                    timeout=GIT_TIMEOUT, guard_group=True)  # fails harmlessly when git has no record
+        if d.exists():
+            shutil.rmtree(d)  # never follows a link inside d: a linked src goes, its target stays
+        git(self.repo, "worktree", "prune")
+
     def checkout(self, rev: Revision) -> Path:
-        """The revision's files in the cache (checked out once)."""
+        """The revision's files in the cache (checked out once). An entry whose src or stamp is a
+        link, or whose checkout did not finish, is removed and checked out again."""
         d = self._entry(rev)
         src = d / "src"
-        if (d / "checkout.done").is_file() and (src / ".git").exists():
+        done = d / "checkout.done"
+        if not src.is_symlink() and not done.is_symlink() and done.is_file() and (rev.dirty or (src / ".git").is_file()):
             return src
-        if d.exists():  # a checkout that did not finish: nothing in it is trusted
-            shutil.rmtree(d)
-            git(self.repo, "worktree", "prune")
+        if d.exists() or src.is_symlink():  # nothing in an unfinished or linked entry is trusted
+            self._forget(d, src)
         d.mkdir(parents=True)
         self.say(f"compare: checking out {rev.label} into {src}")
-        git(self.repo, "worktree", "add", "--detach", "--force", str(src), rev.commit)
-        (d / "checkout.done").write_text(rev.commit + "\n", encoding="utf-8")
+        if rev.dirty:  # the snapshot's objects are the cache's own: its files, written without a worktree
+            with tempfile.TemporaryDirectory(prefix="kite-compare-index-") as tmp:
+                env = {"GIT_INDEX_FILE": str(Path(tmp) / "index"), **object_env(self.repo, self.objects)}
+                git(self.repo, "read-tree", rev.tree, env=env)
+                git(self.repo, "checkout-index", "--all", "--force", f"--prefix={src}/", env=env)
+        else:
+            # twice --force: a path git still records as a locked worktree (a killed `add`) is taken
+            git(self.repo, "worktree", "add", "--detach", "--force", "--force", str(src), rev.commit)
+            if (src / ".gitmodules").is_file():  # the revision's submodules, as a checkout would have them
+                git(src, "submodule", "update", "--init", "--recursive")
+        done.write_text(rev.commit + "\n", encoding="utf-8")
         return src
 
     def build(self, rev: Revision, name: str) -> tuple[Config, BuildResult]:
-        """Build `name` of the revision's own engine.yaml, once; later calls read the stamp."""
+        """Build `name` of the revision's own engine.yaml, once; later calls read the stamp. The
+        cache's own files failing (a linked lock, a file where a folder goes, a full disk) is a
+        HarnessError naming the file, not an internal error."""
+        try:
+            return self._build(rev, name)
+        except OSError as e:
+            raise HarnessError(f"compare cache {self.dir}: {e.filename or ''}: {e.strerror or e}") from None
+
+    def _build(self, rev: Revision, name: str) -> tuple[Config, BuildResult]:
         fd = self._lock(rev)
         try:
             src = self.checkout(rev)
@@ -162,23 +210,24 @@ class Cache:
             if name not in cfg.builds:
                 raise HarnessError(f"{rev.label}: its configs/engine.yaml has no build {name!r} "
                                    f"(builds: {', '.join(cfg.builds)})")
+            for b in cfg.builds.values():  # a revision's prebuilt engine must be its own
+                if b.prebuilt:
+                    inside(cfg.bin_dir(b.name), src)
             cfg = reproducible(cfg, src)
             stamp = self._entry(rev) / f"build-{name}.json"
-            if stamp.is_file():
-                try:
-                    done = _result_from(json.loads(stamp.read_text(encoding="utf-8")))
-                    if Path(done.engine_path).is_file():
-                        return cfg, done
-                except (ValueError, KeyError, TypeError):
-                    pass
-                stamp.unlink()  # unreadable, or its engine is gone: built again below
+            if stamp.is_symlink() or stamp.exists():
+                done = _trusted(stamp, cfg, name, src)
+                if done is not None:
+                    return cfg, done
+                stamp.unlink()  # unreadable, or not what it names now: built again below
             broot = inside(cfg.build_root(name), src)
             if broot.exists():  # a build that did not finish
                 shutil.rmtree(broot)
             res = build(cfg, name, progress=self.say)
             if res.engine_ok and res.module.status != "failed":
                 tmp = stamp.with_suffix(".tmp")
-                tmp.write_text(json.dumps(dataclasses.asdict(res), indent=1), encoding="utf-8")
+                doc = {**dataclasses.asdict(res), "sha256": res.to_json()["sha256"]}
+                tmp.write_text(json.dumps(doc, indent=1), encoding="utf-8")
                 os.replace(tmp, stamp)
             return cfg, res
         finally:
@@ -210,6 +259,27 @@ def reproducible(cfg: Config, src: Path) -> Config:
     builds = {n: dataclasses.replace(b, engine=with_flag(b.engine), extras=tuple(with_flag(x) for x in b.extras))
               for n, b in cfg.builds.items()}
     return dataclasses.replace(cfg, builds=builds)
+
+
+def _trusted(stamp: Path, cfg: Config, name: str, src: Path) -> BuildResult | None:
+    """The build a stamp records, when it still names what was built: a regular file (no link),
+    paths inside the revision's own build folder or prebuilt folder, and the engine and module
+    with the sha256 they had when it was written. None: build again."""
+    if stamp.is_symlink() or not stamp.is_file():
+        return None
+    try:
+        doc = json.loads(stamp.read_text(encoding="utf-8"))
+        done = _result_from(doc)
+        home = cfg.bin_dir(name).parent if not cfg.builds[name].prebuilt else cfg.bin_dir(name)
+        for p in (done.engine_path, done.module_path):
+            if p:
+                inside(Path(p), home)
+                inside(Path(p), src)
+        if not Path(done.engine_path).is_file() or done.to_json()["sha256"] != doc.get("sha256"):
+            return None
+    except (ValueError, KeyError, TypeError, AttributeError, HarnessError, OSError):
+        return None
+    return done
 
 
 def _result_from(doc: dict[str, object]) -> BuildResult:

@@ -22,7 +22,8 @@ from harness.report.sysinfo import engine_info
 from harness.run.probes import NO_GPU, Probes, gpu_device
 from harness.run.runner import CriterionFail
 from harness.run.suite import Models
-from harness.spec import registry, schema
+from harness.spec import criteria as C
+from harness.spec import gate, registry, schema
 from harness.spec.config import Config
 from harness.spec.criteria import Criterion
 
@@ -91,28 +92,34 @@ def workloads(cfg: Config, opts: Options) -> list[Criterion]:
 
 
 def _capped(c: Criterion, opts: Options) -> Criterion:
-    """The workload with its budget capped by --max-pairs / --max-seconds (never raised)."""
+    """The workload with its budget capped by --max-pairs / --max-seconds (never raised). The pair
+    cap bounds each kind of pair: warm-ups, the A/A floor, a block and the timed pairs; the
+    seconds run from the first warm-up (workload.sequential)."""
     s = c.spec
-    pairs = min(s.budget_pairs, opts.max_pairs) if opts.max_pairs else s.budget_pairs  # type: ignore[union-attr]
-    secs = s.budget_seconds  # type: ignore[union-attr]
+    assert isinstance(s, C.CompareSpec)
+    cap = opts.max_pairs
+    pairs = min(s.budget_pairs, cap) if cap else s.budget_pairs
+    secs = s.budget_seconds
     if opts.max_seconds is not None:
         secs = opts.max_seconds if secs is None else min(secs, opts.max_seconds)
-    return dataclasses.replace(c, spec=dataclasses.replace(s, budget_pairs=pairs, budget_seconds=secs))
+    more = {"block": min(s.block, cap - cap % 2), "warmups": min(s.warmups, cap),
+            "noise_floor": min(s.noise_floor, cap)} if cap else {}
+    return dataclasses.replace(c, spec=dataclasses.replace(s, budget_pairs=pairs, budget_seconds=secs, **more))
 
 
 def run_compare(cfg: Config, opts: Options, report_dir: Path, say: Callable[[str], None],
                 progress: Callable[[Outcome], None] | None = None) -> Compare:
     t0 = time.monotonic()
     ws = workloads(cfg, opts)
-    entries = registry.load(cfg.root / "regressions" / "registry.lock")
+    checked = gate.open_gate(cfg.root, cfg=cfg)
     repo = revisions.repo_root(cfg.root)
-    base, head = revisions.resolve(repo, opts.base), revisions.resolve(repo, opts.head)
+    cache = Cache(opts.cache or revisions.default_cache(repo), repo, say)
+    base, head = (revisions.resolve(repo, x, cache.objects) for x in (opts.base, opts.head))
     say(f"compare: base {base.label} ({opts.base}), head {head.label} ({opts.head}); {len(ws)} workload(s)")
     same = base.tree == head.tree
     if same:
         say(f"compare: base and head are the same source tree ({base.label}): nothing can differ"
             + ("; nothing is built or run (--no-short-circuit: an A/A run)" if opts.short_circuit else ""))
-    cache = Cache(opts.cache or revisions.default_cache(repo), repo, say)
     models = Models(cfg, say)
     sides_by_build: dict[str, dict[str, Side] | str] = {}
     builds: dict[str, dict[str, Any]] = {}
@@ -161,7 +168,7 @@ def run_compare(cfg: Config, opts: Options, report_dir: Path, say: Callable[[str
         s = c.spec
         out = Outcome(c.id, c.title, c.file, c.line, s.bytes, margin=s.margin)  # type: ignore[union-attr]
         outcomes.append(out)
-        st = registry.status(entries, c)
+        st = checked.status(c)
         if not st.ok and not opts.exploratory:
             out.speed, out.reason = "error", registry.refusal(st, False, "run `python3 -m harness register FILE`") or st.state
             continue

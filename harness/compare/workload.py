@@ -16,7 +16,7 @@ from harness.build.cmake import BuildResult
 from harness.compare.sequential import Sequence
 from harness.process import KEEP_WHOLE, run_process
 from harness.run import timing
-from harness.run.compare import compare_bytes
+from harness.run import dumps
 from harness.run.probes import Probes
 from harness.run.runner import Context, CriterionFail, Prepared, prepare
 from harness.spec import criteria as C
@@ -117,16 +117,17 @@ class Runner:
         if bad:
             raise CriterionFail(f"vacuous: {label}: precondition failed: " + "; ".join(bad))
 
-    def dumps(self, key: str) -> tuple[dict[str, Any], dict[str, bytes]]:
-        """One run with the dump flag: meta.json and the dump files (read through the safe reader,
-        at most the size their shape gives)."""
+    def dumps(self, key: str) -> tuple[dict[str, Any], dict[str, dumps.Dump]]:
+        """One run with the dump flag: meta.json and the dump files, through verify's reader
+        (inside the dump folder, no link out, exactly the size the shape gives, the same caps)."""
         cfg = self.cfgs[key]
         dump = self.prepared[key].work / "dump"
         if dump.exists():
             shutil.rmtree(dump)
         self._run(key, [cfg.dump_flag, str(dump)], f"{key}.dump")
         try:
-            meta = inputs.json_loads(inputs.read_text(dump / cfg.meta_file, inputs.MAX_META, cfg.meta_file))
+            meta = inputs.json_loads(inputs.decode_text(inputs.read_inside(dump, cfg.meta_file, inputs.MAX_META),
+                                                        cfg.meta_file))
         except (OSError, ValueError, inputs.FileRefused) as e:
             raise CriterionFail(f"{key}: {cfg.meta_file}: {e}") from None
         self._check(meta, f"{key} dump run")
@@ -136,13 +137,15 @@ class Runner:
             if ds is None:
                 raise CriterionFail(f"{key}: its configs/engine.yaml declares no dump {name!r}")
             shape = C.lookup(meta, ds.shape)
-            size = {"f32": 4, "i32": 4, "f16": 2, "bf16": 2}[ds.dtype]
-            cap = (math.prod(shape) * size if isinstance(shape, list) and all(
-                isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in shape) else inputs.MAX_META)
+            if not (isinstance(shape, list) and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0
+                                                    for x in shape)):
+                shape = None
             try:
-                data[name] = inputs.read_bytes(dump / ds.file, cap, f"{key} {ds.file}")
-            except (OSError, inputs.FileRefused) as e:
-                raise CriterionFail(f"{key}: dump {ds.file}: {e}") from None
+                data[name] = dumps.locate(dump, ds.file, ds.dtype, shape)
+            except FileNotFoundError:
+                raise CriterionFail(f"{key}: dump {ds.file} missing") from None
+            except dumps.DumpRefused as e:
+                raise CriterionFail(f"{key}: {e}") from None
         return meta, data
 
     def timed(self, key: str, label: str) -> float:
@@ -180,8 +183,11 @@ def compare_dumps(run: Runner, out: Outcome) -> None:
         shape_a = shape_a if isinstance(shape_a, list) else None
         shape_b = shape_b if isinstance(shape_b, list) else None
         row = int(shape_a[-1]) if shape_a and isinstance(shape_a[-1], int) else 0
-        d = compare_bytes(datas["base"][name], datas["head"][name], row, shape_a=shape_a, shape_b=shape_b,
-                          dtype=ds.dtype)
+        try:
+            d = dumps.compare(datas["base"][name], datas["head"][name], row, shape_a=shape_a, shape_b=shape_b,
+                              dtype=ds.dtype)
+        except dumps.DumpRefused as e:
+            raise CriterionFail(str(e)) from None
         changed |= not d.identical
         out.bytes_detail.append({"dump": name, **d.to_json()})
     out.bytes = "changed" if changed else "same"
@@ -189,21 +195,31 @@ def compare_dumps(run: Runner, out: Outcome) -> None:
 
 def sequential(run: Runner, out: Outcome, alpha: float, say: Callable[[str], None],
                clock: Callable[[], float] = time.monotonic) -> Sequence:
-    """Warm-ups, the A/A floor when asked, then ABBA blocks with a look after each one."""
+    """Warm-ups, the A/A floor when asked, then ABBA blocks with a look after each one. The
+    seconds budget runs from the first warm-up: warm-ups and the floor stop when it is spent (the
+    floor keeps at least 2 pairs), and one block is always timed."""
     s = run.spec
+    t0 = clock()
+
+    def spent() -> bool:
+        return s.budget_seconds is not None and clock() - t0 >= s.budget_seconds
+
     for i in range(s.warmups):
+        if i and spent():
+            break
         for key in SIDES:
             run.timed(key, f"warmup{i + 1}.{key}")
     if s.noise_floor:
         aa = []
         for i, order in enumerate(timing.schedule(s.noise_floor)):
+            if i >= 2 and spent():
+                break
             v = {side: run.timed("base", f"aa{i + 1}.{side}") for side in order}
             aa.append(v["B"] / v["A"])
         st = timing.order_median_ci(aa)
         out.noise_floor = {"pairs": len(aa), "median": st.median, "ci": [st.ci_lower, st.ci_upper],
                            "ratios": aa}
     seq = Sequence(s.margin, alpha)
-    t0 = clock()
     n = 0
     while True:
         block = []

@@ -19,9 +19,9 @@ from harness.errors import HarnessError
 from harness.matrix.spec import Cross, Matrix, RegisteredCross, load_matrix
 from harness.report.document import Report
 from harness.report.merge import merge
-from harness.run.compare import compare_bytes
+from harness.run.dumpdiff import compare_bytes
 from harness.run.result import Result, utc_now
-from harness.spec import inputs, registry
+from harness.spec import gate, inputs, registry
 from harness.spec.config import load_config
 
 
@@ -113,14 +113,14 @@ class Hints:
 
 def add_cross_results(report: Report, matrix: Matrix, sources: dict[tuple[str, str], DumpSource],
                       skipped: dict[str, str], dump_files: dict[str, str],
-                      entries: list[registry.Entry] | None = None, exploratory: bool = False,
+                      checked: gate.Gate | None = None, exploratory: bool = False,
                       hints: Hints | None = None) -> None:
     """Evaluate the cross-entry criteria. With the registry's entries, one that is not (or not as)
     registered FAILs, or runs labelled exploratory with --exploratory, exactly like a criteria file's."""
     hints = hints or Hints()
     for c in matrix.cross.values():
         t0 = time.perf_counter()
-        st = registry.status(entries, RegisteredCross(c.id, "", c.digest(), c.line)) if entries is not None else None
+        st = checked.status(RegisteredCross(c.id, "", c.digest(), c.line)) if checked is not None else None
         hint = registry.register_hint(hints.command, hints.file(matrix.path), c.id, st.state) if st else ""
         refused = registry.refusal(st, exploratory, hint) if st else None
         if refused:
@@ -158,13 +158,15 @@ def recompute_cross(rep: Report, root: Path, matrix_path: Path | None, hints: Hi
     # drop the sources' own evaluations (and their @source copies): merged data decides
     rep.doc["results"] = [r for r in rep.doc["results"] if r["id"].split("@")[0] not in cross]
     # the project's own cross criteria are pre-registered: check them against its registry
-    reg = root / "regressions" / "registry.lock"
-    entries = registry.load_checked(reg, root) if matrix_path is None and reg.exists() else None
-    add_cross_results(rep, dataclasses.replace(mx, cross=cross), sources, skipped, dump_files, entries,
+    checked = gate.open_gate(root) if matrix_path is None and gate.default_path(root).exists() else None
+    add_cross_results(rep, dataclasses.replace(mx, cross=cross), sources, skipped, dump_files, checked,
                       hints=hints)
 
 
 def merge_reports(dirs: list[Path], out: Path, *, root: Path, matrix_path: Path | None = None,
                   say: Callable[[str], None] | None = None, hints: Hints | None = None) -> tuple[int, Report]:
     """`harness merge`: the reports joined (harness/report/merge.py), the cross criteria recomputed."""
-    return merge(dirs, out, recompute=lambda rep: recompute_cross(rep, root, matrix_path, hints), say=say)
+    entries = gate.load(root) if gate.default_path(root).exists() else []
+    registered = {i: e.file for i, e in registry.current(entries).items() if i not in registry.withdrawn(entries)}
+    return merge(dirs, out, recompute=lambda rep: recompute_cross(rep, root, matrix_path, hints), say=say,
+                 registered=registered)

@@ -22,7 +22,7 @@ from harness.build.fatbin import embedded_code, scan_fatbin
 from harness.errors import HarnessError
 from harness.matrix.spec import CHECKS_NEED_ENGINE, MINGW_TOOLCHAIN_FILE, TESTMOD_SOURCE, Entry, Matrix, availability
 from harness.process import ProcResult, run_process
-from harness.run.compare import compare_bytes
+from harness.run.dumpdiff import compare_bytes
 from harness.run.runner import NATIVE, Launcher
 from harness.spec import inputs
 from harness.spec.config import BuildSpec, Config, ProjectSpec

@@ -26,7 +26,7 @@ from harness.run.probes import Probes
 from harness.run.result import Result
 from harness.run.runner import Context, CriterionFail, RunStopped
 from harness.run.suite import Judged, Models, judge
-from harness.spec import registry, schema
+from harness.spec import gate, registry, schema
 from harness.spec.config import Config, load_config
 from harness.spec.criteria import Criterion
 from harness.spec.validate import rel_path
@@ -79,7 +79,7 @@ def hip_probes() -> dict[str, tuple[bool, str]]:
 
 
 def entry_criteria(cfg: Config, runner: EntryRunner, run: EntryRun, report_dir: Path,
-                   reg: list[registry.Entry], exploratory: bool, models: Models,
+                   reg: gate.Gate, exploratory: bool, models: Models,
                    hints: Hints = Hints()) -> list[Result]:
     """The entry's registered criteria (`criteria: [file.yaml, file.yaml#ID]`) on its builds."""
     ent = runner.ent
@@ -141,7 +141,7 @@ def run_matrix(root: Path, names: list[str] | None, *, report_dir: Path | None =
     reports = root / cfg.reports_dir
     git = sysinfo.git_state(root)
     # read (and checked against git HEAD) before anything runs, as verify does
-    reg = registry.load_checked(Path(cfg.root) / "regressions" / "registry.lock", Path(cfg.root))
+    reg = gate.open_gate(Path(cfg.root), cfg=cfg)
     full = report_dir is None and not names  # only a finished full run moves reports/latest
     if report_dir is None:
         report_dir = new_report_dir(reports, git.get("short"))

@@ -85,28 +85,6 @@ def resolve_latest(reports: Path) -> Path | None:
     return None
 
 
-def resume_target(reports: Path) -> Path | None:
-    """What a bare `--resume` continues: the newest report folder when its run did not finish
-    (interrupted, or killed while running), else reports/latest (the last finished full run)."""
-    def order(d: Path) -> tuple[str, int]:  # 20261202T075151Z-1a2b3c4, then .2, .3 in one second
-        base, _, n = d.name.partition(".")
-        return base, int(n) if n.isdigit() else 1
-
-    folders = sorted((d for d in reports.glob("2*") if d.is_dir() and not d.is_symlink()), key=order)
-    for folder in reversed(folders):  # the newest verify report (a matrix report has a kind)
-        try:
-            doc = inputs.json_loads(inputs.read_text(folder / "report.json", inputs.MAX_REPORT))
-        except (OSError, ValueError):
-            doc = None
-        if isinstance(doc, dict) and doc.get("kind"):
-            continue
-        if isinstance(doc, dict) and (doc.get("status") in ("running", "interrupted")
-                                      or (doc.get("status") == "partial" and doc.get("resumed"))):
-            return folder
-        break
-    return resolve_latest(reports)
-
-
 _RESULT_STR = ("id", "title", "kind", "file", "digest", "verdict", "reason")
 
 

@@ -17,7 +17,13 @@ Every source is checked before anything is written (what `harness report` checks
 section: entry and variant names are plain names, dump dirs lie inside the source's own folder),
 and what merge deletes or writes stays inside OUT.
 
-Exit status: 0 nothing failed (skips allowed), 1 something failed, 2 unreadable input.
+The merged report is complete only when every source is complete (not interrupted, running or
+narrowed by --only) and every id the sources' criteria files hold, and every registered id of the
+files they judged, has a result; anything else is `partial`, names its partial parts and exits 1.
+Reports of different commits are refused.
+
+Exit status: 0 nothing failed (skips allowed), 1 something failed or the merge is partial, 2
+unreadable input or reports of different commits.
 """
 
 from __future__ import annotations
@@ -185,11 +191,8 @@ def merge_docs(sources: list[tuple[Path, dict[str, Any]]], out: Path) -> dict[st
         "git": {}, "system": {}, "engine_info": None, "builds": {}, "criteria_files": {}, "results": [],
         "summary": {}, "merged_from": [],
     }
-    commits = set()
     for d, doc, label in labelled:
         git = doc.get("git") or {}
-        if git.get("commit"):
-            commits.add(git["commit"])
         sysd = doc.get("system") or {}
         merged["merged_from"].append({"source": label, "dir": str(d), "started": doc.get("started"),
                                       "finished": doc.get("finished"), "status": doc.get("status"),
@@ -206,10 +209,6 @@ def merge_docs(sources: list[tuple[Path, dict[str, Any]]], out: Path) -> dict[st
             merged["builds"].setdefault(name if name not in merged["builds"] else f"{name}@{label}", b)
         for name, v in (doc.get("criteria_files") or {}).items():
             merged["criteria_files"].setdefault(name, v)
-    if len(commits) > 1:
-        merged["git"]["commits"] = sorted(commits)
-        merged["git"]["note"] = "sources were made from different commits"
-
     # results: union; an id with different outcomes in two sources is kept once per source
     by_id: dict[str, list[tuple[str, dict[str, Any]]]] = {}
     order: list[str] = []
@@ -312,14 +311,65 @@ def _refuse_repeats(dirs: list[Path], sources: list[tuple[Path, dict[str, Any]]]
         seen.update(dict.fromkeys(keys, Path(given)))
 
 
+def _refuse_commits(dirs: list[Path], sources: list[tuple[Path, dict[str, Any]]]) -> None:
+    """Reports of different commits (or one without a commit beside one with) are not one run's
+    parts: the merged report could name only one commit over the other's results."""
+    by: dict[str, list[str]] = {}
+    for given, (_, doc) in zip(dirs, sources, strict=True):
+        by.setdefault(str((doc.get("git") or {}).get("commit") or "no commit"), []).append(str(given))
+    if len(by) > 1:
+        raise HarnessError("merge: the reports were made from different commits: "
+                           + "; ".join(f"{c[:12]} ({', '.join(d)})" for c, d in by.items())
+                           + "; merge the reports of one commit")
+
+
+def _partial_parts(sources: list[tuple[Path, dict[str, Any]]], labels: list[str]) -> list[str]:
+    """Each source that is not a complete run, with why (its status, what stopped or narrowed it,
+    what it did not run)."""
+    out = []
+    for (_, doc), label in zip(sources, labels, strict=True):
+        not_run = [str(x) for x in doc.get("not_run") or [] if isinstance(doc.get("not_run"), list)]
+        if doc.get("status") == "complete" and not not_run:
+            continue
+        why = [str(doc.get("status") or "no status")]
+        for key in ("interrupted_by", "filter"):
+            if doc.get(key):
+                why.append(f"{key.replace('_', ' ')} {str(doc[key])[:200]}")
+        if not_run:
+            why.append(f"not run: {', '.join(not_run[:20])}" + (" ..." if len(not_run) > 20 else ""))
+        out.append(f"{label}: {', '.join(why)}")
+    return out
+
+
+def _missing_ids(merged: dict[str, Any], sources: list[tuple[Path, dict[str, Any]]],
+                 registered: dict[str, str]) -> list[str]:
+    """Ids that the merged report should answer for and does not: every criterion of the files
+    the verify runs loaded, and every registered id (id -> its file) of the files they judged."""
+    want: set[str] = set()
+    files: set[str] = set()
+    for _, doc in sources:
+        if doc.get("kind") == "matrix" or doc.get("matrix") is not None:  # named <entry>/<id> there
+            continue
+        for ids in (doc.get("criteria_files") or {}).values():
+            want |= {i for i in ids if isinstance(i, str)} if isinstance(ids, list) else set()
+        files |= {r["file"] for r in doc["results"] if isinstance(r, dict) and isinstance(r.get("file"), str)}
+    want |= {i for i, f in registered.items() if f in files}
+    present = {str(r.get("id")).split("@")[0] for r in merged["results"]}
+    return sorted(want - present)
+
+
 def merge(dirs: list[Path], out: Path, *, recompute: Callable[[Report], None] | None = None,
-          say: Callable[[str], None] | None = None) -> tuple[int, Report]:
+          say: Callable[[str], None] | None = None, registered: dict[str, str] | None = None) -> tuple[int, Report]:
     """Merge report folders into out. recompute: re-evaluates what depends on the merged data
-    (the build matrix's cross-entry criteria), before the report is written."""
+    (the build matrix's cross-entry criteria), before the report is written; registered: the
+    registry's ids in force (id -> file). The merged report is complete only when every source is
+    complete and every id it should answer for is there; else it is partial, says which parts
+    were, and the exit status is 1."""
     if not dirs:
         raise HarnessError("merge: name at least one report folder (or report.json)")
     sources = [_read(Path(d)) for d in dirs]
     _refuse_repeats(dirs, sources)
+    _refuse_commits(dirs, sources)
     out.mkdir(parents=True, exist_ok=True)
     for d, _ in sources:
         if d.resolve() == out.resolve():
@@ -327,9 +377,18 @@ def merge(dirs: list[Path], out: Path, *, recompute: Callable[[Report], None] | 
     rep = Report(out, merge_docs(sources, out))
     if recompute is not None:
         recompute(rep)
-    rep.write(final=True, status="complete")
+    partial = _partial_parts(sources, [m["source"] for m in rep.doc["merged_from"]])
+    missing = _missing_ids(rep.doc, sources, registered or {})
+    rep.doc["partial_sources"] = partial
+    rep.doc["not_run"] = missing
+    complete = not partial and not missing
+    rep.write(final=True, status="complete" if complete else "partial")
     s = rep.summarize()
     if say:
         say(f"merged {len(sources)} reports into {out}: {s['passed']} passed, {s['failed']} failed, "
-            f"{s['skipped']} skipped")
-    return (1 if s["failed"] else 0), rep
+            f"{s['skipped']} skipped" + ("" if complete else "; PARTIAL, not a complete run:"))
+        for line in partial:
+            say(f"  part {line}")
+        if missing:
+            say(f"  not answered for by any part: {', '.join(missing)}")
+    return (1 if s["failed"] or not complete else 0), rep

@@ -1,4 +1,5 @@
-"""Which results of an interrupted report a resumed run keeps. Each result records what it ran
+"""`verify --resume`, all of it: which report folder a bare `--resume` continues, which results
+of it a resumed run keeps, and what is still to run. Each result records what it ran
 with (`details.ran_with`: the commit, the dirty flag, and the sha256 of each build's engine and
 module). A result is kept only when a fresh run now would judge it the same way (same digest,
 registration, exploratory label, dependency digests; not refused, e.g. by --strict) and run it
@@ -8,7 +9,13 @@ engine's results under another's commit."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+from harness.errors import HarnessError
+from harness.report.document import Report, resolve_latest
+from harness.spec import inputs
+from harness.spec.criteria import Criterion
 
 VERDICTS = ("PASS", "FAIL", "SKIP")
 
@@ -61,3 +68,71 @@ def stale(results: list[dict[str, Any]], git: dict[str, Any], builds: dict[str, 
                 out.append(r.get("id"))
                 break
     return out
+
+
+def target(reports: Path) -> Path | None:
+    """What a bare `--resume` continues: the newest report folder when its run did not finish
+    (interrupted, or killed while running), else reports/latest (the last finished full run)."""
+    def order(d: Path) -> tuple[str, int]:  # 20261202T075151Z-1a2b3c4, then .2, .3 in one second
+        base, _, n = d.name.partition(".")
+        return base, int(n) if n.isdigit() else 1
+
+    folders = sorted((d for d in reports.glob("2*") if d.is_dir() and not d.is_symlink()), key=order)
+    for folder in reversed(folders):  # the newest verify report (a matrix report has a kind)
+        try:
+            doc = inputs.json_loads(inputs.read_text(folder / "report.json", inputs.MAX_REPORT))
+        except (OSError, ValueError):
+            continue  # no report of a run (a compare refused before writing one): not a verify run
+        if not isinstance(doc, dict) or doc.get("kind"):
+            continue
+        if isinstance(doc, dict) and (doc.get("status") in ("running", "interrupted")
+                                      or (doc.get("status") == "partial" and doc.get("resumed"))):
+            return folder
+        break
+    return resolve_latest(reports)
+
+
+def folder(given: str | None, reports: Path) -> Path | None:
+    """The folder `--resume [DIR]` names: DIR, or for a bare `--resume` ("latest") target(reports)."""
+    if given is None:
+        return None
+    if given != "latest":
+        return Path(given)
+    got = target(reports)
+    if got is None:
+        raise HarnessError("--resume: no previous report (reports/latest) to continue")
+    return got
+
+
+def not_run(crits: list[Criterion], rep: Report) -> list[str]:
+    """Ids of the criteria with no verdict in the report for their current text."""
+    out = []
+    for c in crits:
+        r = rep.result_for(c.id)
+        if not (r and r.get("digest") == c.digest and r.get("verdict") in VERDICTS):
+            out.append(c.id)
+    return out
+
+
+def drop_stale(rep: Report, git: dict[str, Any], builds: dict[str, Any], say: Callable[[str], None]) -> None:
+    """Drop the results that did not run on this commit, or on the report's binaries (builds):
+    they are run again, or listed as not run."""
+    gone = [i for i in stale(rep.results, git, builds) if isinstance(i, str)]
+    if gone:
+        say(f"not kept from the interrupted run, as they ran on another commit or engine: {', '.join(gone)}")
+        rep.doc["results"] = [r for r in rep.results if r.get("id") not in gone]
+
+
+def check(rdir: Path) -> Path:
+    """rdir, when it holds a report to continue (checked before its lock is taken)."""
+    if not (rdir / "report.json").is_file():
+        raise HarnessError(f"--resume: {rdir} holds no report.json")
+    return rdir
+
+
+def load(rdir: Path) -> Report:
+    """The report to continue (read under its lock, so the last writer's results are all there)."""
+    try:
+        return Report.load(rdir)
+    except (OSError, ValueError) as e:
+        raise HarnessError(f"--resume: cannot read {rdir}/report.json: {e}") from None

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import errno
-import math
 import re
 import shutil
 import sys
@@ -21,8 +20,8 @@ from harness.spec import inputs
 from harness.run import timing
 from harness.build.binfmt import BinaryFormatError, read_binary
 from harness.build.cmake import BuildResult
-from harness.run.compare import compare_bytes
-from harness.spec.config import DTYPES, Config, DumpSpec
+from harness.run import dumps
+from harness.spec.config import Config, DumpSpec
 from harness.process import KEEP_WHOLE, ProcResult, closing_counts, run_process
 from harness.run.probes import Probes
 
@@ -45,9 +44,22 @@ class RunStopped(HarnessError):
     --resume` runs it again once there is room; raised through evaluate() to the caller."""
 
 
-def stop_if_disk_full(e: BaseException, what: str) -> None:
-    """Raise RunStopped for an OSError of a full disk, naming what could not be written."""
-    if isinstance(e, OSError) and e.errno in DISK_FULL:
+FULL_BELOW = 1024 * 1024  # free bytes under which a write error without an errno is a full disk
+
+
+def stop_if_disk_full(e: BaseException, what: str, folder: Path | None = None) -> None:
+    """Raise RunStopped for an OSError of a full disk, naming what could not be written: ENOSPC or
+    EDQUOT, or a write error with no errno at all (numpy's "N requested and 0 written") while the
+    folder it wrote in has less than FULL_BELOW bytes free."""
+    if not isinstance(e, OSError):
+        return
+    full = e.errno in DISK_FULL
+    if not full and e.errno is None and folder is not None:
+        try:
+            full = shutil.disk_usage(folder).free < FULL_BELOW
+        except OSError:
+            full = False
+    if full:
         where = f" ({e.filename})" if e.filename else ""
         raise RunStopped(f"{what}: {e.strerror or e}{where}") from None
 
@@ -203,24 +215,16 @@ def _shape(meta: Any, dotted: str, variant: str, runs: list[dict[str, Any]]) -> 
     return v
 
 
-def _read_dump(folder: Path, ds: DumpSpec, shape: list[int] | None, where: str, runs: list[dict[str, Any]]) -> bytes:
-    """One dump's bytes, read inside its folder (inputs.read_inside): of exactly the size its shape
-    gives (unread when not; up to inputs.MAX_SHAPED_DUMP, else inputs.MAX_DUMP), never empty: a
-    dump with no element compares vacuously."""
-    want = math.prod(shape) * DTYPES[ds.dtype] if shape is not None else None
-    why = f"meta.json shape {shape} of {ds.dtype} needs {want} (truncated or stale dump)"
+def _dump(folder: Path, ds: DumpSpec, shape: list[int] | None, where: str, runs: list[dict[str, Any]]) -> dumps.Dump:
+    """One dump, found and checked unread by the shared reader (harness/run/dumps.py)."""
     try:
-        cap = inputs.MAX_DUMP if want is None else inputs.MAX_SHAPED_DUMP
-        data = inputs.read_inside(folder, ds.file, cap, want, why, f"dump {ds.file}")
+        return dumps.locate(folder, ds.file, ds.dtype, shape)
     except FileNotFoundError:
         raise CriterionFail(f"{where}: dump {ds.file} missing", {"runs": runs}) from None
-    except inputs.FileRefused as e:
-        raise CriterionFail(f"{where}: {e}", {"runs": runs}) from None
-    if not data:
-        raise CriterionFail(f"vacuous: {where}: dump {ds.file} is empty"
-                            + (f" (meta.json shape {shape})" if shape is not None else "")
-                            + ": no element to compare", {"runs": runs})
-    return data  # a bytearray: bytes-like, and not copied once more
+    except dumps.DumpRefused as e:
+        why = str(e)
+        raise CriterionFail(f"vacuous: {where}: {why[len('vacuous: '):]}" if why.startswith("vacuous: ")
+                            else f"{where}: {why}", {"runs": runs}) from None
 
 
 def run_equivalence(ctx: Context, crit: C.Criterion, work: Path) -> Outcome:
@@ -232,7 +236,7 @@ def run_equivalence(ctx: Context, crit: C.Criterion, work: Path) -> Outcome:
     failures: list[str] = []
     for ci, case in enumerate(cases):
         tag = ",".join(f"{k}={v}" for k, v in case.items())
-        loaded: list[tuple[C.Variant, dict[str, Any], dict[str, bytes]]] = []
+        loaded: list[tuple[C.Variant, dict[str, Any], dict[str, dumps.Dump]]] = []
         for var in spec.variants:
             vdir = work / (f"case{ci}" if crit.cases else "") / var.name
             p = prepare(ctx, crit, var, vdir, case)
@@ -260,7 +264,7 @@ def run_equivalence(ctx: Context, crit: C.Criterion, work: Path) -> Outcome:
             data = {}
             for dname in cmp_.dumps:
                 ds = ctx.cfg.dumps[dname]
-                data[dname] = _read_dump(dump, ds, _shape(meta, ds.shape, var.name, runs), where, runs)
+                data[dname] = _dump(dump, ds, _shape(meta, ds.shape, var.name, runs), where, runs)
             loaded.append((var, meta, data))
         base_var, base_meta, base_data = loaded[0]
         for var, meta, data in loaded[1:]:
@@ -269,9 +273,12 @@ def run_equivalence(ctx: Context, crit: C.Criterion, work: Path) -> Outcome:
                 sa = _shape(base_meta, ds.shape, base_var.name, runs)
                 sb = _shape(meta, ds.shape, var.name, runs)
                 row = int(sa[-1]) if sa else 0
-                d = compare_bytes(base_data[dname], data[dname], row, mode=cmp_.mode, max_abs=cmp_.max_abs,
-                                  max_ulp=cmp_.max_ulp, nmse=cmp_.nmse, allow_nan=cmp_.allow_nan,
-                                  shape_a=sa, shape_b=sb, dtype=ds.dtype)
+                try:
+                    d = dumps.compare(base_data[dname], data[dname], row, mode=cmp_.mode, max_abs=cmp_.max_abs,
+                                      max_ulp=cmp_.max_ulp, nmse=cmp_.nmse, allow_nan=cmp_.allow_nan,
+                                      shape_a=sa, shape_b=sb, dtype=ds.dtype)
+                except dumps.DumpRefused as e:
+                    raise CriterionFail(f"{var.name}: {e}", {"runs": runs}) from None
                 comparisons.append({"case": tag, "a": base_var.name, "b": var.name, "dump": dname, **d.to_json()})
                 if not d.ok:
                     failures.append(f"{var.name} vs {base_var.name}" + (f" [{tag}]" if tag else "")

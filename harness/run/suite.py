@@ -13,14 +13,15 @@ from harness.models import ensure_model
 from harness.run.result import Result, utc_now
 from harness.run.runner import Context, CriterionFail, evaluate, stop_if_disk_full
 from harness.spec import registry
+from harness.spec.gate import Gate
 from harness.spec.config import Config
 from harness.spec.criteria import Criterion
 
 
 @dataclass
 class Judged:
-    """How one criterion is judged: the registry it must be in, and how its Result is named."""
-    entries: list[registry.Entry]
+    """How one criterion is judged: the registry gate it must pass, and how its Result is named."""
+    gate: Gate
     exploratory: bool
     hint: str | Callable[[Criterion, registry.Status], str]  # what to do about an unregistered criterion
     id_prefix: str = ""  # "<entry>/" in the matrix
@@ -40,7 +41,7 @@ def judge(ctx: Context, c: Criterion, how: Judged, st: registry.Status | None = 
     """Registration status (st, or looked up), then, unless refused or skipped, the runner's
     verdict, as a Result. shown: the registration as reported (default: st.state); registration:
     its provenance, kept in the details."""
-    st = st or registry.status(how.entries, c)
+    st = st or how.gate.status(c)
     t0 = time.perf_counter()
     exploratory = False
     hint = how.hint(c, st) if callable(how.hint) else how.hint
@@ -103,7 +104,8 @@ class Models:
                                                    spec.get("qtype"), search=[self.cfg.recipe_dir]))
             except Exception as e:  # noqa: BLE001 - any generator failure fails the criteria using it
                 # but a full disk stops the run, with no verdict kept: `--resume` generates it again
-                stop_if_disk_full(e, f"model {key}: cannot write it in {self.cfg.root / self.cfg.models_dir}")
+                stop_if_disk_full(e, f"model {key}: cannot write it in {self.cfg.root / self.cfg.models_dir}",
+                                  self.cfg.root / self.cfg.models_dir)
                 self.made[key] = CriterionFail(f"model {key}: {type(e).__name__}: {e}")
         got = self.made[key]
         if isinstance(got, CriterionFail):

@@ -11,6 +11,7 @@ import json
 import os
 import stat
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -180,6 +181,42 @@ def read_inside(folder: Path, name: str, max_bytes: int, size: int | None = None
     by fstat), of at most max_bytes, and of exactly `size` bytes when given (else refused unread:
     "N bytes but {size_why}"), read within READ_SECONDS. FileNotFoundError passes through."""
     shown = shown or name
+    fd, st = open_inside(folder, name, max_bytes, size, size_why, shown)
+    return _read_fd(fd, shown, st.st_size, max_bytes, READ_SECONDS, exact=True)
+
+
+def chunks_inside(folder: Path, name: str, size: int, shown: str | None = None) -> Iterator[bytes]:
+    """The file as read_inside checks it (exactly size bytes), in pieces of at most CHUNK bytes,
+    within READ_SECONDS in all: a file of any size is read in bounded memory."""
+    shown = shown or name
+    fd, _ = open_inside(folder, name, size, size, f"{size} expected", shown)
+    deadline, got = clock() + READ_SECONDS, 0
+    with os.fdopen(fd, "rb", buffering=0) as f:
+        while True:
+            if clock() > deadline:
+                raise FileRefused(f"{shown}: not read within {READ_SECONDS:g} s ({got} of {size} bytes): "
+                                  "a stalled file system?")
+            try:
+                piece = f.read(CHUNK)
+                while piece and len(piece) < CHUNK and (more := f.read(CHUNK - len(piece))):
+                    piece += more  # whole pieces: two files of one size give pieces at the same offsets
+            except OSError as e:
+                raise _refused_os(shown, e) from None
+            if not piece:
+                break
+            got += len(piece)
+            if got > size:
+                raise FileRefused(f"{shown}: grew while it was read ({size} bytes, then more)")
+            yield piece
+    if got != size:
+        raise FileRefused(f"{shown}: shrank while it was read ({got} of {size} bytes)")
+
+
+def open_inside(folder: Path, name: str, max_bytes: int, size: int | None = None, size_why: str = "",
+                shown: str | None = None) -> tuple[int, os.stat_result]:
+    """(descriptor, fstat) of the file read_inside reads, after all of its checks; the caller
+    closes it."""
+    shown = shown or name
     try:
         st = os.lstat(folder)
     except FileNotFoundError:
@@ -200,7 +237,7 @@ def read_inside(folder: Path, name: str, max_bytes: int, size: int | None = None
     if st.st_size > max_bytes:
         os.close(fd)
         raise FileRefused(f"{shown}: {st.st_size} bytes, over the {_cap(max_bytes)} allowed for this file")
-    return _read_fd(fd, shown, st.st_size, max_bytes, READ_SECONDS, exact=True)
+    return fd, st
 
 
 def decode_text(data: bytes, name: str) -> str:

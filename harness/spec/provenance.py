@@ -1,10 +1,12 @@
-"""Which commit added each line of registry.lock (`git blame --porcelain`, argv only): a
-registration is only as trustworthy as the review of the commit that added it."""
+"""What git says about registry.lock (argv only): which commit added each line (`git blame
+--porcelain`), its text in HEAD, and its versions over the whole history. A registration is only
+as trustworthy as the review of the commit that added it."""
 
 from __future__ import annotations
 
 import re
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 _HEADER_RE = re.compile(r"^([0-9a-f]{40}) \d+ (\d+)(?: \d+)?$")
@@ -55,3 +57,53 @@ def committed_text(root: Path, path: Path) -> str | None:
     except (OSError, subprocess.SubprocessError, ValueError):
         return None
     return r.stdout.decode("utf-8", errors="replace") if r.returncode == 0 else None
+
+
+@dataclass
+class FileHistory:
+    """A file's committed versions: (commit, parent, parent's blob, commit's blob or "") for each
+    commit whose blob differs from a parent's that has the file, and each blob's text."""
+    edges: list[tuple[str, str, str, str]]
+    texts: dict[str, str]
+
+    def text(self, blob: str) -> str:
+        return self.texts.get(blob, "")
+
+
+def file_history(root: Path, path: Path) -> FileHistory | None:
+    """path's versions over the whole history of HEAD (every commit, merges with each parent),
+    read with three git commands whatever the number of commits; None outside a git checkout, with
+    git missing, or with no commit yet."""
+    try:
+        top = _toplevel(root)
+        if top is None:
+            return None
+        rel = path.resolve().relative_to(top.resolve()).as_posix()
+        revs = subprocess.run(["git", "-C", str(root), "rev-list", "--parents", "HEAD"], capture_output=True,
+                              text=True, timeout=120)
+        if revs.returncode != 0:
+            return None
+        graph = [line.split() for line in revs.stdout.split("\n") if line.strip()]
+        ask = "".join(f"{g[0]}:{rel}\n" for g in graph)
+        found = subprocess.run(["git", "-C", str(root), "cat-file", "--batch-check"], input=ask,
+                               capture_output=True, text=True, timeout=120)
+        blob: dict[str, str] = {}
+        for g, line in zip(graph, found.stdout.split("\n"), strict=False):
+            f = line.split()
+            blob[g[0]] = f[0] if len(f) == 3 and f[1] == "blob" else ""
+        edges = [(g[0], p, blob[p], blob[g[0]]) for g in graph for p in g[1:]
+                 if blob.get(p) and blob[p] != blob[g[0]]]
+        wanted = sorted({b for e in edges for b in e[2:] if b})
+        raw = subprocess.run(["git", "-C", str(root), "cat-file", "--batch"], input="".join(b + "\n" for b in wanted).encode(),
+                             capture_output=True, timeout=120).stdout
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None
+    texts: dict[str, str] = {}
+    at = 0
+    while at < len(raw):  # "<blob> blob <size>\n<bytes>\n" per object
+        nl = raw.index(b"\n", at)
+        head = raw[at:nl].split()
+        size = int(head[2]) if len(head) == 3 else 0
+        texts[head[0].decode()] = raw[nl + 1:nl + 1 + size].decode("utf-8", errors="replace")
+        at = nl + 1 + size + 1
+    return FileHistory(edges, texts)

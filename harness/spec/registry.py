@@ -32,7 +32,7 @@ from typing import Protocol
 from harness.spec.criteria import Criterion
 from harness.spec.digest import canonical_json, criterion_digest
 from harness.errors import HarnessError
-from harness.spec import inputs, provenance
+from harness.spec import inputs
 
 HEADER = ("# kite criteria registry: append-only; one line per registration or amendment.\n"
           "# id\tfile\tdigest\ttime (UTC)\tevent\treason\n")
@@ -146,7 +146,8 @@ def parse(text: str) -> list[Entry]:
             break
         if "\r" in line:
             raise HarnessError(f"registry.lock:{n}: a carriage return (CR): the registry's lines end in LF only, and a "
-                               "CR or CRLF line end can hide lines from a reader; " + RESTORE)
+                               "CR or CRLF line end can hide lines from a reader; " + RESTORE + " (a checkout "
+                               "writes CRLF under core.autocrlf=true unless the commit's .gitattributes says eol=lf)")
         if n == len(rows):
             raise HarnessError(f"registry.lock:{n}: the last line has no line end: a `register` was cut off while "
                                "writing it, or the file was edited by hand; " + RESTORE)
@@ -271,18 +272,6 @@ def load(path: Path) -> list[Entry]:
     except FileNotFoundError:
         return []
     return parse(text)
-
-
-def load_checked(path: Path, root: Path) -> list[Entry]:
-    """load(path), where root is a git checkout whose HEAD holds the file: only after checking
-    that the committed registry is a prefix of this one (no committed line edited or removed)."""
-    entries = load(path)
-    committed = provenance.committed_text(root, path)
-    if committed is not None:
-        why = prefix_problem(committed, inputs.read_text(path, inputs.MAX_REGISTRY, "registry.lock"))
-        if why:
-            raise HarnessError(why)
-    return entries
 
 
 def current(entries: list[Entry]) -> dict[str, Entry]:

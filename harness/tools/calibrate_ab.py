@@ -7,7 +7,7 @@ Noise model: a simulated run takes the spread of one recorded run (the robust sc
 ratios, drawn at random) times residuals drawn from all recorded runs' standardised log-ratio
 residuals, pooled and mirrored (in A/A, A and B are interchangeable, so log ratios are symmetric).
 
-    python -m harness.tools.calibrate [--runs 1000] [--pairs 10 20] [--seed 20261201]
+    python -m harness.tools.calibrate_ab [--runs 1000] [--pairs 10 20] [--seed 20261201]
 """
 
 from __future__ import annotations
@@ -153,7 +153,7 @@ def table(cells: list[Cell]) -> tuple[list[list[str]], list[str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m harness.tools.calibrate", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m harness.tools.calibrate_ab", description=__doc__.split("\n\n")[0])
     p.add_argument("--data", type=Path, default=DEFAULT_DATA, help="recorded A/A pairs (JSON)")
     p.add_argument("--runs", type=int, default=1000, help="simulated runs per cell (default 1000)")
     p.add_argument("--pairs", type=int, nargs="+", default=[10, 20], help="pairs per run (default 10 20)")

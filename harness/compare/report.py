@@ -17,8 +17,8 @@ from harness.report.document import _table, atomic_write
 from harness.report.github import annotation
 
 SCHEMA = "kite-compare/1"
-METHOD = ("sign-based confidence sequence for the median pair ratio (Howard & Ramdas 2022, beta-binomial "
-          "mixture), valid under a look after every block")
+METHOD = ("sign-based confidence sequence for the median ratio of ABBA blocks, one median a block (Howard & "
+          "Ramdas 2022, beta-binomial mixture), valid under a look after every block")
 
 
 def _ratio(x: float) -> str:
@@ -83,8 +83,8 @@ def render_markdown(c: Compare, fail_on: str = "any") -> str:
         said = o.reason.startswith(f"{o.speed}:") if o.reason else False
         out.append(f"- speed: {_cell(o.reason)}" if said else f"- speed: {o.speed}" + (f": {_cell(o.reason)}" if o.reason else ""))
         if o.pairs:
-            out.append(f"- pairs {o.pairs}, {o.seconds:.1f} s; p-value of no change {o.p_value:.3g}; smallest "
-                       f"detectable change {o.detectable * 100:.2f} %")
+            out.append(f"- pairs {o.pairs}, {o.seconds:.1f} s; p-value of no change {o.p_value:.3g}; interval "
+                       f"half-width {o.half_width * 100:.2f} % (a change that size is found about half the time)")
             out.append(f"- stability: {'stable' if o.stable else _cell(o.stability)}")
         if o.noise_floor:
             lo, hi = o.noise_floor["ci"]

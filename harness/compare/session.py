@@ -12,7 +12,7 @@ from typing import Any
 
 from harness.compare import identity, revisions, sequential
 from harness.compare.revisions import Cache, Revision
-from harness.compare.workload import Outcome, Runner, Side, compare_dumps, finish_speed
+from harness.compare.workload import Outcome, Runner, Side, compare_dumps, finish_speed, settle
 from harness.compare.workload import sequential as run_sequential
 from harness.errors import HarnessError
 from harness.report.sysinfo import engine_info
@@ -177,19 +177,20 @@ def run_compare(cfg: Config, opts: Options, report_dir: Path, say: Callable[[str
             continue
         finally:
             out.seconds = time.monotonic() - t1
-        finish_speed(out, seq, seq.decided() or "inconclusive")
+        finish_speed(out, seq)
         if progress:
             progress(out)
     timed = [o for o in outcomes if o.seq is not None]
-    rejected = sequential.holm([o.p_value for o in timed], opts.alpha)
-    for o, rej in zip(timed, rejected, strict=True):
-        assert o.seq is not None
-        o.speed = sequential.final_verdict(o.seq, rej)
+    judged = sequential.judge([o.seq for o in timed if o.seq is not None], opts.alpha)
+    for o, (verdict, level) in zip(timed, judged, strict=True):
+        settle(o, verdict, level)
         o.reason = _speed_reason(o)
     return Compare(base, head, outcomes, builds, opts.alpha, len(timed), time.monotonic() - t0)
 
 
 def _speed_reason(o: Outcome) -> str:
     lo, hi = o.interval
-    return (f"{o.speed}: ratio {o.ratio:.4f}, interval [{lo:.4f}, {hi:.4f}] after {o.pairs} pairs; "
-            f"smallest detectable change {o.detectable * 100:.2f} %, margin {o.margin * 100:g} %")
+    return (f"{o.speed}: ratio {o.ratio:.4f}, {(1 - o.level) * 100:.4g} % anytime interval [{lo:.4f}, {hi:.4f}] "
+            f"after {o.pairs} pairs (it holds the true median block ratio, at any look; half-width "
+            f"{o.half_width * 100:.2f} %: a change that size is found about half the time), margin "
+            f"{o.margin * 100:g} %")

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.build.cmake import BuildResult
-from harness.compare.sequential import Sequence
+from harness.compare.sequential import Sequence, regressed, stop
 from harness.process import KEEP_WHOLE, run_process
 from harness.run import timing
 from harness.run.compare import compare_bytes
@@ -47,7 +47,8 @@ class Outcome:
     ratio: float = math.nan
     interval: tuple[float, float] = (math.nan, math.nan)
     pairs: int = 0
-    detectable: float = math.inf
+    half_width: float = math.inf  # of the interval, relative: a change this size is found about half the time
+    level: float = math.nan  # the interval's error level (alpha / workloads, or Holm's for a rejection)
     p_value: float = 1.0
     margin: float = 0.0
     seconds: float = 0.0
@@ -62,7 +63,7 @@ class Outcome:
         return self.bytes_rule == "same" and self.bytes == "changed"
 
     def failed(self) -> bool:
-        return self.bytes_failed or self.speed in ("regressed", "error")
+        return self.bytes_failed or self.speed == "error" or regressed(self.speed)
 
     def to_json(self) -> dict[str, Any]:
         def num(x: float) -> float | None:
@@ -71,7 +72,7 @@ class Outcome:
                 "bytes_rule": self.bytes_rule, "bytes": self.bytes, "bytes_detail": self.bytes_detail,
                 "speed": self.speed, "reason": self.reason, "ratio": num(self.ratio),
                 "interval": [num(self.interval[0]), num(self.interval[1])], "pairs": self.pairs,
-                "detectable": num(self.detectable), "p_value": self.p_value, "margin": self.margin,
+                "half_width": num(self.half_width), "level": num(self.level), "p_value": self.p_value, "margin": self.margin,
                 "seconds": round(self.seconds, 3), "stable": self.stable, "stability": self.stability,
                 "noise_floor": self.noise_floor, "pair_log": self.pair_log, "failed": self.failed()}
 
@@ -211,22 +212,25 @@ def sequential(run: Runner, out: Outcome, alpha: float, say: Callable[[str], Non
         lo, hi = seq.ratio_interval()
         say(f"  [{run.crit.id}] {seq.pairs} pairs: ratio {seq.ratio():.4f}, interval [{lo:.4f}, {hi:.4f}] "
             f"(equivalent within [{1 / (1 + s.margin):.4f}, {1 + s.margin:.4f}])")
-        if seq.decided() is not None:
-            break
-        spent = clock() - t0
-        if seq.pairs + s.block > s.budget_pairs or (s.budget_seconds is not None and spent >= s.budget_seconds):
+        if stop(seq, s.block, s.budget_pairs) or (s.budget_seconds is not None and clock() - t0 >= s.budget_seconds):
             break
     return seq
 
 
-def finish_speed(out: Outcome, seq: Sequence, verdict: str) -> None:
+def settle(out: Outcome, verdict: str, level: float) -> None:
+    """The verdict once the family is judged, with the interval at the level it was read at."""
+    assert out.seq is not None
+    out.speed, out.level = verdict, level
+    out.interval = out.seq.ratio_interval(level)
+    out.half_width = out.seq.half_width(level)
+
+
+def finish_speed(out: Outcome, seq: Sequence) -> None:
     out.seq = seq
-    out.speed = verdict
     out.ratio = seq.ratio()
-    out.interval = seq.ratio_interval()
     out.pairs = seq.pairs
-    out.detectable = seq.detectable()
     out.p_value = seq.p_value
+    settle(out, seq.decided() or "inconclusive", seq.alpha)
     ratios = [math.exp(x) for x in seq.log_ratios]
     floor = None
     if out.noise_floor:

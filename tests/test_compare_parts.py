@@ -48,6 +48,11 @@ def test_a_workload_loads():
     assert s.variant.args == ["run", "--model", "{model}"]
 
 
+def test_a_workload_may_register_a_tail():
+    (c,) = load(GOOD.replace("    margin: 0.02\n", "    margin: 0.02\n    tail: 0.9\n"))
+    assert c.spec.tail == 0.9 and load(GOOD)[0].spec.tail is None  # type: ignore[union-attr]
+
+
 @pytest.mark.parametrize("old, new, message", [
     ("bytes: same", "bytes: maybe", "'maybe' is not allowed; allowed: same, may-change"),
     ("    dumps: [h_out]\n", "", "`bytes: same` needs `dumps`"),
@@ -60,6 +65,7 @@ def test_a_workload_loads():
     ("budget: {pairs: 100, seconds: 60}", "budget: {pairs: 4}\n    block: 8", "more than the budget of 4"),
     ('args: [run, --model, "{model}"]', 'args: "run --model x"', "shell command string is not allowed"),
     ("    margin: 0.02\n", "    margin: 0.02\n    cases: [{n: '1'}]\n", "`cases` is not supported for compare"),
+    ("    margin: 0.02\n", "    margin: 0.02\n    tail: 1.5\n", "tail"),
 ])
 def test_bad_workloads_are_refused_with_the_line(old, new, message):
     assert old in GOOD

@@ -99,7 +99,7 @@ def test_a_holm_verdict_never_stands_next_to_an_interval_holding_1():
     for _ in range(15):
         b.add([1.05] * 4)
     assert 0.025 < b.p_value <= 0.05 and b.ratio_interval()[0] <= 1.0  # its sampling interval holds 1
-    (va, la), (vb, lb) = sequential.judge([a, b], 0.05)
+    (va, la, _), (vb, lb, _) = sequential.judge([a, b], 0.05)
     assert (va, vb) == ("regressed", "regressed") and (la, lb) == (0.025, 0.05)
     assert b.ratio_interval(lb)[0] > 1.0
 
@@ -132,3 +132,23 @@ def test_calibration_fast_seeded(shape):
 def test_calibration_is_deterministic():
     s = cal.recorded(SHAPES["h200"])
     assert cal.simulate(s, 1.02, 400, 50, seed=3) == cal.simulate(s, 1.02, 400, 50, seed=3)
+
+
+def test_a_longer_tail_alone_is_regressed_with_a_tail_registered():
+    """Every fifth head run 30 % slower, the rest equal to the base: the median ratio is exactly 1
+    (equivalent by the median), the mean 6 % up. With `tail: 0.9` the head exceeds the base's p90
+    in 20 % of runs against none, and the workload is regressed; without, equivalent."""
+    base = [10.0 + 0.01 * (i % 7) for i in range(200)]
+    head = [b * (1.3 if i % 5 == 0 else 1.0) for i, b in enumerate(base)]
+    verdicts = []
+    for tail in (None, sequential.Tail(0.9)):
+        s = Sequence(0.02, 0.05 / (1 + (tail is not None)))
+        for i in range(0, 200, 4):
+            s.add([h / b for h, b in zip(head[i:i + 4], base[i:i + 4], strict=True)])
+            if tail is not None:
+                tail.add(base[i:i + 4], head[i:i + 4])
+            if sequential.stop(s, 4, 200, tail):
+                break
+        verdicts.append(sequential.judge([s], 0.05, [tail])[0])
+    assert verdicts[0] == ("equivalent", 0.05, "")
+    assert verdicts[1][0] == "regressed" and verdicts[1][2] == "tail regressed"

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 from scipy.signal import lfilter
 
-from harness.compare.sequential import PRIOR, Sequence, judge, stop
+from harness.compare.sequential import PRIOR, Sequence, Tail, judge, stop
 from harness.report.document import _table
 from harness.tools.calibrate import DEFAULT_DATA, NoiseShape, draw, load_shapes, shape_from_runs
 
@@ -163,14 +163,55 @@ class Cell:
 
 
 def one_workload(ratios: np.ndarray, margin: float, alpha: float, block: int = BLOCK,
-                 prior: float = PRIOR) -> Sequence:
-    """One workload's sampling over these pair ratios (its budget), as workload.sequential runs it."""
+                 prior: float = PRIOR, runs: tuple[np.ndarray, np.ndarray] | None = None,
+                 tail: Tail | None = None) -> Sequence:
+    """One workload's sampling over these pair ratios (its budget), as workload.sequential runs it;
+    with a tail, `runs` holds the base and head times the ratios came from."""
     seq = Sequence(margin, alpha, prior=prior)
     for start in range(0, ratios.size - block + 1, block):
         seq.add(list(ratios[start:start + block]))
-        if stop(seq, block, ratios.size):
+        if tail is not None and runs is not None:
+            tail.add(list(runs[0][start:start + block]), list(runs[1][start:start + block]))
+        if stop(seq, block, ratios.size, tail):
             break
     return seq
+
+
+def tail_only(sd: float, share: float = 0.1, slow: float = 0.25) -> Callable[[np.random.Generator, int],
+                                                                              tuple[np.ndarray, np.ndarray]]:
+    """Base and head times where only the head's tail is longer: `share` of its runs `slow` slower
+    (a mean slowdown of share * slow), each run's own noise sd / sqrt 2."""
+    def go(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
+        base = np.exp(rng.normal(0.0, sd / math.sqrt(2), n))
+        head = np.exp(rng.normal(0.0, sd / math.sqrt(2), n) + slow * (rng.random(n) < share))
+        return base, head
+    return go
+
+
+def tail_cells(sd: float, runs: int, seed: int, quantile: float = 0.9) -> list[list[str]]:
+    """A slowdown of the tail only, judged without and with a tail (`tail: 0.9`); and A/A."""
+    rows = []
+    for share in (0.0, 0.1):
+        gen = tail_only(sd, share)
+        for with_tail in (False, True):
+            rng = np.random.default_rng([seed, int(share * 100), with_tail])
+            counts: Counter[str] = Counter()
+            pairs = []
+            for _ in range(runs):
+                base, head = gen(rng, GPU_BUDGET)
+                tail = Tail(quantile) if with_tail else None
+                m = 1 + with_tail
+                seq = one_workload(head / base, MARGIN, 0.05 / m, runs=(base, head), tail=tail)
+                counts[judge([seq], 0.05, [tail])[0][0]] += 1
+                pairs.append(seq.pairs)
+            rows.append([f"head +25 % in {share * 100:g} % of runs" if share else "A/A",
+                         f"p{quantile * 100:g} tail" if with_tail else "median only",
+                         f"{counts['regressed'] / runs * 100:.1f} %", f"{counts['equivalent'] / runs * 100:.1f} %",
+                         f"{float(np.median(pairs)):g}"])
+    return rows
+
+
+TAIL_HEADERS = ["noise (sd of the H200)", "judged by", "regressed", "equivalent", "median pairs"]
 
 
 def simulate(noise: Noise, effect: float, budget: int, runs: int, seed: int, margins: tuple[float, ...] = (MARGIN,),
@@ -183,7 +224,7 @@ def simulate(noise: Noise, effect: float, budget: int, runs: int, seed: int, mar
     m = len(margins)
     for _ in range(runs):
         seqs = [one_workload(noise.draw(rng, budget, effect), mg, alpha / m, block, prior) for mg in margins]
-        got = [v for v, _ in judge(seqs, alpha)]
+        got = [v for v, _, _ in judge(seqs, alpha)]
         counts.update(got)
         alarms += any(v in ("regressed", "improved") for v in got)
         pairs += [s.pairs for s in seqs]
@@ -275,8 +316,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="recorded A/A pairs (JSON files; --record writes the last)")
     p.add_argument("--runs", type=int, default=1000, help="simulated compares per cell (default 1000)")
     p.add_argument("--seed", type=int, default=20261202, help="simulation seed (default 20261202)")
-    p.add_argument("--tables", nargs="+", choices=("validity", "design", "power"),
-                   default=["validity", "design", "power"])
+    p.add_argument("--tables", nargs="+", choices=("validity", "design", "power", "tail"),
+                   default=["validity", "design", "power", "tail"])
     p.add_argument("--record", metavar="NAME", help="store the pair ratios of compare --reports as noise NAME")
     p.add_argument("--reports", type=Path, nargs="+", default=[], metavar="REPORT_JSON")
     p.add_argument("--note", default="", help="with --record: where the pairs come from")
@@ -299,7 +340,9 @@ def main(argv: list[str] | None = None) -> int:
     if "power" in args.tables:
         fam = {nz.name: (GPU_FAMILY, GPU_BUDGET) if nz.name == "h200" else (CPU_FAMILY, CPU_BUDGET)
                for nz in recorded_noise}
-        print(_table(power(recorded_noise, fam, args.runs, args.seed), POWER_HEADERS))
+        print(_table(power(recorded_noise, fam, args.runs, args.seed), POWER_HEADERS) + "\n")
+    if "tail" in args.tables:
+        print(_table(tail_cells(sd, args.runs, args.seed), TAIL_HEADERS))
     return 0
 
 

@@ -149,9 +149,56 @@ class Sequence:
         return math.expm1((hi - lo) / 2.0)
 
 
-def stop(seq: Sequence, block: int, budget_pairs: int) -> bool:
-    """The stop rule after a look: a clear verdict, or no room for another block in the budget."""
-    return seq.decided() is not None or seq.pairs + block > budget_pairs
+@dataclass
+class Tail:
+    """The tail of a workload (its `tail: q`): does the head exceed the base's q-quantile more often
+    than the base does? Each pair's threshold is the q-quantile of the base's earlier blocks (known
+    before the pair ran), so that in a pair of two exchangeable runs either side exceeds it alike
+    when nothing changed. Per block, the sign of (head exceedances - base exceedances) is a fair coin
+    then (a tie counts half), and the mixture martingale of Sequence gives an anytime p-value. A
+    slowdown that lengthens only the tail moves no median but makes the head exceed more often."""
+    quantile: float
+    base: list[float] = field(default_factory=list)
+    head: list[float] = field(default_factory=list)
+    signs: list[float] = field(default_factory=list)  # 1: the head exceeded more, 0: the base, 0.5: tie
+    max_log_evidence: float = 0.0  # against "no change", on the head's side only
+
+    def add(self, base: list[float], head: list[float]) -> None:
+        if self.base:  # the first block only sets the threshold
+            c = float(np.quantile(self.base, self.quantile))
+            d = sum(h > c for h in head) - sum(b > c for b in base)
+            self.signs.append(1.0 if d > 0 else 0.0 if d < 0 else 0.5)
+            above = sum(self.signs)
+            if above > len(self.signs) / 2:
+                self.max_log_evidence = max(self.max_log_evidence, log_mixture(above, len(self.signs)))
+        self.base += base
+        self.head += head
+
+    @property
+    def p_value(self) -> float:
+        """Anytime-valid p-value of "the head's tail is no longer than the base's"."""
+        return min(1.0, math.exp(-self.max_log_evidence))
+
+    def ratio(self) -> float:
+        """The head's q-quantile over the base's, over every pair (descriptive)."""
+        return float(np.quantile(self.head, self.quantile) / np.quantile(self.base, self.quantile))
+
+    def to_json(self, verdict: str) -> dict[str, float | str]:
+        c = float(np.quantile(self.base, self.quantile))
+        return {"quantile": self.quantile, "verdict": verdict, "ratio": self.ratio(), "p_value": self.p_value,
+                "head_above": sum(h > c for h in self.head) / len(self.head),
+                "base_above": sum(b > c for b in self.base) / len(self.base), "blocks": len(self.signs)}
+
+
+def stop(seq: Sequence, block: int, budget_pairs: int, tail: Tail | None = None) -> bool:
+    """The stop rule after a look: a clear verdict, or no room for another block in the budget. A
+    workload with a tail does not stop at "equivalent" (its tail may still be longer), only at a
+    change of its median or of its tail."""
+    if seq.pairs + block > budget_pairs:
+        return True
+    if tail is None:
+        return seq.decided() is not None
+    return seq.decided() in ("regressed", "improved") or tail.p_value <= seq.alpha
 
 
 def _intersect(a: tuple[float, float], b: tuple[float, float]) -> tuple[float, float]:
@@ -193,8 +240,18 @@ def final_verdict(seq: Sequence, level: float) -> str:
     return verdict(lo, hi, seq.margin) or "inconclusive"
 
 
-def judge(seqs: list[Sequence], alpha: float) -> list[tuple[str, float]]:
-    """Every timed workload's verdict and the level its interval is read at, Holm's step-down over
-    their anytime-valid p-values keeping the family-wise error of regressed/improved at alpha."""
-    levels = holm_levels([s.p_value for s in seqs], alpha)
-    return [(final_verdict(s, level), level) for s, level in zip(seqs, levels, strict=True)]
+def judge(seqs: list[Sequence], alpha: float, tails: list[Tail | None] | None = None) -> list[tuple[str, float, str]]:
+    """Every timed workload's verdict, the level its interval is read at and its tail's verdict,
+    Holm's step-down over the anytime-valid p-values (each median, and each tail asked for) keeping
+    the family-wise error of regressed/improved at alpha. A longer tail makes the workload regressed."""
+    tails = tails or [None] * len(seqs)
+    asked = [t for t in tails if t is not None]
+    levels = holm_levels([s.p_value for s in seqs] + [t.p_value for t in asked], alpha)
+    rejected = dict(zip(map(id, asked), (t.p_value <= lv for t, lv in zip(asked, levels[len(seqs):], strict=True)),
+                        strict=True))
+    out = []
+    for s, level, t in zip(seqs, levels[:len(seqs)], tails, strict=True):
+        verdict = final_verdict(s, level)
+        tail = "" if t is None else "tail regressed" if rejected[id(t)] else "tail not shown longer"
+        out.append(("regressed" if tail == "tail regressed" else verdict, level, tail))
+    return out

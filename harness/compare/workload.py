@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.build.cmake import BuildResult
-from harness.compare.sequential import Sequence, regressed, stop
+from harness.compare.sequential import Sequence, Tail, regressed, stop
 from harness.process import KEEP_WHOLE, run_process
 from harness.run import timing
 from harness.run.compare import compare_bytes
@@ -57,6 +57,8 @@ class Outcome:
     noise_floor: dict[str, Any] | None = None
     pair_log: list[dict[str, Any]] = field(default_factory=list)
     seq: Sequence | None = None
+    tail: Tail | None = None  # with the workload's `tail: q`
+    tail_verdict: str = ""
 
     @property
     def bytes_failed(self) -> bool:
@@ -74,7 +76,8 @@ class Outcome:
                 "interval": [num(self.interval[0]), num(self.interval[1])], "pairs": self.pairs,
                 "half_width": num(self.half_width), "level": num(self.level), "p_value": self.p_value, "margin": self.margin,
                 "seconds": round(self.seconds, 3), "stable": self.stable, "stability": self.stability,
-                "noise_floor": self.noise_floor, "pair_log": self.pair_log, "failed": self.failed()}
+                "noise_floor": self.noise_floor, "pair_log": self.pair_log, "failed": self.failed(),
+                "tail": self.tail.to_json(self.tail_verdict) if self.tail and self.tail.base else None}
 
 
 class Runner:
@@ -195,10 +198,11 @@ def sequential(run: Runner, out: Outcome, alpha: float, say: Callable[[str], Non
         out.noise_floor = {"pairs": len(aa), "median": st.median, "ci": [st.ci_lower, st.ci_upper],
                            "ratios": aa}
     seq = Sequence(s.margin, alpha)
+    out.tail = Tail(s.tail) if s.tail else None
     t0 = clock()
     n = 0
     while True:
-        block = []
+        block, bases, heads = [], [], []
         for order in timing.schedule(s.block):
             n += 1
             v = {}
@@ -206,21 +210,25 @@ def sequential(run: Runner, out: Outcome, alpha: float, say: Callable[[str], Non
                 key = "base" if side == "A" else "head"
                 v[key] = run.timed(key, f"pair{n}.{key}")
             block.append(v["head"] / v["base"])
+            bases.append(v["base"])
+            heads.append(v["head"])
             out.pair_log.append({"pair": n, "order": "".join(order), "base": v["base"], "head": v["head"],
                                  "ratio": v["head"] / v["base"]})
         seq.add(block)
+        if out.tail:
+            out.tail.add(bases, heads)
         lo, hi = seq.ratio_interval()
         say(f"  [{run.crit.id}] {seq.pairs} pairs: ratio {seq.ratio():.4f}, interval [{lo:.4f}, {hi:.4f}] "
             f"(equivalent within [{1 / (1 + s.margin):.4f}, {1 + s.margin:.4f}])")
-        if stop(seq, s.block, s.budget_pairs) or (s.budget_seconds is not None and clock() - t0 >= s.budget_seconds):
+        if stop(seq, s.block, s.budget_pairs, out.tail) or (s.budget_seconds is not None and clock() - t0 >= s.budget_seconds):
             break
     return seq
 
 
-def settle(out: Outcome, verdict: str, level: float) -> None:
+def settle(out: Outcome, verdict: str, level: float, tail: str = "") -> None:
     """The verdict once the family is judged, with the interval at the level it was read at."""
     assert out.seq is not None
-    out.speed, out.level = verdict, level
+    out.speed, out.level, out.tail_verdict = verdict, level, tail
     out.interval = out.seq.ratio_interval(level)
     out.half_width = out.seq.half_width(level)
 

@@ -82,7 +82,9 @@ def test_registered_default_workloads_load():
     cfg = load_config(REPO)
     ws = schema.load_file(REPO / "regressions" / "compare.yaml", REPO, list(cfg.builds), list(cfg.dumps),
                           list(cfg.env_names))
-    assert all(c.kind == "compare" and c.spec.bytes == "same" for c in ws)
+    assert all(c.kind == "compare" for c in ws)
+    # every workload keeps its bytes but CMP7, the speed-only fine margin on CMP3's decode
+    assert [c.id for c in ws if c.spec.bytes != "same"] == ["CMP7"] and "CMP3" in {c.id for c in ws}
     gpu = [c for c in ws if "gpu" in c.requires]
     assert {c.model["qtype"] for c in gpu} == {"q8_0", "q4_0"} and len(ws) - len(gpu) == 2
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import yaml
 from scipy.signal import lfilter
 
 from harness.compare.sequential import PRIOR, Sequence, Tail, judge, stop
@@ -35,10 +36,19 @@ from harness.tools.calibrate import DEFAULT_DATA, NoiseShape, draw, load_shapes,
 COMPARE_DATA = DEFAULT_DATA.with_name("compare_aa_pairs.json")
 MARGIN = 0.02
 BLOCK = 4
-GPU_BUDGET, CPU_BUDGET = 400, 200  # pairs: the registered GPU and CPU workloads' budgets
-# The family as it runs: the timed workloads of regressions/compare.yaml on each machine, by margin
-GPU_FAMILY = (0.02, 0.02, 0.02, 0.02)  # CMP3-CMP6
-CPU_FAMILY = (0.02, 0.02)  # CMP1, CMP2
+WORKLOADS = Path(__file__).resolve().parents[2] / "regressions" / "compare.yaml"
+GPU_BUDGET, CPU_BUDGET = 400, 200  # pairs: the budgets of one registered GPU and CPU workload
+
+
+def family(gpu: bool, path: Path = WORKLOADS) -> tuple[tuple[float, int], ...]:
+    """The family as it runs: (margin, budget in pairs) of each registered workload of the GPU's
+    (requires: [gpu]) or the CPU's, in the file's order."""
+    doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return tuple((float(c["margin"]), int(c["budget"]["pairs"])) for c in doc["criteria"]
+                 if c.get("kind") == "compare" and ("gpu" in c.get("requires", [])) == gpu)
+
+
+GPU_FAMILY, CPU_FAMILY = family(True), family(False)
 MIN_IN_ORDER = 100  # recorded runs this long are also drawn in order (their serial dependence kept)
 
 Draw = Callable[[np.random.Generator, int, float], np.ndarray]
@@ -140,18 +150,17 @@ def hard_models(sd: float) -> list[Noise]:
 class Cell:
     noise: str
     effect: float
-    margins: tuple[float, ...]  # one per workload of the family
-    budget: int
+    workloads_: tuple[tuple[float, int], ...]  # (margin, budget) of each workload of the family
     runs: int
     verdicts: dict[str, int]  # over every workload of every run
     any_alarm: int  # runs where some workload was called regressed or improved
     median_pairs: float  # per workload
     median_family_pairs: float  # all workloads of one run
-    design: str = ""
+    by_workload: tuple[dict[str, int], ...] = ()  # verdict counts of each workload of the family
 
     @property
     def workloads(self) -> int:
-        return self.runs * len(self.margins)
+        return self.runs * len(self.workloads_)
 
     def rate(self, verdict: str) -> float:
         return self.verdicts.get(verdict, 0) / self.workloads
@@ -214,23 +223,27 @@ def tail_cells(sd: float, runs: int, seed: int, quantile: float = 0.9) -> list[l
 TAIL_HEADERS = ["noise (sd of the H200)", "judged by", "regressed", "equivalent", "median pairs"]
 
 
-def simulate(noise: Noise, effect: float, budget: int, runs: int, seed: int, margins: tuple[float, ...] = (MARGIN,),
-             alpha: float = 0.05, block: int = BLOCK, prior: float = PRIOR, design: str = "") -> Cell:
-    """`runs` simulated compares, each of len(margins) workloads timed in turn, every one with the
-    same true ratio, each interval at alpha/m and Holm at the end (session.run_compare's way)."""
-    rng = np.random.default_rng([seed, int(round(effect * 10000)), budget, len(margins)])
+def simulate(noise: Noise, effect: float, runs: int, seed: int,
+             workloads: tuple[tuple[float, int], ...] = ((MARGIN, GPU_BUDGET),), alpha: float = 0.05,
+             block: int = BLOCK, prior: float = PRIOR) -> Cell:
+    """`runs` simulated compares, each of its workloads (margin, budget) timed in turn, every one
+    with the same true ratio, each interval at alpha/m and Holm at the end (as session.run_compare)."""
+    rng = np.random.default_rng([seed, int(round(effect * 10000)), *(b for _, b in workloads), len(workloads)])
     counts: Counter[str] = Counter()
-    pairs, family, alarms = [], [], 0
-    m = len(margins)
+    each: list[Counter[str]] = [Counter() for _ in workloads]
+    pairs, total, alarms = [], [], 0
+    m = len(workloads)
     for _ in range(runs):
-        seqs = [one_workload(noise.draw(rng, budget, effect), mg, alpha / m, block, prior) for mg in margins]
+        seqs = [one_workload(noise.draw(rng, b, effect), mg, alpha / m, block, prior) for mg, b in workloads]
         got = [v for v, _, _ in judge(seqs, alpha)]
         counts.update(got)
+        for e, v in zip(each, got, strict=True):
+            e[v] += 1
         alarms += any(v in ("regressed", "improved") for v in got)
         pairs += [s.pairs for s in seqs]
-        family.append(sum(s.pairs for s in seqs))
-    return Cell(noise.name, effect, tuple(margins), budget, runs, dict(counts), alarms, float(np.median(pairs)),
-                float(np.median(family)), design)
+        total.append(sum(s.pairs for s in seqs))
+    return Cell(noise.name, effect, tuple(workloads), runs, dict(counts), alarms, float(np.median(pairs)),
+                float(np.median(total)), tuple(dict(e) for e in each))
 
 
 def _verdicts(c: Cell) -> str:
@@ -242,9 +255,9 @@ def validity(noises: list[Noise], runs: int, seed: int) -> list[list[str]]:
     wrong equivalent at twice the margin, on every noise model."""
     rows = []
     for nz in noises:
-        one = simulate(nz, 1.0, GPU_BUDGET, runs, seed)
-        fam = simulate(nz, 1.0, GPU_BUDGET, runs, seed, GPU_FAMILY)
-        far = simulate(nz, 1.0 + 2 * MARGIN, GPU_BUDGET, runs, seed)
+        one = simulate(nz, 1.0, runs, seed)
+        fam = simulate(nz, 1.0, runs, seed, GPU_FAMILY)
+        far = simulate(nz, 1.0 + 2 * MARGIN, runs, seed)
         rows.append([nz.name, f"{one.false_alarm * 100:.1f} %", f"{fam.false_alarm * 100:.1f} %",
                      f"{far.rate('equivalent') * 100:.1f} %", f"{one.median_pairs:g}", _verdicts(one)])
     return rows
@@ -265,9 +278,9 @@ def design(sd: float, runs: int, seed: int) -> list[list[str]]:
         row = [name]
         for rho in (0.0, 0.5):
             nz = ar1(rho, sd)
-            null = simulate(nz, 1.0, GPU_BUDGET, runs, seed, block=block, prior=prior)
-            fam = simulate(nz, 1.0, GPU_BUDGET, runs, seed, GPU_FAMILY, block=block, prior=prior)
-            slow = simulate(nz, 1.0 + MARGIN, GPU_BUDGET, runs, seed, block=block, prior=prior)
+            null = simulate(nz, 1.0, runs, seed, block=block, prior=prior)
+            fam = simulate(nz, 1.0, runs, seed, GPU_FAMILY, block=block, prior=prior)
+            slow = simulate(nz, 1.0 + MARGIN, runs, seed, block=block, prior=prior)
             row += [f"{null.false_alarm * 100:.1f} / {fam.false_alarm * 100:.1f} %",
                     f"{slow.rate('regressed') * 100:.1f} %", f"{slow.median_pairs:g}"]
         rows.append(row)
@@ -278,22 +291,28 @@ DESIGN_HEADERS = ["design", "rho 0: false alarm, one / family", "power +2 %", "p
                   "rho 0.5: false alarm, one / family", "power +2 %", "pairs"]
 
 
-def power(noises: list[Noise], families: dict[str, tuple[tuple[float, ...], int]], runs: int,
+def power(noises: list[Noise], families: dict[str, tuple[tuple[float, int], ...]], runs: int,
           seed: int) -> list[list[str]]:
-    """Power of the family as it runs: every workload slowed by the same true ratio."""
+    """Power of the family as it runs: every workload slowed by the same true ratio; found and
+    called equivalent for the workloads of each margin, pairs of the whole family."""
     rows = []
     for nz in noises:
-        margins, budget = families[nz.name]
+        fam = families[nz.name]
         for effect in (1.01, 1.02, 1.03):
-            c = simulate(nz, effect, budget, runs, seed, margins)
-            rows.append([nz.name, f"{len(margins)} × ±{'/'.join(f'{m * 100:g}' for m in sorted(set(margins)))} %",
-                         str(budget), f"{effect:g}", f"{c.rate('regressed') * 100:.1f} %",
-                         f"{c.rate('equivalent') * 100:.1f} %", f"{c.median_pairs:g}", f"{c.median_family_pairs:g}"])
+            c = simulate(nz, effect, runs, seed, fam)
+            for mg in sorted({m for m, _ in fam}, reverse=True):
+                idx = [i for i, (m, _) in enumerate(fam) if m == mg]
+                n = runs * len(idx)
+                found = sum(c.by_workload[i].get("regressed", 0) for i in idx) / n
+                equiv = sum(c.by_workload[i].get("equivalent", 0) for i in idx) / n
+                rows.append([nz.name, ", ".join(f"±{m * 100:g} % ({b})" for m, b in fam), f"{effect:g}",
+                             f"±{mg * 100:g} % (×{len(idx)})", f"{found * 100:.1f} %", f"{equiv * 100:.1f} %",
+                             f"{c.median_family_pairs:g}"])
     return rows
 
 
-POWER_HEADERS = ["noise", "family (workloads × margin)", "budget", "true ratio", "found (regressed)",
-                 "called equivalent", "median pairs a workload", "median pairs, family"]
+POWER_HEADERS = ["noise", "family: margin (budget pairs)", "true ratio", "workloads", "found (regressed)",
+                 "called equivalent", "median pairs, family"]
 
 
 def compare_runs(report: dict) -> list[list[float]]:
@@ -338,8 +357,7 @@ def main(argv: list[str] | None = None) -> int:
     if "design" in args.tables:
         print(_table(design(sd, args.runs, args.seed), DESIGN_HEADERS) + "\n")
     if "power" in args.tables:
-        fam = {nz.name: (GPU_FAMILY, GPU_BUDGET) if nz.name == "h200" else (CPU_FAMILY, CPU_BUDGET)
-               for nz in recorded_noise}
+        fam = {nz.name: GPU_FAMILY if nz.name == "h200" else CPU_FAMILY for nz in recorded_noise}
         print(_table(power(recorded_noise, fam, args.runs, args.seed), POWER_HEADERS) + "\n")
     if "tail" in args.tables:
         print(_table(tail_cells(sd, args.runs, args.seed), TAIL_HEADERS))

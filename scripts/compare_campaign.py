@@ -150,29 +150,28 @@ def main(argv: list[str] | None = None) -> int:
     before = " ".join(f"{x:.2f}" for x in os.getloadavg())
     loader = subprocess.Popen([sys.executable, __file__, "--out", str(args.out), "--load", str(args.load),
                                "--seed", str(args.seed), "--load-child", str(60 * args.minutes)])
+    def series(label: str, head: str, n: int, name: str) -> list[dict]:
+        """Up to n compares of rev against head, none started after the deadline."""
+        rows: list[dict] = []
+        for i in range(n):
+            if time.monotonic() > deadline:
+                break
+            rows.append(compare(rev, head, args.work / f"{name}-{i + 1:02d}", args))
+            w = rows[-1]["workloads"][0]
+            print(f"{label} {i + 1}: {w['speed']} {w.get('ratio')} {w.get('pairs')} pairs, {rows[-1]['seconds']} s",
+                  flush=True)
+        return rows
+
     aa: list[dict] = []
     planted: list[tuple[float, int, list[dict]]] = []
     try:
-        for i in range(args.aa):
-            if time.monotonic() > deadline:
-                break
-            aa.append(compare(rev, rev, args.work / f"aa-{i + 1:02d}", args))
-            w = aa[-1]["workloads"][0]
-            print(f"A/A {i + 1}: {w['speed']} {w.get('ratio')} {w.get('pairs')} pairs, {aa[-1]['seconds']} s",
-                  flush=True)
+        aa = series("A/A", rev, args.aa, "aa")
         base_ms = [x for r in aa for w in r["workloads"] for x in w["base_ms"]]
         step_ms = statistics.median(base_ms) / 64 if base_ms else 0.0
         for share in args.planted:
             delay = max(1, round(share * step_ms * 1000))
-            head = planted_commit(rev, delay)
-            rows: list[dict] = []
-            for i in range(args.per_planted):
-                if time.monotonic() > deadline:
-                    break
-                rows.append(compare(rev, head, args.work / f"planted-{share:g}-{i + 1:02d}", args))
-                w = rows[-1]["workloads"][0]
-                print(f"planted {share:g} ({delay} us) {i + 1}: {w['speed']} {w.get('ratio')} {w.get('pairs')} pairs",
-                      flush=True)
+            rows = series(f"planted {share:g} ({delay} us)", planted_commit(rev, delay), args.per_planted,
+                          f"planted-{share:g}")
             planted.append((share, delay, rows))
     finally:
         loader.terminate()

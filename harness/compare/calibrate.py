@@ -66,9 +66,13 @@ def recorded(shape: NoiseShape) -> Noise:
 
 
 def in_order(name: str, runs: list[list[float]]) -> Noise | None:
-    """Stretches of the recorded runs as they came (wrapping round), centred on their median: the
-    A/A runs' serial dependence, skew and outliers kept."""
-    logs = [np.log(np.asarray(r)) - np.median(np.log(r)) for r in runs if len(r) >= MIN_IN_ORDER]
+    """Stretches of the recorded runs as they came (wrapping round), each run centred on its
+    median: the A/A runs' serial dependence, skew and outliers kept. Runs shorter than
+    MIN_IN_ORDER pairs (a campaign's, back to back on one machine) are chained in recorded order."""
+    centred = [np.log(np.asarray(r)) - np.median(np.log(r)) for r in runs if len(r) >= 4]
+    logs = [x for x in centred if x.size >= MIN_IN_ORDER]
+    if not logs and sum(x.size for x in centred) >= MIN_IN_ORDER:
+        logs = [np.concatenate(centred)]
     if not logs:
         return None
 

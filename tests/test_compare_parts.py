@@ -250,3 +250,16 @@ def test_seconds_budget_ends_timing_inconclusive():
     assert seq.pairs == 12 and seq.decided() is None  # looks at 25, 50, 75 s: the third is past 60 s
     assert len(lines) == 3 and lines[0].startswith("  [W] 4 pairs: ratio ")
     assert run.n == 2 + 2 * 12  # one warm-up a side, then the pairs
+
+
+def test_interval_wording_says_what_it_means():
+    """The half-width is not a detection guarantee (a change that size is found about half the
+    time); the interval is named by its level. Before: "smallest detectable change"."""
+    from harness.compare.session import _speed_reason  # noqa: PLC0415 - test-local
+
+    c = a_compare()
+    slow = c.outcomes[0]
+    reason = _speed_reason(slow)
+    assert "97.5 % anytime interval" in reason and "half-width" in reason and "about half the time" in reason
+    md = report.render_markdown(c)
+    assert "smallest detectable" not in md + reason and "interval half-width" in md

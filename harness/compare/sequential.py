@@ -222,6 +222,8 @@ def holm_levels(p_values: list[float], alpha: float) -> list[float]:
     """The level at which Holm's step-down judges each hypothesis: alpha / (m - rank) for those it
     rejects, alpha / m for the rest (the level all were sampled at)."""
     m = len(p_values)
+    if not m:
+        return []
     rejected = holm(p_values, alpha)
     out = [alpha / m] * m
     for rank, i in enumerate(sorted(range(m), key=lambda i: p_values[i])):

@@ -352,7 +352,9 @@ def main(argv: list[str] | None = None) -> int:
     docs = {path: json.loads(path.read_text(encoding="utf-8"))["shapes"] for path in args.data}
     shapes = {s.name: s for path in args.data for s in load_shapes(path)}
     sd = float(np.median(shapes["h200"].scales))  # the H200's recorded pair spread sets the models' scale
-    ordered = [nz for d in docs.values() for name, s in d.items() if (nz := in_order(name, s["runs"]))]
+    # compare runs (every file but verify's floors) also drawn in order: their pairs ran back to back
+    ordered = [nz for path, d in docs.items() if path != DEFAULT_DATA for name, s in d.items()
+               if (nz := in_order(name, s["runs"]))]
     recorded_noise = [recorded(s) for s in shapes.values()] + ordered
     print(f"seed {args.seed}, {args.runs} simulated compares a cell; models at the H200's recorded pair spread "
           f"(robust sd of the log ratio {sd:.4f}); budget {GPU_BUDGET} pairs (GPU) / {CPU_BUDGET} (CPU)\n")

@@ -113,7 +113,7 @@ def markdown(doc: dict) -> str:
                f"found {s['found']} of {s['workloads']} ({100 * s['found'] / max(1, s['workloads']):.0f} %)")
         v = ", ".join(f"{k} {n}" for k, n in s["verdicts"].items())
         out.append(f"| {s['compares']} | {s['what']} | {v} | {hit} | {s['median_pairs']} | "
-                   f"{s['median_ratio']:.4f} | {s['median_seconds']} |")
+                   f"{s['median_ratio']:.4f} | {s['median_seconds']:.1f} |")
     return "\n".join(out) + "\n"
 
 

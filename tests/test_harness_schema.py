@@ -566,7 +566,7 @@ BAD = {
                               "requires, description, model, timeout_s, cases, build, env, args, variants, compare, a, "
                               "b, same_run, pairs, warmups, order, metric, metric_a, metric_b, ratio, pass_if, "
                               "confidence, bootstrap, noise_floor, interval, runs, files, dumps, bytes, margin, budget, "
-                              "block, preconditions"]),
+                              "block, preconditions, tail"]),
     "artifact_unknown_key": ("criteria:\n  - {id: F, title: t, kind: artifact, files: [{path: x}], foo: 1}\n",
                              ["2: criteria[0] (F).foo: unknown key 'foo' in an artifact criterion; allowed: id, title, "
                               "kind, requires, description, model, timeout_s, cases, build, files"]),

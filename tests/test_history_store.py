@@ -168,7 +168,7 @@ def compare_folder(tmp_path: Path, name: str, doc: dict) -> Path:
 
 
 def test_a_compare_report_goes_in_through_its_reader():
-    doc = compare_doc(HEAD, [timed("CMP1", [1.05, 1.06, 1.04, 1.07] * 10), skipped("CMP3"), identical("CMP2"),
+    doc = compare_doc(HEAD, [timed("CMP1", [1.05, 1.06, 1.04, 1.07] * 20), skipped("CMP3"), identical("CMP2"),
                              bytes_changed("CMP4")])
     rd = read_doc(doc, "compare/report.json")
     assert rd.kind == "compare" and rd.commit == HEAD and not rd.dirty
@@ -202,7 +202,7 @@ def test_a_folder_of_every_report_kind_goes_in(tmp_path, capsys):
     shutil.copytree(MERGED.parent, art / "report-merged")
     shutil.copytree(MATRIX, art / "report-matrix")
     shutil.copytree(TOY_COMPARE, art / "compare-toy")  # a real one, and one of compare's writer
-    compare_folder(art, "compare", compare_doc(HEAD, [timed("CMP1", [1.0, 1.01, 0.99, 1.0] * 10), skipped("CMP3")]))
+    compare_folder(art, "compare", compare_doc(HEAD, [timed("CMP1", [1.0, 1.01, 0.99, 1.0] * 40), skipped("CMP3")]))
     store = tmp_path / "h.sqlite"
     assert main(["history", "--store", str(store), "add", str(art)]) == 0
     out = capsys.readouterr().out
@@ -464,7 +464,7 @@ def test_a_store_missing_a_table_is_named_damaged(tmp_path, capsys, drop):
 def test_a_huge_integer_is_no_value_or_a_damaged_report(tmp_path, capsys):
     """JSON has no limit on an integer; a float has. A compare report's huge ratio is no value; a
     verify report showing one cannot be rendered and is named damaged. No internal error."""
-    doc = compare_doc(HEAD, [timed("CMP1", [1.0, 1.01, 0.99, 1.0] * 10)])
+    doc = compare_doc(HEAD, [timed("CMP1", [1.0, 1.01, 0.99, 1.0] * 40)])
     doc["workloads"][0]["ratio"] = 10 ** 400
     d = compare_folder(tmp_path, "compare", doc)
     store = tmp_path / "h.sqlite"

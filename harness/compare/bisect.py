@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.compare import report, revisions
+from harness.compare import report, revisions, sequential
 from harness.compare.session import Compare, Options, run_compare
 from harness.errors import HarnessError
 from harness.report.document import _table
@@ -52,10 +52,10 @@ class Bisect:
 
 
 def is_bad(o: Any, what: str) -> bool:
-    """Changed bytes, or a regression beyond the margin (regressed, with the median ratio at least
-    1 + margin: a slowdown smaller than the margin does not make a commit bad)."""
+    """Changed bytes, or a speed verdict that fails compare (sequential.regressed: one rule, whose
+    margin makes a change shown smaller than it equivalent, not bad)."""
     bytes_bad = o.bytes == "changed"
-    speed_bad = o.speed == "regressed" and o.ratio >= 1.0 + o.margin
+    speed_bad = sequential.regressed(o.speed)
     return {"any": bytes_bad or speed_bad, "bytes": bytes_bad, "speed": speed_bad}[what]
 
 

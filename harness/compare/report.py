@@ -23,8 +23,8 @@ from harness.report import github, junit
 from harness.report.document import _table, atomic_write, cell
 
 SCHEMA = "kite-compare/1"
-METHOD = ("sign-based confidence sequence for the median pair ratio (Howard & Ramdas 2022, beta-binomial "
-          "mixture), valid under a look after every block")
+METHOD = ("sign-based confidence sequence for the median ratio of ABBA blocks, one median a block (Howard & "
+          "Ramdas 2022, beta-binomial mixture), valid under a look after every block")
 GLOSSARY_ENV = "KITE_GLOSSARY_URL"  # where the glossary is (the GitHub action sets it to its own copy)
 GLOSSARY = "docs/GLOSSARY.md"
 # the glossary's anchors (docs/GLOSSARY.md): a verdict word links to its own
@@ -247,8 +247,8 @@ def render_markdown(c: Compare, fail_on: str = "any", links: Links | None = None
         out.append(f"- speed: {cell(o.reason)}" if said else f"- speed: {o.speed}" + (f": {cell(o.reason)}" if o.reason else ""))
         if o.pairs:
             out.append(f"- ratio (head/base) {_ratio(o.ratio)}, interval {_interval(o)}; pairs {o.pairs}, "
-                       f"{o.seconds:.1f} s; p-value of no change {o.p_value:.3g}; smallest detectable change "
-                       f"{o.detectable * 100:.2f} %")
+                       f"{o.seconds:.1f} s; p-value of no change {o.p_value:.3g}; interval half-width "
+                       f"{o.half_width * 100:.2f} % (a change that size is found about half the time)")
             out.append(f"- stability: {'stable' if o.stable else cell(o.stability)}")
         if o.noise_floor:
             lo, hi = o.noise_floor["ci"]

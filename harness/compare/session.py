@@ -14,7 +14,7 @@ from typing import Any
 
 from harness.compare import identity, revisions, sequential
 from harness.compare.revisions import Cache, Revision
-from harness.compare.workload import Outcome, Runner, Side, compare_dumps, finish_speed
+from harness.compare.workload import Outcome, Runner, Side, compare_dumps, finish_speed, settle
 from harness.compare.workload import sequential as run_sequential
 from harness.errors import HarnessError
 from harness.report import sysinfo
@@ -200,8 +200,8 @@ def run_compare(cfg: Config, opts: Options, report_dir: Path, say: Callable[[str
             out.speed, out.reason = "not timed", "bytes only (bisect --what bytes)"
             continue
         to_time.append((c, out, run))
-    m = max(1, len(to_time))
-    alpha_w = opts.alpha / m  # each interval at alpha/m: Holm's first step, and a valid stop for all
+    m = max(1, sum(1 + bool(c.spec.tail) for c, _, _ in to_time))  # type: ignore[union-attr]
+    alpha_w = opts.alpha / m  # m hypotheses (each median, each tail): Holm's first step, a valid stop for all
     for c, out, run in to_time:
         say(f"compare: {c.id}: timing, base {base.label} against head {head.label}")
         t1 = time.monotonic()
@@ -212,14 +212,13 @@ def run_compare(cfg: Config, opts: Options, report_dir: Path, say: Callable[[str
             continue
         finally:
             out.seconds = time.monotonic() - t1
-        finish_speed(out, seq, seq.decided() or "inconclusive")
+        finish_speed(out, seq)
         if progress:
             progress(out)
     timed = [o for o in outcomes if o.seq is not None]
-    rejected = sequential.holm([o.p_value for o in timed], opts.alpha)
-    for o, rej in zip(timed, rejected, strict=True):
-        assert o.seq is not None
-        o.speed = sequential.final_verdict(o.seq, rej)
+    judged = sequential.judge([o.seq for o in timed if o.seq is not None], opts.alpha, [o.tail for o in timed])
+    for o, (verdict, level, tail) in zip(timed, judged, strict=True):
+        settle(o, verdict, level, tail)
         o.reason = _speed_reason(o)
     bad = opts.bisect_bad or head.commit
     return Compare(base, head, outcomes, builds, opts.alpha, len(timed), time.monotonic() - t0, same_commit=same,
@@ -244,5 +243,13 @@ def _linear(repo: Path, good: str, bad: str) -> bool:
 
 def _speed_reason(o: Outcome) -> str:
     lo, hi = o.interval
-    return (f"{o.speed}: ratio {o.ratio:.4f}, interval [{lo:.4f}, {hi:.4f}] after {o.pairs} pairs; "
-            f"smallest detectable change {o.detectable * 100:.2f} %, margin {o.margin * 100:g} %")
+    tail = ""
+    if o.tail and o.tail.base:
+        t = o.tail.to_json(o.tail_verdict)
+        tail = (f"; {o.tail_verdict}: p{t['quantile'] * 100:g} ratio {t['ratio']:.4f}, the head above the base's "
+                f"p{t['quantile'] * 100:g} in {t['head_above'] * 100:.1f} % of runs against {t['base_above'] * 100:.1f} %, "
+                f"p-value {t['p_value']:.3g}")
+    return (f"{o.speed}: ratio {o.ratio:.4f}, {(1 - o.level) * 100:.4g} % anytime interval [{lo:.4f}, {hi:.4f}] "
+            f"after {o.pairs} pairs (it holds the true median block ratio, at any look; half-width "
+            f"{o.half_width * 100:.2f} %: a change that size is found about half the time), margin "
+            f"{o.margin * 100:g} %" + tail)

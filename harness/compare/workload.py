@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.build.cmake import BuildResult
-from harness.compare.sequential import Sequence
+from harness.compare.sequential import Sequence, Tail, regressed, stop
 from harness.process import KEEP_WHOLE, run_process
 from harness.run import timing
 from harness.run import dumps
@@ -48,7 +48,8 @@ class Outcome:
     ratio: float = math.nan
     interval: tuple[float, float] = (math.nan, math.nan)
     pairs: int = 0
-    detectable: float = math.inf
+    half_width: float = math.inf  # of the interval, relative: a change this size is found about half the time
+    level: float = math.nan  # the interval's error level (alpha / workloads, or Holm's for a rejection)
     p_value: float = 1.0
     margin: float = 0.0
     seconds: float = 0.0
@@ -57,13 +58,15 @@ class Outcome:
     noise_floor: dict[str, Any] | None = None
     pair_log: list[dict[str, Any]] = field(default_factory=list)
     seq: Sequence | None = None
+    tail: Tail | None = None  # with the workload's `tail: q`
+    tail_verdict: str = ""
 
     @property
     def bytes_failed(self) -> bool:
         return self.bytes_rule == "same" and self.bytes == "changed"
 
     def failed(self) -> bool:
-        return self.bytes_failed or self.speed in ("regressed", "error")
+        return self.bytes_failed or self.speed == "error" or regressed(self.speed)
 
     def to_json(self) -> dict[str, Any]:
         def num(x: float) -> float | None:
@@ -72,9 +75,10 @@ class Outcome:
                 "bytes_rule": self.bytes_rule, "bytes": self.bytes, "bytes_detail": self.bytes_detail,
                 "speed": self.speed, "reason": self.reason, "ratio": num(self.ratio),
                 "interval": [num(self.interval[0]), num(self.interval[1])], "pairs": self.pairs,
-                "detectable": num(self.detectable), "p_value": self.p_value, "margin": self.margin,
+                "half_width": num(self.half_width), "level": num(self.level), "p_value": self.p_value, "margin": self.margin,
                 "seconds": round(self.seconds, 3), "stable": self.stable, "stability": self.stability,
-                "noise_floor": self.noise_floor, "pair_log": self.pair_log, "failed": self.failed()}
+                "noise_floor": self.noise_floor, "pair_log": self.pair_log, "failed": self.failed(),
+                "tail": self.tail.to_json(self.tail_verdict) if self.tail and self.tail.base else None}
 
 
 class Runner:
@@ -220,9 +224,10 @@ def sequential(run: Runner, out: Outcome, alpha: float, say: Callable[[str], Non
         out.noise_floor = {"pairs": len(aa), "median": st.median, "ci": [st.ci_lower, st.ci_upper],
                            "ratios": aa}
     seq = Sequence(s.margin, alpha)
+    out.tail = Tail(s.tail) if s.tail else None
     n = 0
     while True:
-        block = []
+        block, bases, heads = [], [], []
         for order in timing.schedule(s.block):
             n += 1
             v = {}
@@ -230,29 +235,36 @@ def sequential(run: Runner, out: Outcome, alpha: float, say: Callable[[str], Non
                 key = "base" if side == "A" else "head"
                 v[key] = run.timed(key, f"pair{n}.{key}")
             block.append(v["head"] / v["base"])
+            bases.append(v["base"])
+            heads.append(v["head"])
             out.pair_log.append({"pair": n, "order": "".join(order), "base": v["base"], "head": v["head"],
                                  "ratio": v["head"] / v["base"]})
         seq.add(block)
+        if out.tail:
+            out.tail.add(bases, heads)
         lo, hi = seq.ratio_interval()
         # the target, not a verdict: the verdict is decided at the end (Holm), and may be inconclusive
         say(f"  [{run.crit.id}] {seq.pairs} pairs: ratio {seq.ratio():.4f}, interval [{lo:.4f}, {hi:.4f}], "
             f"target [{1 / (1 + s.margin):.4f}, {1 + s.margin:.4f}]")
-        if seq.decided() is not None:
-            break
-        spent = clock() - t0
-        if seq.pairs + s.block > s.budget_pairs or (s.budget_seconds is not None and spent >= s.budget_seconds):
+        if stop(seq, s.block, s.budget_pairs, out.tail) or spent():
             break
     return seq
 
 
-def finish_speed(out: Outcome, seq: Sequence, verdict: str) -> None:
+def settle(out: Outcome, verdict: str, level: float, tail: str = "") -> None:
+    """The verdict once the family is judged, with the interval at the level it was read at."""
+    assert out.seq is not None
+    out.speed, out.level, out.tail_verdict = verdict, level, tail
+    out.interval = out.seq.ratio_interval(level)
+    out.half_width = out.seq.half_width(level)
+
+
+def finish_speed(out: Outcome, seq: Sequence) -> None:
     out.seq = seq
-    out.speed = verdict
     out.ratio = seq.ratio()
-    out.interval = seq.ratio_interval()
     out.pairs = seq.pairs
-    out.detectable = seq.detectable()
     out.p_value = seq.p_value
+    settle(out, seq.decided() or "inconclusive", seq.alpha)
     ratios = [math.exp(x) for x in seq.log_ratios]
     floor = None
     if out.noise_floor:

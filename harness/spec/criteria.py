@@ -150,6 +150,7 @@ class CompareSpec:
     block: int  # pairs between two looks at the interval
     warmups: int
     noise_floor: int  # A/A pairs of the base against itself (0: none)
+    tail: float | None = None  # a quantile (0.9: p90) whose tail is judged too (sequential.Tail)
 
 
 Spec = EquivalenceSpec | ABSpec | RunSpec | ArtifactSpec | CompareSpec

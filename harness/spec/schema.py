@@ -41,7 +41,7 @@ KIND_KEYS: dict[str, dict[str, bool]] = {
     "artifact": {"build": False, "files": True},
     "compare": {"build": False, "env": False, "args": True, "dumps": False, "bytes": False, "metric": False,
                 "margin": True, "budget": True, "block": False, "warmups": False, "noise_floor": False,
-                "preconditions": False},
+                "preconditions": False, "tail": False},
 }
 COMPARE_BUDGET_KEYS = {"pairs": True, "seconds": False}
 EXPECT_KEYS = {"exit": False, "passes_min": False, "must_match": False, "must_not_match": False,
@@ -492,13 +492,17 @@ def _compare_workload(v: _V, path: tuple, c: dict[str, Any], names: set[str]) ->
         v.err(path + ("block",), f"{block} pairs a block is more than the budget of {pairs} pairs")
     warmups = v.int_(path + ("warmups",), c["warmups"], 0, 100) if "warmups" in c else 1
     floor = v.int_(path + ("noise_floor",), c["noise_floor"], 0, MAX_PAIRS) if "noise_floor" in c else 0
+    tail = v.num(path + ("tail",), c["tail"], 0.5, 0.99) if "tail" in c else None
     if var is not None and not var.args:
         v.err(path + ("args",), "no `args`: give the engine argv")
     if (len(v.errors) > n0 or var is None or dumps is None or how is None or metric is None or margin is None
             or pairs is None or block is None or warmups is None or floor is None):
         return None
+    if "tail" in c and tail is None:
+        return None
     return C.CompareSpec(variant=var, dumps=list(dumps), bytes=how, metric=metric, margin=float(margin),
-                         budget_pairs=pairs, budget_seconds=seconds, block=block, warmups=warmups, noise_floor=floor)
+                         budget_pairs=pairs, budget_seconds=seconds, block=block, warmups=warmups, noise_floor=floor,
+                         tail=float(tail) if tail is not None else None)
 
 
 def _run(v: _V, path: tuple, c: dict[str, Any], names: set[str]) -> C.RunSpec | None:

@@ -11,7 +11,8 @@
 // Carve-out: the default, or cudaSharedmemCarveoutMaxShared set on both kernels.
 // For each pair: lead = k0's last end minus the median k1 CTA start (us); ready = share of k1's
 // CTAs whose copy had completed when their wait was released; release = k1's first wait release
-// minus k0's last end. Medians over the pairs.
+// minus k0's last end; copy = a k1 CTA's copy completion minus its start (median CTA, tile k1
+// only). Medians over the pairs.
 // Pass (written down before the first run, docs/PERFORMANCE.md): lead >= 1 us and ready >= 95 %.
 // Build: nvcc -O3 -arch=sm_90 -o probe_residency bench/probe_residency.cu
 #include "probe_common.cuh"
@@ -32,10 +33,10 @@ template <int NV, int THREADS, int MINB>
 __global__ void __launch_bounds__(THREADS, MINB) k_regs(const int4 *w, float *chain, int k, Times tm) {
     const uint64_t t0 = gtime();
     pdl_trigger();
-    const size_t base = ((size_t)blockIdx.x * THREADS + threadIdx.x) * NV;
+    const size_t base = (size_t)blockIdx.x * THREADS * NV + threadIdx.x; // coalesced: word i at base + i * THREADS
     int4 v[NV];
 #pragma unroll
-    for (int i = 0; i < NV; i++) v[i] = __ldg(w + base + i);
+    for (int i = 0; i < NV; i++) v[i] = __ldg(w + base + (size_t)i * THREADS);
     pdl_wait();
     const uint64_t t1 = gtime();
     int acc = (int)*(volatile float *)&chain[k];
@@ -127,8 +128,8 @@ int main() {
         CK(cudaFuncGetAttributes(&fa, kind_fn(k)));
         printf("- %s: %d registers, %zu B static shared\n", kind_name[k], fa.numRegs, fa.sharedSizeBytes);
     }
-    printf("\n| k0 -> k1 | carve-out | us a pair | lead, us (median CTA) | lead, first / last CTA | ready | release, us | verdict |\n");
-    printf("| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |\n");
+    printf("\n| k0 -> k1 | carve-out | us a pair | lead, us (median CTA) | lead, first / last CTA | ready | release, us | copy, us | verdict |\n");
+    printf("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n");
     struct V { Kind a, b; int carve; };
     const V vars[] = {{GEMV, TILE, -1}, {GEMV, TILE, 100}, {TILE, TILE, -1}, {TILE, TILE, 100},
                       {GLU, GEMV, -1},  {GLU_CAP, GEMV, -1}, {GLU, TILE, 100}};
@@ -158,17 +159,18 @@ int main() {
         CK(cudaEventElapsedTime(&ms, e0, e1));
         std::vector<uint64_t> h((size_t)N * 160 * 4);
         CK(cudaMemcpy(h.data(), times, h.size() * 8, cudaMemcpyDeviceToHost)); // the last replay's
-        std::vector<double> lead, first, last, ready, release;
+        std::vector<double> lead, first, last, ready, release, copy;
         for (int i = 1; i < N; i += 2) {
             const int ga = kind_grid(v.a, sms), gb = kind_grid(v.b, sms);
             uint64_t a_end = 0, b_rel = UINT64_MAX;
             for (int c = 0; c < ga; c++) a_end = std::max(a_end, h[((size_t)(i - 1) * 160 + c) * 4 + 3]);
-            std::vector<double> starts;
+            std::vector<double> starts, copies;
             int ok = 0;
             for (int c = 0; c < gb; c++) {
                 const uint64_t *t = &h[((size_t)i * 160 + c) * 4];
                 starts.push_back(((double)a_end - (double)t[0]) / 1e3);
                 ok += t[1] <= t[2];
+                copies.push_back(((double)t[1] - (double)t[0]) / 1e3);
                 b_rel = std::min(b_rel, t[2]);
             }
             std::sort(starts.begin(), starts.end());
@@ -177,12 +179,13 @@ int main() {
             last.push_back(starts.front());
             ready.push_back((double)ok / gb);
             release.push_back(((double)b_rel - (double)a_end) / 1e3);
+            copy.push_back(median(copies));
         }
         const bool pass = median(lead) >= 1.0 && median(ready) >= 0.95;
         fails += !pass;
-        printf("| %s -> %s | %s | %.2f | %.2f | %.2f / %.2f | %.0f %% | %.2f | %s |\n", kind_name[v.a], kind_name[v.b],
-               v.carve < 0 ? "default" : "max shared", ms * 1000.0 / reps / PAIRS, median(lead), median(first),
-               median(last), 100.0 * median(ready), median(release), pass ? "PASS" : "FAIL");
+        printf("| %s -> %s | %s | %.2f | %.2f | %.2f / %.2f | %.0f %% | %.2f | %.2f | %s |\n", kind_name[v.a],
+               kind_name[v.b], v.carve < 0 ? "default" : "max shared", ms * 1000.0 / reps / PAIRS, median(lead),
+               median(first), median(last), 100.0 * median(ready), median(release), median(copy), pass ? "PASS" : "FAIL");
         CK(cudaGraphExecDestroy(ge));
         CK(cudaGraphDestroy(g));
     }

@@ -2,6 +2,7 @@
 // (one CTA an SM at most, 288 threads: a producer lane and 8 warps), with kite's per-CTA bytes of
 // qwen35-0.8b Q8_0 staged into shared memory by bulk copies before the PDL wait:
 //   norm + in-proj   131 CTAs, 63 of 8224 rows of 1024 (68.5 KB), the row norm per warp after the wait
+//                    (x by one bulk copy into shared memory after the wait, no block barrier)
 //   head             16 CTAs, one value head's 128 x 128 float state (64 KB) and 3 KB of conv data
 //   out + residual   128 CTAs, 8 of 1024 rows of 2048 (17 KB), x[r] read right after the wait
 //   norm + gate/up   112 CTAs, 32 gate and 32 up rows of 1024 (69.6 KB), SwiGLU and its quantization
@@ -47,7 +48,10 @@ __device__ __forceinline__ float warp_sum(float v) {
     return v;
 }
 
-// Lane l's 32-block l of the row norm of x (1024 wide), quantized: q[8] words, scale d.
+// Lane l's 32-block l of the row norm of x (1024 wide, in shared memory), quantized: q[8] words,
+// scale d. Both passes read shared memory without bank conflicts: x[l + 32 j], then lane l's own
+// block with a per-lane rotation (element (j + l) % 32 in v[j]: a probe packs them in that order;
+// kite's kernel would restore the element order, the same work).
 __device__ __forceinline__ void norm_block(const float *x, int lane, int (&q)[8], float &d) {
     float ss = 0.0f;
 #pragma unroll 8
@@ -84,7 +88,7 @@ __device__ __forceinline__ int block_dot(const int8_t *wq, const int (&q)[8]) {
 
 __global__ void __launch_bounds__(THREADS, 1) k_op(OpArgs a) {
     extern __shared__ __align__(128) uint8_t smem[];
-    __shared__ __align__(8) uint64_t bar;
+    __shared__ __align__(8) uint64_t bar, bar_x; // the staged weights; x (norm kernels, after the wait)
     __shared__ float s_out[2 * DV];
     const uint64_t t0 = gtime();
     pdl_trigger();
@@ -93,8 +97,11 @@ __global__ void __launch_bounds__(THREADS, 1) k_op(OpArgs a) {
     const size_t qbytes = (size_t)a.rows * a.k, sbytes = (size_t)a.rows * nb * 2;
     int8_t *sq = (int8_t *)smem;
     const uint16_t *ss = (const uint16_t *)(smem + qbytes);
+    float *xs = (float *)(smem + qbytes + sbytes); // [E] norm kernels: x, copied after the wait
+    const bool norm = a.mode == NORM_GEMV || a.mode == NORM_GLU;
     if (threadIdx.x == WARPS * 32) {
         bar_init(&bar);
+        bar_init(&bar_x);
         if (a.variant == NO_STAGING) {
             asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(&bar)) : "memory");
         } else if (a.mode == HEAD) {
@@ -111,6 +118,10 @@ __global__ void __launch_bounds__(THREADS, 1) k_op(OpArgs a) {
     __syncthreads(); // the barrier is initialised
     pdl_wait();
     const uint64_t t1 = gtime();
+    if (norm && a.variant != NO_BODY && threadIdx.x == WARPS * 32) { // one activation load: x by bulk copy
+        bar_expect(&bar_x, E * 4);
+        bulk_copy(xs, a.x, E * 4, &bar_x);
+    }
     if (a.variant == NO_BODY) {
         bar_wait(&bar, 0);
         if (threadIdx.x == 0) a.x[blockIdx.x % E] = a.x[blockIdx.x % E] + (float)smem[0];
@@ -118,7 +129,8 @@ __global__ void __launch_bounds__(THREADS, 1) k_op(OpArgs a) {
         if (a.mode == NORM_GEMV || a.mode == NORM_GLU) {
             int q[8];
             float d;
-            norm_block(a.x, lane, q, d); // every warp: its own copy, no block barrier
+            bar_wait(&bar_x, 0);
+            norm_block(xs, lane, q, d); // every warp its own norm: no block barrier
             bar_wait(&bar, 0);
             for (int r = warp; r < a.rows; r += WARPS) {
                 const float p = (float)block_dot(sq + (size_t)r * a.k + 32 * lane, q) * (__half2float(__ushort_as_half(ss[r * nb + lane])) * d);
@@ -133,9 +145,8 @@ __global__ void __launch_bounds__(THREADS, 1) k_op(OpArgs a) {
             const float xr = a.x[r];                          // the residual, right after the wait
             float p = 0.0f;
             for (int b = lane; b < nb; b += 32) {
-                int q[8];
-#pragma unroll
-                for (int w = 0; w < 8; w++) q[w] = ((const int *)(a.in_q + 32 * b))[w];
+                const int4 x0 = ((const int4 *)(a.in_q + 32 * b))[0], x1 = ((const int4 *)(a.in_q + 32 * b))[1];
+                const int q[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
                 const float xd = a.in_d[b];
                 if (b == lane) bar_wait(&bar, 0);
                 p = p + (float)block_dot(sq + (size_t)warp * a.k + 32 * b, q) * (__half2float(__ushort_as_half(ss[warp * nb + b])) * xd);
@@ -158,22 +169,37 @@ __global__ void __launch_bounds__(THREADS, 1) k_op(OpArgs a) {
             const float beta = 1.0f / (1.0f + expf(-hv[DV - 1])), decay = expf(-log1pf(expf(hv[0])));
             bar_wait(&bar, 0);
             float *S = (float *)smem;
-            for (int r = warp; r < DV; r += WARPS) {
-                float *row = S + r * DV;
-                float dk = 0.0f;
+            constexpr int G = 4; // rows a warp takes together: G independent butterflies
+            for (int r0 = warp; r0 < DV; r0 += G * WARPS) {
+                float dk[G], o[G];
 #pragma unroll
-                for (int j = 0; j < 4; j++) dk = dk + row[lane + 32 * j] * (kk[j] * nk);
-                const float u = (hv[r] - warp_sum(dk) * decay) * beta;
-                float o = 0.0f;
+                for (int g = 0; g < G; g++) {
+                    const float *row = S + (r0 + g * WARPS) * DV;
+                    dk[g] = 0.0f;
 #pragma unroll
-                for (int j = 0; j < 4; j++) {
-                    const float sv = row[lane + 32 * j] * decay + (kk[j] * nk) * u;
-                    row[lane + 32 * j] = sv;
-                    a.state[(size_t)blockIdx.x * DV * DV + r * DV + lane + 32 * j] = sv;
-                    o = o + sv * (kq[j] * nq);
+                    for (int j = 0; j < 4; j++) dk[g] = dk[g] + row[lane + 32 * j] * (kk[j] * nk);
                 }
-                o = warp_sum(o);
-                if (lane == 0) s_out[r] = o;
+#pragma unroll
+                for (int g = 0; g < G; g++) dk[g] = warp_sum(dk[g]);
+#pragma unroll
+                for (int g = 0; g < G; g++) {
+                    const int r = r0 + g * WARPS;
+                    float *row = S + r * DV;
+                    const float u = (hv[r] - dk[g] * decay) * beta;
+                    o[g] = 0.0f;
+#pragma unroll
+                    for (int j = 0; j < 4; j++) {
+                        const float sv = row[lane + 32 * j] * decay + (kk[j] * nk) * u;
+                        row[lane + 32 * j] = sv;
+                        a.state[(size_t)blockIdx.x * DV * DV + r * DV + lane + 32 * j] = sv;
+                        o[g] = o[g] + sv * (kq[j] * nq);
+                    }
+                }
+#pragma unroll
+                for (int g = 0; g < G; g++) {
+                    const float v = warp_sum(o[g]);
+                    if (lane == 0) s_out[r0 + g * WARPS] = v;
+                }
             }
         }
     }
@@ -224,6 +250,7 @@ int main() {
         const Kernel &k = ks[o];
         smem[o] = k.mode == HEAD ? DV * DV * 4 + 3072 : (size_t)k.rows * k.k + (size_t)k.rows * (k.k / 32) * 2;
         wbytes[o] = (size_t)k.grid * smem[o];
+        if (k.mode == NORM_GEMV || k.mode == NORM_GLU) smem[o] += E * 4; // x, after the wait
     }
     int8_t *w[LAYERS][OPS];
     uint16_t *sc[LAYERS][OPS];

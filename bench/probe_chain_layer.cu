@@ -313,18 +313,8 @@ int main() {
         for (int r = 0; r < 5; r++) CK(cudaGraphLaunch(ge, s));
         CK(cudaStreamSynchronize(s));
         CK(cudaGetLastError());
-        const int reps = 50;
-        cudaEvent_t e0, e1;
-        CK(cudaEventCreate(&e0));
-        CK(cudaEventCreate(&e1));
-        CK(cudaEventRecord(e0, s));
-        for (int r = 0; r < reps; r++) CK(cudaGraphLaunch(ge, s));
-        CK(cudaEventRecord(e1, s));
-        CK(cudaEventSynchronize(e1));
-        CK(cudaGetLastError());
-        float ms;
-        CK(cudaEventElapsedTime(&ms, e0, e1));
-        const double us_layer = ms * 1000.0 / reps / LAYERS;
+        const float ms = graph_ms(ge, s, 50); // a replay
+        const double us_layer = ms * 1000.0 / LAYERS;
         if (variant == FULL) us_full = us_layer;
         std::vector<uint64_t> h((size_t)LAYERS * OPS * 132 * 3);
         CK(cudaMemcpy(h.data(), times, h.size() * 8, cudaMemcpyDeviceToHost));

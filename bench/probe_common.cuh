@@ -72,6 +72,23 @@ static void launch(void (*k)(A...), dim3 grid, int threads, size_t smem, cudaStr
     CK(cudaLaunchKernelEx(&cfg, k, args...));
 }
 
+// Milliseconds a replay of ge on s, over reps replays timed by events (after any warm-up).
+static float graph_ms(cudaGraphExec_t ge, cudaStream_t s, int reps) {
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    CK(cudaEventRecord(e0, s));
+    for (int r = 0; r < reps; r++) CK(cudaGraphLaunch(ge, s));
+    CK(cudaEventRecord(e1, s));
+    CK(cudaEventSynchronize(e1));
+    CK(cudaGetLastError());
+    float ms;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    CK(cudaEventDestroy(e0));
+    CK(cudaEventDestroy(e1));
+    return ms / reps;
+}
+
 static double median(std::vector<double> v) {
     if (v.empty()) return 0.0;
     std::sort(v.begin(), v.end());

@@ -146,17 +146,7 @@ int main() {
         CK(cudaStreamEndCapture(s, &g));
         CK(cudaGraphInstantiate(&ge, g, 0));
         for (int r = 0; r < 5; r++) CK(cudaGraphLaunch(ge, s));
-        cudaEvent_t e0, e1;
-        CK(cudaEventCreate(&e0));
-        CK(cudaEventCreate(&e1));
-        const int reps = 20;
-        CK(cudaEventRecord(e0, s));
-        for (int r = 0; r < reps; r++) CK(cudaGraphLaunch(ge, s));
-        CK(cudaEventRecord(e1, s));
-        CK(cudaEventSynchronize(e1));
-        CK(cudaGetLastError());
-        float ms;
-        CK(cudaEventElapsedTime(&ms, e0, e1));
+        const float ms = graph_ms(ge, s, 20); // a replay
         std::vector<uint64_t> h((size_t)N * 160 * 4);
         CK(cudaMemcpy(h.data(), times, h.size() * 8, cudaMemcpyDeviceToHost)); // the last replay's
         std::vector<double> lead, first, last, ready, release, copy;
@@ -184,7 +174,7 @@ int main() {
         const bool pass = median(lead) >= 1.0 && median(ready) >= 0.95;
         fails += !pass;
         printf("| %s -> %s | %s | %.2f | %.2f | %.2f / %.2f | %.0f %% | %.2f | %.2f | %s |\n", kind_name[v.a],
-               kind_name[v.b], v.carve < 0 ? "default" : "max shared", ms * 1000.0 / reps / PAIRS, median(lead),
+               kind_name[v.b], v.carve < 0 ? "default" : "max shared", ms * 1000.0 / PAIRS, median(lead),
                median(first), median(last), 100.0 * median(ready), median(release), median(copy), pass ? "PASS" : "FAIL");
         CK(cudaGraphExecDestroy(ge));
         CK(cudaGraphDestroy(g));

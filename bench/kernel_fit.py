@@ -103,7 +103,7 @@ def parse_ptxas(text: str) -> dict[str, Resources]:
 MODULE_KERNEL_SOURCES = ("matvec.cu", "deltanet.cu", "activation.cu", "attention.cu")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def ptx_text(src: str) -> str:
     """The PTX of one module source (nvcc -ptx, sm_90, the module's flags)."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -117,7 +117,7 @@ def ptx_text(src: str) -> str:
         return out.read_text()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def compiled_resources(sources: tuple[str, ...] = MODULE_KERNEL_SOURCES) -> dict[str, Resources]:
     """Resources of every kernel of the given module sources: their PTX through ptxas for sm_90."""
     res: dict[str, Resources] = {}
@@ -184,7 +184,7 @@ def blocked_pairs(ops: list[Op], res: dict[str, Resources]) -> list[tuple[str, s
     """Consecutive ops (a, b) of one wave each where no CTA of b fits beside a's CTAs on a's busiest
     SM: b's CTAs there start only as a's exit, so b issues nothing before its wait early."""
     out = []
-    for a, b in zip(ops, ops[1:]):
+    for a, b in zip(ops, ops[1:], strict=False):
         ra, rb = res[a.kernel], res[b.kernel]
         if not (one_wave(ra, a) and one_wave(rb, b)):
             continue  # a kernel of several waves fills every SM by design (the LM head)
@@ -197,25 +197,30 @@ def blocked_pairs(ops: list[Op], res: dict[str, Resources]) -> list[tuple[str, s
 def blocked_windows(ops: list[Op], res: dict[str, Resources]) -> list[tuple[tuple[str, ...], list[str]]]:
     """Windows of three consecutive ops whose CTAs (one an SM each) do not fit on one SM."""
     out = []
-    for w in zip(ops, ops[1:], ops[2:]):
+    for w in zip(ops, ops[1:], ops[2:], strict=False):
         over = fits([footprint(res[o.kernel], o) for o in w])
         if over:
             out.append((tuple(o.name for o in w), over))
     return out
 
 
-def step_ops_m1() -> list[Op]:
+RESIDUAL_THREADS = 64  # KC_GEMV_NARROW_THREADS (native/cuda/matvec.cuh); 256 up to issue 48
+
+
+def step_ops_m1(residual_threads: int = RESIDUAL_THREADS) -> list[Op]:
     """One DeltaNet layer and one attention layer of the qwen35-0.8b M=1 step, then the LM head:
-    the ops plan_pass makes (E 1024, F 3584, 16 value heads of 128, 8 query heads of 256)."""
+    the ops plan_pass makes (E 1024, F 3584, 16 value heads of 128, 8 query heads of 256). The
+    residual products (one row a warp, 1024 rows) in blocks of residual_threads."""
     g14 = "k_gemv<1, 4, false>"
     g11 = "k_gemv<1, 1, false>"
+    res = (1024 * 32 // residual_threads, residual_threads)
     ffn = [Op("ffn norm", "k_actq", 4, 256), Op("gate/up + SwiGLU", "k_gemv_glu", 112, 512),
-           Op("down + residual", g11, 128, 256)]
+           Op("down + residual", g11, *res)]
     deltanet = [Op("attn norm", "k_actq", 4, 256), Op("in-proj", g14, 257, 256),
-                Op("deltanet head", "k_deltanet_head", 16, 1024), Op("out + residual", g11, 128, 256), *ffn]
+                Op("deltanet head", "k_deltanet_head", 16, 1024), Op("out + residual", g11, *res), *ffn]
     attention = [Op("attn norm", "k_actq", 4, 256), Op("qkv", g14, 160, 256), Op("qkprep", "k_qkprep", 12, 256, 1024),
                  Op("scores", "k_attn_scores", 128, 256), Op("values", "k_attn_values", 64, 1024),
-                 Op("attn out + residual", g11, 128, 256), *ffn]
+                 Op("attn out + residual", g11, *res), *ffn]
     head = [Op("final norm", "k_actq", 4, 256)] + [Op(f"LM head piece {p}", g14, 1940, 256) for p in range(4)]
     return deltanet + attention + head
 

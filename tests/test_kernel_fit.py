@@ -42,10 +42,19 @@ def test_uniform_chain_contract_fits_three_to_an_sm():
 
 
 @needs_nvcc
-def test_calculator_flags_the_three_pairs_of_todays_step():
-    pairs = {(a, b) for a, b, _ in kf.blocked_pairs(kf.step_ops_m1(), kf.compiled_resources())}
+def test_calculator_flags_the_three_pairs_of_the_step_before_narrow_residual_blocks():
+    # the residual products in 256-thread blocks, as up to issue 48: the review's three pairs
+    pairs = {(a, b) for a, b, _ in kf.blocked_pairs(kf.step_ops_m1(256), kf.compiled_resources())}
     assert pairs == {("in-proj", "deltanet head"), ("deltanet head", "out + residual"),
                      ("gate/up + SwiGLU", "down + residual")}
+
+
+@needs_nvcc
+def test_narrow_residual_blocks_fit_beside_the_head_and_gate_up():
+    pairs = {(a, b) for a, b, _ in kf.blocked_pairs(kf.step_ops_m1(), kf.compiled_resources())}
+    assert pairs == {("in-proj", "deltanet head")}
+    header = (kf.CUDA_DIR / "matvec.cuh").read_text()
+    assert f"#define KC_GEMV_NARROW_THREADS {kf.RESIDUAL_THREADS}" in header
 
 
 # Gates read from the compiled module. The M=1 step's kernels keep no spills; the instances that

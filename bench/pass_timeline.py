@@ -18,7 +18,9 @@ shares add up to the step. For each op the median over the steps (the first --sk
 taken, then the ops are summed by kind and blocks. Printed as Markdown: the step's span, a row a
 group (ops, us of the step, us an op, first block start -> previous end: how long before the op
 before it ended the op had a block running, its lookahead; previous end -> wait released, wait
-released -> end), and with --ops a row per op.
+released -> end), with --ops a row per op, and with --layers each layer kind's chain: the ops of
+a layer, from its norm to its down product (the op after gate/up), each op's median share over
+the layers of that kind, and the layer's total.
 """
 
 from __future__ import annotations
@@ -158,7 +160,40 @@ def _us(v: float | None) -> str:
     return "-" if v is None else f"{v:.2f}"
 
 
-def report(ops: list[OpTimes], skip: int, per_op: bool) -> str:
+def layers(op_shares: list[OpShare]) -> dict[str, list[list[OpShare]]]:
+    """The ops of each layer by kind (deltanet or attention): a layer ends with the op after its
+    gate/up product (the down product); the LM head's ops belong to no layer."""
+    out: dict[str, list[list[OpShare]]] = {}
+    cur: list[OpShare] = []
+    for prev, s in zip([None, *op_shares], op_shares, strict=False):
+        cur.append(s)
+        if prev is not None and prev.group.startswith("gemv_glu"):
+            kind = "deltanet" if any(o.group.startswith("deltanet") for o in cur) else "attention"
+            out.setdefault(kind, []).append(cur)
+            cur = []
+    return out
+
+
+def layer_lines(op_shares: list[OpShare]) -> list[str]:
+    lines = []
+    for kind, ls in layers(op_shares).items():
+        n = min(len(x) for x in ls)
+        lines += ["", f"A {kind} layer ({len(ls)} layers; medians over them, us): "
+                  f"{statistics.median(sum(o.share for o in x) for x in ls):.2f}", "",
+                  "| op | us | first block start -> previous end | previous end -> wait released | wait released -> end |",
+                  "| --- | ---: | ---: | ---: | ---: |"]
+        for i in range(n):
+            col = [x[i] for x in ls]
+            waits = [o.to_wait for o in col if o.to_wait is not None]
+            afters = [o.after_wait for o in col if o.after_wait is not None]
+            lines.append(f"| {col[0].group} | {statistics.median(o.share for o in col):.2f} | "
+                         f"{statistics.median(o.ahead for o in col):.2f} | "
+                         f"{_us(statistics.median(waits) if waits else None)} | "
+                         f"{_us(statistics.median(afters) if afters else None)} |")
+    return lines
+
+
+def report(ops: list[OpTimes], skip: int, per_op: bool, per_layer: bool = False) -> str:
     steps = by_step(ops)
     kept = {s: v for n, (s, v) in enumerate(steps.items()) if n >= skip}
     if not kept:
@@ -190,6 +225,8 @@ def report(ops: list[OpTimes], skip: int, per_op: bool) -> str:
             f"| {s.index} | {s.group} | {s.share:.2f} | {s.ahead:.2f} | {_us(s.to_wait)} | {_us(s.after_wait)} |"
             for s in op_shares
         ]
+    if per_layer:
+        lines += layer_lines(op_shares)
     return "\n".join(lines) + "\n"
 
 
@@ -198,10 +235,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("file", type=Path, help="the file KITE_CUDA_TIMELINE named")
     ap.add_argument("--skip", type=int, default=4, help="steps left out at the start (warm-up)")
     ap.add_argument("--ops", action="store_true", help="also a row per op")
+    ap.add_argument("--layers", action="store_true", help="also each layer kind's chain, op by op")
     args = ap.parse_args(argv)
     try:
         text = args.file.read_text(encoding="utf-8")
-        sys.stdout.write(report(parse(text.splitlines()), args.skip, args.ops))
+        sys.stdout.write(report(parse(text.splitlines()), args.skip, args.ops, args.layers))
     except (OSError, ValueError) as e:
         print(f"pass_timeline: {args.file}: {e}", file=sys.stderr)
         return 2

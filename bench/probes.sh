@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# The three device probes of issue 37 (P1 handoff latency, P2 bulk-copy ring streaming, P3 PDL
-# lookahead with shared-memory staging): built with nvcc for sm_90 and run once each.
-#   bench/probes.sh OUT.md     (the tables, in that order; each probe's exit status after it)
+# The device probes: issue 37's P1 (handoff latency), P2 (bulk-copy ring streaming), P3 (PDL
+# lookahead with shared-memory staging) and issue 48's P5 (residency of the next kernel's CTAs)
+# and P3' (a layer-shaped uniform chain): built with nvcc for sm_90 and run once each.
+#   bench/probes.sh OUT.md [PROBE...]   (the tables, in that order; each probe's exit status after it)
 set -uo pipefail
 cd "$(dirname "$0")/.."
-out="${1:?usage: bench/probes.sh OUT.md}"
+out="${1:?usage: bench/probes.sh OUT.md [PROBE...]}"; shift
+probes=("$@")
+[ ${#probes[@]} -eq 0 ] && probes=(probe_handoff probe_ring probe_pdl_stage probe_residency probe_chain_layer)
 dir=$(mktemp -d)
 {
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader 2>&1
-  for p in probe_handoff probe_ring probe_pdl_stage; do
+  for p in "${probes[@]}"; do
     echo
     echo "## $p (nvcc -O3 -arch=sm_90 bench/$p.cu)"
     echo

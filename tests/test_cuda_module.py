@@ -29,6 +29,9 @@ import pytest
 
 from engine_build import REPO, abi_names, abi_version, build_engine, kite_bin, qwen35_fixtures, run_kite, tokens_of  # noqa: F401
 
+sys.path.insert(0, str(REPO / "bench"))
+import kernel_fit  # noqa: E402  (bench/kernel_fit.py: the demangler)
+
 MODULE = "libkite_cuda.so"
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the nvcc module tests run on Linux")
 
@@ -160,17 +163,7 @@ def _ptxas_frames(cu: Path, flags: list[str]) -> dict[str, int]:
 
 def _demangle_kernel(sym: str) -> str:
     # _Z6k_gemvILi4ELi4ELb0EEv... -> k_gemv<4, 4, false>; _Z6k_attnPKf... -> k_attn
-    m = re.match(r"_Z(\d+)(\w+)", sym)
-    if not m:
-        return sym
-    n = int(m.group(1))
-    base, rest = m.group(2)[:n], m.group(2)[n:]
-    args = re.match(r"I((?:L[ib]-?\d+E)+)E", rest)
-    if not args:
-        return base
-    values = [("false", "true")[int(v)] if kind == "b" else v
-              for kind, v in re.findall(r"L([ib])(-?\d+)E", args.group(1))]
-    return base + "<" + ", ".join(values) + ">"
+    return kernel_fit.demangle(sym)
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")

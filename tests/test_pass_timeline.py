@@ -104,3 +104,26 @@ def test_skipping_every_step_and_a_missing_file_are_errors(tmp_path, capsys):
     assert "1 steps in the file, all left out by --skip 4" in capsys.readouterr().err
     assert pt.main([str(tmp_path / "none.txt")]) == 2
     assert "none.txt" in capsys.readouterr().err
+
+
+# one op a microsecond: embed, a DeltaNet layer (7 ops), an attention layer (9 ops), the LM head
+KINDS = (["embed"] + ["actq", "gemv", "deltanet_head", "gemv", "actq", "gemv_glu", "gemv"]
+         + ["actq", "gemv", "qkprep", "scores", "values", "gemv", "actq", "gemv_glu", "gemv"] + ["actq", "gemv"])
+
+
+def _layer_step(step: int) -> list[str]:
+    t0 = step * 10**6
+    return [f"{step} {i} {k} 4 1 1 256 1 1 {t0 + 1000 * i - 500} {t0 + 1000 * i - 200} {t0 + 1000 * i + 1000}"
+            for i, k in enumerate(KINDS)]
+
+
+def test_layers_split_by_kind_and_sum_their_ops():
+    pt = _timeline()
+    lines = [ln for s in range(2) for ln in _layer_step(s)]
+    out = pt.report(pt.parse(lines), 0, False, True)
+    assert "A deltanet layer (1 layers; medians over them, us): 7.00" in out
+    assert "A attention layer (1 layers; medians over them, us): 9.00" in out
+    shares = pt.shares(pt.by_step(pt.parse(lines)))
+    got = pt.layers(shares)
+    assert [o.group.split(" ")[0] for o in got["deltanet"][0]] == KINDS[1:8]
+    assert [o.group.split(" ")[0] for o in got["attention"][0]] == KINDS[8:17]

@@ -27,7 +27,7 @@ static int32_t add_gemv(std::vector<PassOp> *ops, const MatvecJobs &js, int m, c
     std::vector<GemvCall> calls;
     CKS(gemv_plan(js, m, a.P, a.q, a.d, a.f, a.ldx, &calls));
     for (const GemvCall &c : calls) {
-        PassOp o = pass_op(OP_GEMV, (int)c.grid, 1, 1, KC_THREADS, (int)c.smem);
+        PassOp o = pass_op(OP_GEMV, (int)c.grid, 1, 1, c.threads, (int)c.smem);
         o.MT = c.MT;
         o.RPW = c.RPW;
         o.gemv = c.args;
@@ -209,7 +209,7 @@ static int32_t run_op(kcuda_model *md, const PassOp &o, cudaStreamCaptureStatus 
     case OP_EMBED: CK(klaunch(k_embed, g, b, o.smem, o.embed)); break;
     case OP_ACT: CK(klaunch(k_act, g, b, o.smem, o.act)); break;
     case OP_ACTQ: CK(klaunch(k_actq, g, b, o.smem, o.act)); break;
-    case OP_GEMV: CK(gemv_launch(GemvCall{o.gemv, o.MT, o.RPW, (unsigned)o.gx, (size_t)o.smem})); break;
+    case OP_GEMV: CK(gemv_launch(GemvCall{o.gemv, o.MT, o.RPW, (unsigned)o.gx, (size_t)o.smem, o.threads})); break;
     case OP_GEMV_GLU: CK(klaunch(k_gemv_glu, g, b, o.smem, o.glu)); break;
     case OP_DELTANET: CK(klaunch(k_deltanet, g, b, o.smem, o.deltanet)); break;
     case OP_DELTANET_HEAD: CK(klaunch(k_deltanet_head, g, b, o.smem, o.deltanet)); break;

@@ -25,8 +25,8 @@ static int g_sms = 132;            // multiprocessors of the device
 
 template <int MT, int RPW>
 static cudaError_t gemv_launch_mt(const GemvCall &c) {
-    if (c.args.P.mode >= 0) return klaunch(k_gemv<MT, RPW, true>, dim3(c.grid), dim3(KC_THREADS), c.smem, c.args);
-    return klaunch(k_gemv<MT, RPW, false>, dim3(c.grid), dim3(KC_THREADS), c.smem, c.args);
+    if (c.args.P.mode >= 0) return klaunch(k_gemv<MT, RPW, true>, dim3(c.grid), dim3(c.threads), c.smem, c.args);
+    return klaunch(k_gemv<MT, RPW, false>, dim3(c.grid), dim3(c.threads), c.smem, c.args);
 }
 
 template <int RPW>
@@ -81,7 +81,9 @@ int32_t gemv_plan(MatvecJobs js, int m, Prologue P, const int8_t *gq, const floa
         js.j[t].row0 = rows;
         rows += (js.j[t].n + RPW - 1) / RPW * RPW;
     }
-    const int warps = rows / RPW, warps_per_block = KC_THREADS / 32;
+    // M=1, one row a warp, no prologue: narrow blocks (KC_GEMV_NARROW_THREADS)
+    const int threads = m == 1 && RPW == 1 && P.mode < 0 ? KC_GEMV_NARROW_THREADS : KC_THREADS;
+    const int warps = rows / RPW, warps_per_block = threads / 32;
     js.nwarps = warps;
     unsigned grid = (unsigned)((warps + warps_per_block - 1) / warps_per_block);
     const unsigned resident_blocks = (unsigned)(g_sms * (2048 / KC_THREADS));
@@ -114,6 +116,7 @@ int32_t gemv_plan(MatvecJobs js, int m, Prologue P, const int8_t *gq, const floa
         c.MT = call_rows == 1 ? 1 : call_rows == 2 ? 2 : call_rows <= 4 ? 4 : 8;
         c.RPW = RPW;
         c.grid = grid;
+        c.threads = threads;
         c.smem = P.mode >= 0 ? prologue_smem(c.MT, k, heads) : 0;
         calls->push_back(c);
     }

@@ -53,7 +53,14 @@ struct GemvCall {
     int MT, RPW;
     unsigned grid;
     size_t smem;
+    int threads; // of a block: KC_THREADS, or KC_GEMV_NARROW_THREADS
 };
+
+// Threads of a block of the M=1 one-row-a-warp products (out, down, attention out: 97 registers a
+// thread). Blocks of two warps (6,656 registers) fit on an SM beside a k_gemv_glu block (45,056)
+// or a k_deltanet_head block (57,344), so that they start, and load their weights, before the op
+// before them ends; a 256-thread block (26,624) fits beside neither (bench/kernel_fit.py).
+#define KC_GEMV_NARROW_THREADS 64
 
 // The FFN gate and up products of one row (M=1) with SwiGLU and its quantization as their
 // epilogue: block c computes rows [32c, 32c + 32) of both (KC_GLU_THREADS: 16 warps of 4 rows,

@@ -300,15 +300,33 @@ __device__ __forceinline__ void gemv_rows(const GemvArgs &a, const BlockAt &at, 
         const MatvecJob &J = js.j[job_of(js, grow)];
         const int r0 = grow - J.row0;
         if (r0 >= J.n) continue;
-        float acc[RPW][MT];
-        warp_rows<MT, RPW>(J, r0, k, m, XQ, XD, ldq, ldd, a.xf, a.ldx, lane, wait, waited, acc);
         // the RPW * MT sums end in lanes lane / (32 / N) (one lane per value stores)
         constexpr int N = RPW * MT;
-        const float v = warp_sum32_scatter<N>(&acc[0][0], lane);
         const int i = lane / (32 / N), rr = i / MT, mm = i % MT;
-        if (lane % (32 / N) == 0 && mm < m && r0 + rr < J.n) {
-            float *y = J.y + (size_t)mm * J.ldy + r0 + rr;
-            *y = J.add ? *y + v : v;
+        float acc[RPW][MT];
+        if constexpr (MT == 1 && RPW == 1) {
+            // The M=1 residual products (out, down: one row a warp): y[r], written by the ops
+            // before, is read as soon as the wait is released, so that its round trip overlaps
+            // the dots and the butterfly instead of following them. The same operands and the
+            // same add (docs/NUMERICS.md); in the other instances it would cost registers.
+            float *y = J.y + r0; // [1][n]
+            const bool waited_before = waited;
+            float y_old = 0.0f;
+            auto wait_then_read_y = [&]() {
+                wait();
+                y_old = *y; // every lane: one address, one request
+            };
+            warp_rows<MT, RPW>(J, r0, k, m, XQ, XD, ldq, ldd, a.xf, a.ldx, lane, wait_then_read_y, waited, acc);
+            if (waited_before) y_old = *y; // a later row of this warp: the wait is behind it
+            const float v = warp_sum32_scatter<N>(&acc[0][0], lane);
+            if (lane == 0) *y = J.add ? y_old + v : v;
+        } else {
+            warp_rows<MT, RPW>(J, r0, k, m, XQ, XD, ldq, ldd, a.xf, a.ldx, lane, wait, waited, acc);
+            const float v = warp_sum32_scatter<N>(&acc[0][0], lane);
+            if (lane % (32 / N) == 0 && mm < m && r0 + rr < J.n) {
+                float *y = J.y + (size_t)mm * J.ldy + r0 + rr;
+                *y = J.add ? *y + v : v;
+            }
         }
     }
 }

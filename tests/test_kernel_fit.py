@@ -1,0 +1,100 @@
+"""Which kernels of the M=1 step can share an SM, from the compiled module (bench/kernel_fit.py).
+
+nvcc only, no GPU: the registers, shared memory and spills come from ptxas for sm_90 with the
+module's flags, the step's shapes from plan_pass, the limits from an sm_90 SM (issue 48).
+"""
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+import kernel_fit as kf  # noqa: E402
+
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None or shutil.which("ptxas") is None,
+                                reason="nvcc is not installed")
+
+
+def test_register_allocation_rounds_to_eight_a_thread():
+    assert kf.cta_registers(95, 256) == 96 * 256
+    assert kf.cta_registers(72, 288) == 20736
+    assert kf.cta_registers(52, 1024) == 57344
+
+
+def test_parse_ptxas_reads_registers_spills_and_shared():
+    text = """ptxas info    : Compiling entry function '_Z6k_gemvILi1ELi1ELb0EEv8GemvArgs' for 'sm_90'
+ptxas info    : Function properties for _Z6k_gemvILi1ELi1ELb0EEv8GemvArgs
+    0 bytes stack frame, 4 bytes spill stores, 4 bytes spill loads
+ptxas info    : Used 95 registers, used 1 barriers, 2064 bytes smem
+"""
+    assert kf.parse_ptxas(text) == {"k_gemv<1, 1, false>": kf.Resources(95, 2064, 8, 0)}
+
+
+def test_uniform_chain_contract_fits_three_to_an_sm():
+    ops, res = kf.chain_contract_ops()
+    assert kf.blocked_windows(ops, res) == []
+    # one register more a thread than the contract and three no longer fit
+    over = {"chain": kf.Resources(kf.CHAIN_MAX_REGISTERS + 8, 0, 0, 0)}
+    assert kf.blocked_windows(ops, over)
+
+
+@needs_nvcc
+def test_calculator_flags_the_three_pairs_of_the_step_before_narrow_residual_blocks():
+    # the residual products in 256-thread blocks, as up to issue 48: the review's three pairs
+    pairs = {(a, b) for a, b, _ in kf.blocked_pairs(kf.step_ops_m1(256), kf.compiled_resources())}
+    assert pairs == {("in-proj", "deltanet head"), ("deltanet head", "out + residual"),
+                     ("gate/up + SwiGLU", "down + residual")}
+
+
+@needs_nvcc
+def test_narrow_residual_blocks_fit_beside_the_head_and_gate_up():
+    pairs = {(a, b) for a, b, _ in kf.blocked_pairs(kf.step_ops_m1(), kf.compiled_resources())}
+    assert pairs == {("in-proj", "deltanet head")}
+    header = (kf.CUDA_DIR / "matvec.cuh").read_text()
+    assert f"#define KC_GEMV_NARROW_THREADS {kf.RESIDUAL_THREADS}" in header
+
+
+# Gates read from the compiled module. The M=1 step's kernels keep no spills; the instances that
+# run with three CTAs an SM (in-proj, qkv, LM head) stay at <= 80 registers; the residual
+# products' y[r] preload (issue 48) took k_gemv<1, 1, false> from 95 to 97 registers (104 as
+# allocated); a kernel named k_chain_* is of the uniform chain and keeps its contract.
+@needs_nvcc
+def test_register_spill_and_shared_gates():
+    res = kf.compiled_resources()
+    step = {o.kernel for o in kf.step_ops_m1()}
+    assert step <= set(res), sorted(step - set(res))
+    assert {k: res[k].spill_bytes for k in step if res[k].spill_bytes} == {}
+    assert res["k_gemv<1, 4, false>"].registers <= 80
+    assert res["k_gemv<1, 1, false>"].registers <= 104
+    for name, r in res.items():
+        if name.startswith("k_chain"):
+            assert r.registers <= kf.CHAIN_MAX_REGISTERS and r.spill_bytes == 0, (name, r)
+            assert r.static_shared <= kf.CHAIN_MAX_DYNAMIC_SHARED, (name, r)
+
+
+@needs_nvcc
+def test_only_listed_kernels_read_plain_global_memory_before_their_wait():
+    readers = set()
+    for src in kf.MODULE_KERNEL_SOURCES:
+        for name, body in kf.ptx_kernels(src).items():
+            if kf.loads_before_wait(body):
+                readers.add(name.split("<")[0])
+    assert readers <= set(kf.PRE_WAIT_LOADS_ALLOWED), sorted(readers - set(kf.PRE_WAIT_LOADS_ALLOWED))
+    # the kernels whose inputs all come after the wait stay so
+    assert not readers & {"k_actq", "k_act", "k_embed", "k_qkprep"}
+
+
+def test_pre_wait_walk_follows_branches_and_stops_at_the_wait():
+    body = """
+\tld.global.nc.u32 \t%r1, [%rd1];
+\t@%p1 bra $L__BB0_2;
+\tgriddepcontrol.wait;
+\tld.global.u32 \t%r2, [%rd2];
+$L__BB0_2:
+\tld.global.u32 \t%r3, [%rd3];
+\tret;
+"""
+    assert kf.loads_before_wait(body) == ["ld.global.u32 \t%r3, [%rd3]"]

@@ -7,7 +7,7 @@ or reused from the model cache) and each thread count (1 and 2), runs
     kite run --model M --prompt P --steps N --threads T --iters K --json
 
 and reads ``timings.decode_ms`` (one entry per iteration: the time of the N generated steps, see
-docs/ENGINE.md). It prints decode tokens/s (median over iterations), the weight bytes one decode
+docs/KITE-ENGINE.md). It prints decode tokens/s (median over iterations), the weight bytes one decode
 step reads (every layer tensor, the final norm and the LM head, plus one embedding row), the
 achieved GB/s of weights, and the read-only memory bandwidth measured in the same run by
 ``bench/membw.c`` (compiled on the fly with the host cc; best of a few passes over a 1 GiB buffer

@@ -1,5 +1,5 @@
 /* env_options.h - the engine's environment variables, each read by one rule, for the stub and
- * the real CUDA host alike (docs/ENGINE.md, "Environment").
+ * the real CUDA host alike (docs/KITE-ENGINE.md, "Environment").
  *
  * Unset or empty: the default, silently. A value that does not parse (a flag other than 0 or 1,
  * a number with other characters or out of its range) is refused: one warning line on stderr,

@@ -1,4 +1,4 @@
-/* main.c - the kite command line: info, run, selftest (docs/ENGINE.md). */
+/* main.c - the kite command line: info, run, selftest (docs/KITE-ENGINE.md). */
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -440,7 +440,7 @@ static int64_t count_nonfinite(const float *v, size_t n) {
     return count;
 }
 
-/* The meta object (docs/ENGINE.md, meta.json) into j. */
+/* The meta object (docs/KITE-ENGINE.md, meta.json) into j. */
 static void write_meta(kt_json *j, const kt_model *md, const run_opts *o, const run_outputs *out,
                        long delay_us) {
     const int R = o->n_prompt + o->steps;

@@ -163,8 +163,11 @@ class FakeRepo:
         return verify(cfg, opts, sink.append)
 
     def newest(self) -> Path:
-        """The newest report folder (reports/latest names only a finished full run)."""
-        folders = sorted(d for d in self.reports.glob("2*") if d.is_dir() and not d.is_symlink())
+        """The newest report folder (reports/latest names only a finished full run). Two runs of
+        two commits within one second share the time in their names, so the order is the folder's
+        last change, then its name."""
+        folders = sorted((d for d in self.reports.glob("2*") if d.is_dir() and not d.is_symlink()),
+                         key=lambda d: (d.stat().st_mtime_ns, d.name))
         return folders[-1] if folders else self.reports / "none-yet"
 
     def report(self) -> dict:

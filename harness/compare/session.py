@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.compare import identity, revisions, sequential
+from harness.compare import external, identity, revisions, sequential
 from harness.compare.revisions import Cache, Revision
 from harness.compare.workload import Outcome, Runner, Side, compare_dumps, finish_speed
 from harness.compare.workload import sequential as run_sequential
@@ -38,6 +38,8 @@ class Options:
     alpha: float = ALPHA
     max_pairs: int | None = None  # caps every workload's budget (e.g. a bounded CI run)
     max_seconds: float | None = None
+    external: Any = None  # compare/bisect --external: an external.External (revisions of that source)
+    budget_scale: float = 1.0  # a bisect step sampled again: every workload's budget times this
 
 
 @dataclass
@@ -79,10 +81,12 @@ def workloads(cfg: Config, opts: Options) -> list[Criterion]:
 def _capped(c: Criterion, opts: Options) -> Criterion:
     """The workload with its budget capped by --max-pairs / --max-seconds (never raised)."""
     s = c.spec
-    pairs = min(s.budget_pairs, opts.max_pairs) if opts.max_pairs else s.budget_pairs  # type: ignore[union-attr]
-    secs = s.budget_seconds  # type: ignore[union-attr]
+    scale = opts.budget_scale
+    pairs = int(s.budget_pairs * scale)  # type: ignore[union-attr]
+    pairs = min(pairs, int(opts.max_pairs * scale)) if opts.max_pairs else pairs
+    secs = s.budget_seconds * scale if s.budget_seconds is not None else None  # type: ignore[union-attr]
     if opts.max_seconds is not None:
-        secs = opts.max_seconds if secs is None else min(secs, opts.max_seconds)
+        secs = opts.max_seconds * scale if secs is None else min(secs, opts.max_seconds * scale)
     return dataclasses.replace(c, spec=dataclasses.replace(s, budget_pairs=pairs, budget_seconds=secs))
 
 
@@ -91,10 +95,15 @@ def run_compare(cfg: Config, opts: Options, report_dir: Path, say: Callable[[str
     t0 = time.monotonic()
     ws = workloads(cfg, opts)
     entries = registry.load(cfg.root / "regressions" / "registry.lock")
-    repo = revisions.repo_root(cfg.root)
-    base, head = revisions.resolve(repo, opts.base), revisions.resolve(repo, opts.head)
-    say(f"compare: base {base.label} ({opts.base}), head {head.label} ({opts.head}); {len(ws)} workload(s)")
-    cache = Cache(opts.cache or revisions.default_cache(), repo, say)
+    if opts.external is not None:  # revisions of an external source, kite's tree as it is
+        cache: Any = external.Builds(cfg, opts.external, say, opts.cache)
+        base, head = cache.resolve(opts.base), cache.resolve(opts.head)
+    else:
+        repo = revisions.repo_root(cfg.root)
+        base, head = revisions.resolve(repo, opts.base), revisions.resolve(repo, opts.head)
+        cache = Cache(opts.cache or revisions.default_cache(), repo, say)
+    say(f"compare: base {base.label} ({opts.base}), head {head.label} ({opts.head}); {len(ws)} workload(s)"
+        + (f"; revisions of {opts.external.name} in {opts.external.repo}" if opts.external else ""))
     models = Models(cfg, say)
     sides_by_build: dict[str, dict[str, Side] | str] = {}
     builds: dict[str, dict[str, Any]] = {}

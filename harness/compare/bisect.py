@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.compare import report, revisions, search
+from harness.compare import report, revisions, search, tolerance
 from harness.compare.session import Compare, Options, run_compare
 from harness.errors import HarnessError
 from harness.report.document import _table
@@ -60,7 +60,7 @@ class Bisect:
 def is_bad(o: Any, what: str) -> bool:
     """Changed bytes, or a regression beyond the margin (regressed, with the median ratio at least
     1 + margin: a slowdown smaller than the margin does not make a commit bad)."""
-    bytes_bad = o.bytes in ("changed", "beyond")  # beyond: past a registered tolerance (tolerance.py)
+    bytes_bad = o.bytes in tolerance.BAD
     speed_bad = o.speed == "regressed" and o.ratio >= 1.0 + o.margin
     return {"any": bytes_bad or speed_bad, "bytes": bytes_bad, "speed": speed_bad}[what]
 

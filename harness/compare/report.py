@@ -35,6 +35,10 @@ def _interval(o: Outcome) -> str:
 def _bytes(o: Outcome) -> str:
     if o.bytes == "changed":
         return "CHANGED (must stay same)" if o.bytes_rule == "same" else "changed (may change)"
+    if o.bytes in ("within", "beyond"):  # a registered tolerance (tolerance.py): where and by how much
+        return ("BEYOND" if o.bytes == "beyond" else "within") + " tolerance (" + "; ".join(
+            f"{d['dump']}: {d['reason'].removeprefix('within tolerance: ')}" for d in o.bytes_detail
+            if not d.get("identical")) + ")"
     return o.bytes
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.build.cmake import BuildResult
+from harness.compare import tolerance
 from harness.compare.sequential import Sequence
 from harness.process import KEEP_WHOLE, run_process
 from harness.run import timing
@@ -39,8 +40,8 @@ class Outcome:
     title: str
     file: str
     line: int
-    bytes_rule: str  # same | may-change
-    bytes: str = "not compared"  # same | changed | not compared
+    bytes_rule: str  # same | may-change | within (tolerance.py)
+    bytes: str = "not compared"  # same | changed | within | beyond | not compared
     bytes_detail: list[dict[str, Any]] = field(default_factory=list)
     speed: str = "not run"  # a sequential verdict, "identical build", "skipped", "error"
     reason: str = ""
@@ -59,7 +60,7 @@ class Outcome:
 
     @property
     def bytes_failed(self) -> bool:
-        return self.bytes_rule == "same" and self.bytes == "changed"
+        return tolerance.failed(self.bytes_rule, self.bytes)
 
     def failed(self) -> bool:
         return self.bytes_failed or self.speed in ("regressed", "error")
@@ -164,7 +165,7 @@ def compare_dumps(run: Runner, out: Outcome) -> None:
     metas, datas = {}, {}
     for key in SIDES:
         metas[key], datas[key] = run.dumps(key)
-    changed = False
+    diffs = []
     for name in run.spec.dumps:
         ds = run.cfgs["head"].dumps[name]
         shape_a, shape_b = C.lookup(metas["base"], ds.shape), C.lookup(metas["head"], ds.shape)
@@ -172,10 +173,11 @@ def compare_dumps(run: Runner, out: Outcome) -> None:
         shape_b = shape_b if isinstance(shape_b, list) else None
         row = int(shape_a[-1]) if shape_a and isinstance(shape_a[-1], int) else 0
         d = compare_bytes(datas["base"][name], datas["head"][name], row, shape_a=shape_a, shape_b=shape_b,
-                          dtype=ds.dtype)
-        changed |= not d.identical
+                          dtype=ds.dtype, **({"mode": "tolerance", **tolerance.bounds(run.spec.within)}
+                                             if run.spec.within else {}))
+        diffs.append(d)
         out.bytes_detail.append({"dump": name, **d.to_json()})
-    out.bytes = "changed" if changed else "same"
+    out.bytes = tolerance.verdict(run.spec.bytes, diffs)
 
 
 def sequential(run: Runner, out: Outcome, alpha: float, say: Callable[[str], None],

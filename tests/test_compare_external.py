@@ -201,3 +201,33 @@ def test_step_verdict_never_guesses(speed, bytes_, bad, what, want):
     o = O()
     o.speed, o.bytes = speed, bytes_
     assert search.verdict(o, bad, what) == want
+
+
+def test_configuration_can_name_the_repository_and_a_revision(setup, tmp_path, monkeypatch):
+    project, syn, c, cache = setup
+    copy = tmp_path / "kite"
+    shutil.copytree(project, copy, ignore=shutil.ignore_patterns("build", "reports"))
+    yaml = copy / "configs" / "engine.yaml"
+    yaml.write_text(yaml.read_text().replace("subdir: syn}", f"subdir: syn, repo: {syn}, rev: {c[5]}}}"))
+    env_cache = tmp_path / "kcache"
+    monkeypatch.setenv("KITE_CACHE", str(env_cache))
+    assert main(["--root", str(copy), "build", "default"]) == 0  # syn at c[5], not the archive
+    assert (env_cache / "ext" / "syn" / "src" / "syn.c").read_text().count("#define WORK 112") == 1
+    rc = main(["--root", str(copy), "compare", c[4], c[5], "--only", "W2", "--external", "syn", "--cache",
+               str(cache), "--out", str(tmp_path / "r")])  # REPO from the configuration
+    assert rc == 1 and by_id(json.loads((tmp_path / "r" / "report.json").read_text()))["W2"]["speed"] == "regressed"
+
+
+@pytest.mark.parametrize("entry, message", [
+    ("rev: abc123", "must be a full commit"),
+    ("rev: " + "a" * 40, "names a revision of no repository"),
+    ("omit: [../x]", "must be a list of top folder names"),
+])
+def test_bad_repository_entries_are_config_errors(setup, tmp_path, entry, message, capsys):
+    project = setup[0]
+    copy = tmp_path / "kite"
+    shutil.copytree(project, copy, ignore=shutil.ignore_patterns("build", "reports"))
+    yaml = copy / "configs" / "engine.yaml"
+    yaml.write_text(yaml.read_text().replace("subdir: syn}", f"subdir: syn, {entry}}}"))
+    assert main(["--root", str(copy), "build", "default"]) == 2
+    assert message in capsys.readouterr().err

@@ -17,6 +17,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests.compare_repo import ENGINE_YAML as BASE_ENGINE_YAML
+from tests.compare_repo import SOURCE as ENGINE_SOURCE
+from tests.compare_repo import WORKLOADS as BASE_WORKLOADS
 from tests.compare_repo import git
 
 HEADER = """/* syn: values[i] = i * 0.5 after a busy loop of WORK iterations per element */
@@ -46,7 +49,7 @@ LIB_CMAKE = """add_library(syn STATIC syn.c util.c)
 target_include_directories(syn PUBLIC ${CMAKE_CURRENT_SOURCE_DIR})
 """
 
-ADAPTER = r"""/* eng run N [--out DIR] [--json]: syn's values as a dump, its op count as the timing */
+ADAPTER_HEAD = r"""/* eng run N [--out DIR] [--json]: syn's values as a dump, its op count as the timing */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,33 +59,14 @@ ADAPTER = r"""/* eng run N [--out DIR] [--json]: syn's values as a dump, its op 
 int main(int argc, char **argv) {
     if (argc < 3 || strcmp(argv[1], "run") != 0) { fprintf(stderr, "usage: eng run N\n"); return 2; }
     long n = syn_clamp(strtol(argv[2], NULL, 10));
-    const char *out = NULL;
-    int json = 0;
-    for (int i = 3; i < argc; i++) {
-        if (strcmp(argv[i], "--out") == 0 && i + 1 < argc) out = argv[++i];
-        else if (strcmp(argv[i], "--json") == 0) json = 1;
-        else { fprintf(stderr, "eng: unknown option %s\n", argv[i]); return 2; }
-    }
-    float *values = malloc((size_t)n * sizeof(float)); /* [n] */
+"""
+# the options, the meta object and the dumps: as tests/compare_repo.py's engine writes them
+_OPTIONS = ENGINE_SOURCE[ENGINE_SOURCE.index("    const char *out = NULL;"):ENGINE_SOURCE.index("    float *values")]
+_OUTPUT = ENGINE_SOURCE[ENGINE_SOURCE.index("    char meta[256];"):].replace("@N@", "n")
+ADAPTER = (ADAPTER_HEAD + _OPTIONS + """    float *values = malloc((size_t)n * sizeof(float)); /* [n] */
     unsigned long ops = 0;
     if (!values || syn_values(n, values, &ops)) return 1;
-    char meta[256];
-    snprintf(meta, sizeof meta, "{\"dims\": {\"values\": [%ld]}, \"timings\": {\"work\": %lu}}\n", n, ops);
-    if (out) {
-        char path[4096];
-        mkdir(out, 0755);
-        snprintf(path, sizeof path, "%s/values.f32", out);
-        FILE *f = fopen(path, "wb");
-        if (!f || fwrite(values, sizeof(float), (size_t)n, f) != (size_t)n || fclose(f)) return 1;
-        snprintf(path, sizeof path, "%s/meta.json", out);
-        f = fopen(path, "w");
-        if (!f || fputs(meta, f) < 0 || fclose(f)) return 1;
-    }
-    if (json) fputs(meta, stdout);
-    free(values);
-    return 0;
-}
-"""
+""" + _OUTPUT)
 
 ADAPTER_CMAKE = """cmake_minimum_required(VERSION 3.16)
 project(adapter C)
@@ -93,24 +77,11 @@ add_executable(eng eng.c)
 target_link_libraries(eng PRIVATE syn)
 """
 
-ENGINE_YAML = """engine:
-  binary: {posix: eng, windows: eng.exe}
-  dumps:
-    values: {file: values.f32, dtype: f32, shape: dims.values}
-  meta_file: meta.json
-  dump_flag: --out
-  json_flag: --json
-  info_args: [run, "1"]
-builds:
-  default:
-    engine: {source: adapter, external: {SYN_SOURCE_DIR: syn}}
-external:
+ENGINE_YAML = (BASE_ENGINE_YAML.replace("engine: {source: src}", "engine: {source: adapter, external: {SYN_SOURCE_DIR: syn}}")
+               .replace("build: {dir", """external:
   syn: {pip_sdist: "syn==1.0", sha256: "0000000000000000000000000000000000000000000000000000000000000000",
         subdir: syn}
-build: {dir: build, build_type: Release, jobs: 1}
-timeouts: {build: 300, run: 30, info: 10}
-reports: {dir: reports}
-"""
+build: {dir"""))
 
 WORKLOADS = """version: 1
 criteria:
@@ -124,17 +95,7 @@ criteria:
     margin: 0.02
     budget: {pairs: 64}
     warmups: 0
-  - id: W2
-    title: 1000 values; bytes same, work within 2 %
-    kind: compare
-    args: [run, "1000"]
-    dumps: [values]
-    bytes: same
-    metric: {field: timings.work}
-    margin: 0.02
-    budget: {pairs: 64}
-    warmups: 0
-"""
+""" + BASE_WORKLOADS.split("criteria:\n", 1)[1].replace("id: W1", "id: W2")  # bytes same
 
 ONE_ULP = " + (i == 7 ? 0x1p-22f : 0.0f)"  # 3.5 lies in [2, 4): one ULP is 2^-22
 PLUS_ONE = " + (i == 7 ? 1.0f : 0.0f)"

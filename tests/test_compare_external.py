@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import types
 
 import pytest
 
@@ -196,10 +197,7 @@ def test_search_names_the_culprit_or_the_range_skips_hide_it(verdicts, found):
     ("equivalent", "same", False, "any", search.GOOD),
 ])
 def test_step_verdict_never_guesses(speed, bytes_, bad, what, want):
-    class O:
-        pass
-    o = O()
-    o.speed, o.bytes = speed, bytes_
+    o = types.SimpleNamespace(speed=speed, bytes=bytes_)
     assert search.verdict(o, bad, what) == want
 
 

@@ -144,6 +144,6 @@ def source_dir(src: ExternalSource, root: Path, say: Callable[[str], None] = lam
         return fetch(src, say, env), ""
     repo = Path(os.path.expanduser(src.repo))
     repo = repo if repo.is_absolute() else root / repo
-    commit, tree = gitsource.resolve(repo, src.rev)
-    say(f"{src.name}: checking out {commit[:10]} of {repo}")
-    return gitsource.checkout(Path(src.cache) if src.cache else cache_dir(env), src.name, repo, commit, src.omit), tree
+    tree = gitsource.tree(repo, src.rev)
+    say(f"{src.name}: checking out {src.rev[:10]} of {repo}")
+    return gitsource.checkout(Path(src.cache) if src.cache else cache_dir(env), src.name, repo, src.rev, src.omit), tree

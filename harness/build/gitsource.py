@@ -39,20 +39,21 @@ def _git(*args: str, cwd: Path | None = None) -> str:
     return r.stdout
 
 
-def resolve(repo: Path, rev: str) -> tuple[str, str]:
-    """(commit, tree) of rev in repo, or a clear error."""
+def is_repository(repo: Path) -> bool:
+    return (repo / ".git").exists() or (repo / "HEAD").is_file()
+
+
+def tree(repo: Path, commit: str) -> str:
+    """The git tree of `commit` (a full commit) in repo: the key of its files; or a clear error."""
     if not shutil.which("git"):
         raise GitSourceError("an external source from a git repository needs git on PATH")
-    if not (repo / ".git").exists() and not (repo / "HEAD").is_file():
+    if not is_repository(repo):
         raise GitSourceError(f"{repo} is not a git repository")
-    if rev.startswith("-"):
-        raise GitSourceError(f"{rev!r} is not a revision (it starts with '-')")
     r = run_process(["git", "-C", str(repo), "rev-parse", "--verify", "--quiet", "--end-of-options",
-                     rev + "^{commit}"], timeout=GIT_TIMEOUT)
+                     commit + "^{tree}"], timeout=GIT_TIMEOUT)
     if not r.ok or not r.stdout.strip():
-        raise GitSourceError(f"{rev!r} is not a commit of {repo}")
-    commit = r.stdout.strip()
-    return commit, _git("rev-parse", commit + "^{tree}", cwd=repo).strip()
+        raise GitSourceError(f"{commit} is not a commit of {repo}")
+    return r.stdout.strip()
 
 
 def folder(cache: Path, name: str) -> Path:

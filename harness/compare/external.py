@@ -30,6 +30,7 @@ from pathlib import Path
 from harness.build import gitsource
 from harness.build.cmake import BuildResult, PartResult, build, fingerprint
 from harness.build.external import cache_dir
+from harness.compare import revisions
 from harness.compare.revisions import Revision, _result_from
 from harness.errors import HarnessError
 from harness.spec.config import BuildSpec, Config, ProjectSpec
@@ -63,7 +64,9 @@ def parse(arg: str, cfg: Config) -> External:
         if not repo:
             raise HarnessError(f"--external {arg}: REPO is empty")
         path = Path(os.path.expanduser(repo))
-    gitsource.resolve(path, "HEAD")  # a repository with a commit, or a clear error
+    if not gitsource.is_repository(path):
+        raise HarnessError(f"--external {arg}: {path} is not a git repository")
+    revisions.resolve(path, "HEAD")  # one with a commit, or a clear error
     return External(name, path.resolve())
 
 
@@ -94,8 +97,9 @@ class Builds:
         self.own: dict[str, BuildResult] = {}
 
     def resolve(self, spec: str) -> Revision:
-        commit, tree = gitsource.resolve(self.ext.repo, spec)
-        return Revision(spec, commit, tree, commit[:10])
+        if spec == revisions.WORKTREE:
+            raise HarnessError(f"{spec}: a revision of {self.ext.name} is a commit of {self.ext.repo}")
+        return revisions.resolve(self.ext.repo, spec)
 
     def folder_key(self, name: str) -> dict[str, object]:
         """What a persistent build folder is keyed by: objects built under any other key are never reused."""

@@ -229,3 +229,25 @@ def test_bad_repository_entries_are_config_errors(setup, tmp_path, entry, messag
     yaml.write_text(yaml.read_text().replace("subdir: syn}", f"subdir: syn, {entry}}}"))
     assert main(["--root", str(copy), "build", "default"]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_tolerance_loads_with_its_bounds():
+    from tests.test_compare_parts import GOOD, load  # noqa: PLC0415 - the schema test's workload
+    (c,) = load(GOOD.replace("bytes: same", "bytes: {within: {nmse: 1.0e-10, max_ulp: 4}}"))
+    assert (c.spec.bytes, c.spec.within) == ("within", (("max_ulp", 4.0), ("nmse", 1e-10)))
+
+
+@pytest.mark.parametrize("new, message", [
+    ("bytes: {within: {}}", "names no bound"),
+    ("bytes: {within: {nmse: -1}}", "must be >= 0"),
+    ("bytes: {within: {nmse: .nan}}", "finite"),
+    ("bytes: {within: {max_ulp: 1.5}}", "must be an integer"),
+    ("bytes: {within: {rmse: 1}}", "unknown key 'rmse'"),
+    ("bytes: {inside: {nmse: 1}}", "unknown key 'inside'"),
+])
+def test_bad_tolerances_are_refused(new, message):
+    from harness.spec.validate import SchemaErrors  # noqa: PLC0415
+    from tests.test_compare_parts import GOOD, load  # noqa: PLC0415
+    with pytest.raises(SchemaErrors) as e:
+        load(GOOD.replace("bytes: same", new))
+    assert message in "\n".join(e.value.messages)

@@ -522,7 +522,7 @@ def _within(v: _V, path: tuple, m: dict[str, Any]) -> tuple[str | None, tuple[tu
     got = {"nmse": v.num(path + ("within", "nmse"), w["nmse"], 0.0, 1.0) if "nmse" in w else None,
            "max_ulp": v.int_(path + ("within", "max_ulp"), w["max_ulp"], 0) if "max_ulp" in w else None,
            "max_abs": v.num(path + ("within", "max_abs"), w["max_abs"], 0.0) if "max_abs" in w else None}
-    if any(got[k] is None for k in w):
+    if any(got[k] is None for k in C.WITHIN if k in w) or any(k not in C.WITHIN for k in w):
         return None, ()
     return "within", tuple((k, float(x)) for k, x in sorted(got.items()) if x is not None)
 

@@ -16,7 +16,8 @@ from pathlib import Path
 from collections.abc import Callable
 
 from harness.build.diagnostics import first_errors
-from harness.build.external import ExternalSourceError, fetch
+from harness.build.external import source_dir
+from harness.errors import HarnessError
 from harness.spec.config import BuildSpec, Config, ProjectSpec
 from harness.spec.digest import file_sha256
 from harness.process import run_process
@@ -185,14 +186,17 @@ def cmake_project(cfg: Config, proj: ProjectSpec, bdir: Path, extra_defs: dict[s
         built = (bdir / ".kite-stamp").exists()
         return PartResult("not checked" if built else "failed", "--no-build: its external source is not fetched, so "
                           "its stamp is not compared" if built else "not built (--no-build)", None, 0.0)
-    for option, name in proj.external:  # pinned by hash: its folder enters the fingerprint by name only
+    trees = {}  # an archive pinned by hash enters the fingerprint by its folder's name; a revision by its tree
+    for option, name in proj.external:
         try:
-            defs[option] = str(fetch(cfg.external[name]))
-        except ExternalSourceError as e:
+            folder, trees[name] = source_dir(cfg.external[name], cfg.root, progress or (lambda s: None))
+            defs[option] = str(folder)
+        except HarnessError as e:
             return PartResult("failed", str(e), None, time.perf_counter() - t0)
     gen = _generator(cfg)
     fp = fingerprint([src] + [cfg.root / i for i in proj.inputs], excludes,
-                     {"defs": defs, "gen": gen, "tools": tools, "env": env or {}})
+                     {"defs": defs, "gen": gen, "tools": tools, "env": env or {},
+                      **({"external": trees} if any(trees.values()) else {})})
     stamp = bdir / ".kite-stamp"
     if not force and stamp.exists() and stamp.read_text() == fp and (bdir / "CMakeCache.txt").exists():
         return PartResult("up-to-date", "", str(log) if log.exists() else None, time.perf_counter() - t0)

@@ -20,6 +20,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
+from harness.build import gitsource
 from harness.errors import HarnessError
 from harness.process import run_process
 from harness.spec.config import ExternalSource
@@ -132,3 +133,17 @@ def fetch(src: ExternalSource, say: Callable[[str], None] = lambda s: None, env:
         os.replace(staged, target)
     return target / src.subdir
 
+
+
+def source_dir(src: ExternalSource, root: Path, say: Callable[[str], None] = lambda s: None,
+               env: dict[str, str] | None = None) -> tuple[Path, str]:
+    """The folder a build uses for src, and the key of its files for the build's stamp: with `rev`
+    (a commit of the git repository `repo`, a path relative to the project root) its checkout and
+    the commit's git tree; else the pinned archive and "" (its folder already names its hash)."""
+    if not src.rev:
+        return fetch(src, say, env), ""
+    repo = Path(os.path.expanduser(src.repo))
+    repo = repo if repo.is_absolute() else root / repo
+    tree = gitsource.tree(repo, src.rev)
+    say(f"{src.name}: checking out {src.rev[:10]} of {repo}")
+    return gitsource.checkout(Path(src.cache) if src.cache else cache_dir(env), src.name, repo, src.rev, src.omit), tree

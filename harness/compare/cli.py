@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from harness.compare import bisect, report, revisions
+from harness.compare import bisect, external, report, revisions
 from harness.compare.session import ALPHA, Options, run_compare
 from harness.errors import HarnessError
 from harness.report.document import atomic_write, new_report_dir
@@ -42,6 +42,9 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--alpha", type=float, default=ALPHA, help=f"family-wise error over the workloads (default {ALPHA})")
     p.add_argument("--max-pairs", type=int, metavar="N", help="cap every workload's budget at N pairs")
     p.add_argument("--max-seconds", type=float, metavar="S", help="cap every workload's timing at S seconds")
+    p.add_argument("--external", metavar="NAME=REPO", help="revisions are commits of REPO, a git repository of "
+                   "the external source NAME of configs/engine.yaml (e.g. llama.cpp); kite's own tree stays the "
+                   "working tree (docs/COMPARE.md)")
 
 
 def add_compare_arguments(p: argparse.ArgumentParser) -> None:
@@ -61,19 +64,25 @@ def add_bisect_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workload", required=True, metavar="ID", help="the workload (kind: compare) to judge by")
     p.add_argument("--what", choices=bisect.WHAT, default="any",
                    help="what makes a commit bad: changed bytes, a speed regression, or either (default any)")
+    p.add_argument("--resample", type=int, default=2, metavar="N",
+                   help="sample an undecided speed step again up to N times, each with twice the budget (default 2); "
+                        "a step still undecided is skipped, never guessed")
     add_common_arguments(p)
 
 
-def options_from(args: argparse.Namespace, base: str, head: str) -> Options:
+def options_from(args: argparse.Namespace, cfg: Config, base: str, head: str) -> Options:
     if not 0 < args.alpha < 0.5:
         raise HarnessError(f"--alpha must be in (0, 0.5), not {args.alpha:g}")
     if args.max_pairs is not None and args.max_pairs < 4:
         raise HarnessError(f"--max-pairs must be at least 4, not {args.max_pairs}")
     if args.max_seconds is not None and not args.max_seconds > 0:
         raise HarnessError("--max-seconds must be more than 0")
+    ext = external.parse(args.external, cfg) if args.external else None
+    if ext is not None and head == revisions.WORKTREE:
+        head = "HEAD"  # the external repository's HEAD: its uncommitted files are no revision
     return Options(base=base, head=head, files=[Path(f) for f in args.files], only=list(getattr(args, "only", None)
                    or []), cache=args.cache, short_circuit=args.short_circuit, exploratory=args.exploratory,
-                   alpha=args.alpha, max_pairs=args.max_pairs, max_seconds=args.max_seconds)
+                   alpha=args.alpha, max_pairs=args.max_pairs, max_seconds=args.max_seconds, external=ext)
 
 
 def _folder(args: argparse.Namespace, cfg: Config) -> Path:
@@ -100,7 +109,7 @@ def _refused_leaves_nothing(out: Path) -> Iterator[None]:
 
 
 def run_compare_cmd(args: argparse.Namespace, cfg: Config) -> int:
-    opts = options_from(args, args.base, args.head)
+    opts = options_from(args, cfg, args.base, args.head)
     out = _folder(args, cfg)
     with _refused_leaves_nothing(out):
         c = run_compare(cfg, opts, out, say)
@@ -113,10 +122,12 @@ def run_compare_cmd(args: argparse.Namespace, cfg: Config) -> int:
 
 
 def run_bisect_cmd(args: argparse.Namespace, cfg: Config) -> int:
-    opts = options_from(args, args.good, args.bad)
+    opts = options_from(args, cfg, args.good, args.bad)
+    if not 0 <= args.resample <= 8:
+        raise HarnessError(f"--resample must be 0 to 8, not {args.resample}")
     out = _folder(args, cfg)
     with _refused_leaves_nothing(out):
-        b = bisect.run_bisect(cfg, args.good, args.bad, args.workload, args.what, opts, out, say)
+        b = bisect.run_bisect(cfg, args.good, args.bad, args.workload, args.what, opts, out, say, args.resample)
     atomic_write(out / "bisect.json", json.dumps(b.to_json(), indent=1) + "\n")
     atomic_write(out / "report.md", bisect.render_markdown(b))
     print(bisect.render_markdown(b).rstrip(), flush=True)

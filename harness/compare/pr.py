@@ -104,7 +104,7 @@ def run_pr_compare(args: argparse.Namespace, cfg: Config, env: Mapping[str, str]
         raise HarnessError(f"{out} exists: `pr compare` runs once in a fresh checkout")
     _output(env, {"report": str(out)})  # the upload step finds the folder even when the compare fails
     args.only, args.out = args.workloads.split(), out
-    opts = compare_cli.options_from(args, base, "HEAD")
+    opts = compare_cli.options_from(args, cfg, base, "HEAD")
     opts.bisect_bad, opts.bisect_fetch = _sha(pr, "head"), True
     out.mkdir(parents=True)
     c = run_compare(cfg, opts, out, compare_cli.say)

@@ -99,6 +99,10 @@ def _bytes(o: Outcome, links: Links) -> str:
     if o.bytes == "changed":
         return (word("bytes changed", links)
                 + (" (must stay the same)" if o.bytes_rule == "same" else " (may change)"))
+    if o.bytes in ("within", "beyond"):  # a registered tolerance (tolerance.py): where and by how much
+        return ("BEYOND" if o.bytes == "beyond" else "within") + " tolerance (" + "; ".join(
+            f"{d['dump']}: {d['reason'].removeprefix('within tolerance: ')}" for d in o.bytes_detail
+            if not d.get("identical")) + ")"
     return o.bytes
 
 
@@ -144,8 +148,14 @@ def bisect_command(c: Compare, o: Outcome) -> str | None:
         return None
     good, bad = shlex.quote(c.bisect_good), shlex.quote(c.bisect_bad)
     cmd = f"python3 -m harness bisect {good} {bad} --workload {shlex.quote(o.id)} --what {what}"
+    if Path(o.file).parent.as_posix() != "regressions":  # not among the files bisect reads by default
+        cmd += f" --file {shlex.quote(o.file)}"
+    git = "git"
+    if c.bisect_external:  # the commits are an external source's: its repository, kite's tree as it is
+        cmd += f" --external {shlex.quote(c.bisect_external)}"
+        git = f"git -C {shlex.quote(c.bisect_external.split('=', 1)[1])}"
     if not c.bisect_linear:  # base is no first-parent ancestor of head: bisect from where they forked
-        cmd = cmd.replace(f"bisect {good} ", f'bisect "$(git merge-base {good} {bad})" ', 1)
+        cmd = cmd.replace(f"bisect {good} ", f'bisect "$({git} merge-base {good} {bad})" ', 1)
     if c.bisect_fetch:
         cmd = f"git fetch origin {good} {bad} && " + cmd
     return cmd

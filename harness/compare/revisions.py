@@ -226,8 +226,7 @@ class Cache:
             res = build(cfg, name, progress=self.say)
             if res.engine_ok and res.module.status != "failed":
                 tmp = stamp.with_suffix(".tmp")
-                doc = {**dataclasses.asdict(res), "sha256": res.to_json()["sha256"]}
-                tmp.write_text(json.dumps(doc, indent=1), encoding="utf-8")
+                tmp.write_text(stamp_doc(res), encoding="utf-8")
                 os.replace(tmp, stamp)
             return cfg, res
         finally:
@@ -262,24 +261,35 @@ def reproducible(cfg: Config, src: Path) -> Config:
 
 
 def _trusted(stamp: Path, cfg: Config, name: str, src: Path) -> BuildResult | None:
-    """The build a stamp records, when it still names what was built: a regular file (no link),
-    paths inside the revision's own build folder or prebuilt folder, and the engine and module
-    with the sha256 they had when it was written. None: build again."""
+    """The build a stamp of this cache records, when it still names what was built (trusted_stamp):
+    inside the revision's own build folder or prebuilt folder. None: build again."""
+    home = cfg.bin_dir(name).parent if not cfg.builds[name].prebuilt else cfg.bin_dir(name)
+    return trusted_stamp(stamp, [home, src])
+
+
+def trusted_stamp(stamp: Path, homes: list[Path]) -> BuildResult | None:
+    """THE rule for a build's completion stamp, in every cache (a revision's, an external source's):
+    a regular file (no link), the engine's and module's paths inside each of `homes`, and the engine
+    and module with the sha256 they had when it was written. None: build again."""
     if stamp.is_symlink() or not stamp.is_file():
         return None
     try:
         doc = json.loads(stamp.read_text(encoding="utf-8"))
         done = _result_from(doc)
-        home = cfg.bin_dir(name).parent if not cfg.builds[name].prebuilt else cfg.bin_dir(name)
         for p in (done.engine_path, done.module_path):
             if p:
-                inside(Path(p), home)
-                inside(Path(p), src)
+                for home in homes:
+                    inside(Path(p), home)
         if not Path(done.engine_path).is_file() or done.to_json()["sha256"] != doc.get("sha256"):
             return None
     except (ValueError, KeyError, TypeError, AttributeError, HarnessError, OSError):
         return None
     return done
+
+
+def stamp_doc(res: BuildResult) -> str:
+    """What a completion stamp holds: the build, and the sha256 of what it built (trusted_stamp)."""
+    return json.dumps({**dataclasses.asdict(res), "sha256": res.to_json()["sha256"]}, indent=1)
 
 
 def _result_from(doc: dict[str, object]) -> BuildResult:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.compare import identity, revisions, sequential
+from harness.compare import external, identity, revisions, sequential
 from harness.compare.revisions import Cache, Revision
 from harness.compare.workload import Outcome, Runner, Side, compare_dumps, finish_speed, settle
 from harness.compare.workload import sequential as run_sequential
@@ -45,6 +45,8 @@ class Options:
     bisect_bad: str = ""  # the commit a failure's bisect ends at (default: head; a pull request: its head)
     bisect_fetch: bool = False  # the bisect command fetches its commits first (they are a CI clone's)
     time: bool = True  # False: bytes only, nothing timed (bisect --what bytes)
+    external: Any = None  # compare/bisect --external: an external.External (revisions of that source)
+    budget_scale: float = 1.0  # a bisect step sampled again: every workload's budget times this
 
 
 @dataclass
@@ -64,6 +66,7 @@ class Compare:
     bisect_bad: str = ""
     bisect_linear: bool = True
     bisect_fetch: bool = False
+    bisect_external: str = ""  # NAME=REPO: the commits are an external source's (compare --external)
 
     def failed(self, fail_on: str = "any") -> bool:
         if fail_on == "bytes":
@@ -97,11 +100,13 @@ def _capped(c: Criterion, opts: Options) -> Criterion:
     seconds run from the first warm-up (workload.sequential)."""
     s = c.spec
     assert isinstance(s, C.CompareSpec)
-    cap = opts.max_pairs
-    pairs = min(s.budget_pairs, cap) if cap else s.budget_pairs
-    secs = s.budget_seconds
+    scale = opts.budget_scale  # a bisect step sampled again: every budget times this
+    cap = int(opts.max_pairs * scale) if opts.max_pairs else None
+    pairs = int(s.budget_pairs * scale)
+    pairs = min(pairs, cap) if cap else pairs
+    secs = s.budget_seconds * scale if s.budget_seconds is not None else None
     if opts.max_seconds is not None:
-        secs = opts.max_seconds if secs is None else min(secs, opts.max_seconds)
+        secs = opts.max_seconds * scale if secs is None else min(secs, opts.max_seconds * scale)
     more = {"block": min(s.block, cap - cap % 2), "warmups": min(s.warmups, cap),
             "noise_floor": min(s.noise_floor, cap)} if cap else {}
     return dataclasses.replace(c, spec=dataclasses.replace(s, budget_pairs=pairs, budget_seconds=secs, **more))
@@ -112,10 +117,16 @@ def run_compare(cfg: Config, opts: Options, report_dir: Path, say: Callable[[str
     t0 = time.monotonic()
     ws = workloads(cfg, opts)
     checked = gate.open_gate(cfg.root, cfg=cfg)
-    repo = revisions.repo_root(cfg.root)
-    cache = Cache(opts.cache or revisions.default_cache(repo), repo, say)
-    base, head = (revisions.resolve(repo, x, cache.objects) for x in (opts.base, opts.head))
-    say(f"compare: base {base.label} ({opts.base}), head {head.label} ({opts.head}); {len(ws)} workload(s)")
+    if opts.external is not None:  # revisions of an external source, kite's tree as it is
+        repo = opts.external.repo
+        cache: Any = external.Builds(cfg, opts.external, say, opts.cache)
+        base, head = cache.resolve(opts.base), cache.resolve(opts.head)
+    else:
+        repo = revisions.repo_root(cfg.root)
+        cache = Cache(opts.cache or revisions.default_cache(repo), repo, say)
+        base, head = (revisions.resolve(repo, x, cache.objects) for x in (opts.base, opts.head))
+    say(f"compare: base {base.label} ({opts.base}), head {head.label} ({opts.head}); {len(ws)} workload(s)"
+        + (f"; revisions of {opts.external.name} in {opts.external.repo}" if opts.external else ""))
     same = base.tree == head.tree
     if same:
         say(f"compare: base and head are the same source tree ({base.label}): nothing can differ"
@@ -224,7 +235,8 @@ def run_compare(cfg: Config, opts: Options, report_dir: Path, say: Callable[[str
     return Compare(base, head, outcomes, builds, opts.alpha, len(timed), time.monotonic() - t0, same_commit=same,
                    machine=machine(), bisect_good=base.commit, bisect_bad=bad,
                    bisect_linear=opts.bisect_fetch is False and _linear(repo, base.commit, bad),
-                   bisect_fetch=opts.bisect_fetch)
+                   bisect_fetch=opts.bisect_fetch,
+                   bisect_external=f"{opts.external.name}={opts.external.repo}" if opts.external else "")
 
 
 def machine() -> dict[str, Any]:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.build.cmake import BuildResult
+from harness.compare import tolerance
 from harness.compare.sequential import Sequence, Tail, regressed, stop
 from harness.process import KEEP_WHOLE, run_process
 from harness.run import timing
@@ -40,8 +41,8 @@ class Outcome:
     title: str
     file: str
     line: int
-    bytes_rule: str  # same | may-change
-    bytes: str = "not compared"  # same | changed | not compared
+    bytes_rule: str  # same | may-change | within (tolerance.py)
+    bytes: str = "not compared"  # same | changed | within | beyond | not compared
     bytes_detail: list[dict[str, Any]] = field(default_factory=list)
     speed: str = "not run"  # a sequential verdict, "identical build", "skipped", "error"
     reason: str = ""
@@ -63,7 +64,7 @@ class Outcome:
 
     @property
     def bytes_failed(self) -> bool:
-        return self.bytes_rule == "same" and self.bytes == "changed"
+        return tolerance.failed(self.bytes_rule, self.bytes)
 
     def failed(self) -> bool:
         return self.bytes_failed or self.speed == "error" or regressed(self.speed)
@@ -180,7 +181,7 @@ def compare_dumps(run: Runner, out: Outcome) -> None:
     metas, datas = {}, {}
     for key in SIDES:
         metas[key], datas[key] = run.dumps(key)
-    changed = False
+    diffs = []
     for name in run.spec.dumps:
         ds = run.cfgs["head"].dumps[name]
         shape_a, shape_b = C.lookup(metas["base"], ds.shape), C.lookup(metas["head"], ds.shape)
@@ -189,12 +190,13 @@ def compare_dumps(run: Runner, out: Outcome) -> None:
         row = int(shape_a[-1]) if shape_a and isinstance(shape_a[-1], int) else 0
         try:
             d = dumps.compare(datas["base"][name], datas["head"][name], row, shape_a=shape_a, shape_b=shape_b,
-                              dtype=ds.dtype)
+                              dtype=ds.dtype, **({"mode": "tolerance", **tolerance.bounds(run.spec.within)}
+                                                 if run.spec.within else {}))
         except dumps.DumpRefused as e:
             raise CriterionFail(str(e)) from None
-        changed |= not d.identical
+        diffs.append(d)
         out.bytes_detail.append({"dump": name, **d.to_json()})
-    out.bytes = "changed" if changed else "same"
+    out.bytes = tolerance.verdict(run.spec.bytes, diffs)
 
 
 def sequential(run: Runner, out: Outcome, alpha: float, say: Callable[[str], None],

@@ -30,6 +30,9 @@ BUILD_KEYS = {"engine": False, "module": False, "prebuilt": False, "extras": Fal
               "on_demand": False}
 PROJECT_KEYS = {"source": True, "options": False, "inputs": False, "external": False}
 EXTERNAL_KEYS = {"pip_sdist": True, "sha256": True, "subdir": True}
+# a git repository and one of its commits instead of the archive (docs/COMPARE.md, external revisions)
+EXTERNAL_REPO_KEYS = {"repo": False, "rev": False, "omit": False}
+COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 BUILD_DIR_KEYS = {"dir": False, "build_type": False, "generator": False, "jobs": False}
 MODELS_KEYS = {"dir": False, "default": False}
@@ -73,6 +76,10 @@ class ExternalSource:
     pip_sdist: str  # one pinned version, e.g. "llama_cpp_python==0.3.36"
     sha256: str  # of the archive
     subdir: str  # the folder inside the archive's top folder that the build uses
+    repo: str = ""  # a local git repository of the same source (compare/bisect --external NAME)
+    rev: str = ""  # a full commit of repo: when set, builds use repo at rev instead of the archive
+    omit: tuple[str, ...] = ()  # top folders of repo the build does not need (never checked out)
+    cache: str = ""  # where its checkout lives (compare --cache); default: the external sources' cache
 
 
 @dataclass(frozen=True)
@@ -211,13 +218,22 @@ def _external(v: Validator, m: Any, builds: dict[str, BuildSpec]) -> dict[str, E
     out = {}
     for name, e in (v.mapping(("external",), m, "name -> pinned source") or {}).items():
         path = ("external", name)
-        if not v.keys(path, e, EXTERNAL_KEYS, "an external source"):
+        if not v.keys(path, e, {**EXTERNAL_KEYS, **EXTERNAL_REPO_KEYS}, "an external source"):
             continue
-        got = {k: v.str_(path + (k,), e[k]) for k in EXTERNAL_KEYS if k in e}
+        got = {k: v.str_(path + (k,), e[k]) for k in (*EXTERNAL_KEYS, "repo", "rev") if k in e}
+        omit = e.get("omit") or []
+        if not isinstance(omit, list) or not all(isinstance(x, str) and NAME_RE.match(x) for x in omit):
+            v.err(path + ("omit",), "must be a list of top folder names of the repository")
+            omit = []
+        if got.get("rev") and not COMMIT_RE.match(got["rev"]):
+            v.err(path + ("rev",), "must be a full commit (40 lowercase hex digits): a pinned revision")
+        if got.get("rev") and not got.get("repo"):
+            v.err(path + ("rev",), "names a revision of no repository: add `repo`")
         if got.get("sha256") and not SHA256_RE.match(got["sha256"]):
             v.err(path + ("sha256",), "must be 64 lowercase hex digits")
         elif all(got.get(k) for k in EXTERNAL_KEYS):
-            out[str(name)] = ExternalSource(str(name), got["pip_sdist"], got["sha256"], got["subdir"])
+            out[str(name)] = ExternalSource(str(name), got["pip_sdist"], got["sha256"], got["subdir"],
+                                            got.get("repo") or "", got.get("rev") or "", tuple(omit))
     for b in builds.values():
         for part, proj in (("engine", b.engine), ("module", b.module), *(("extras", x) for x in b.extras)):
             for opt, src in proj.external if proj else ():

@@ -12,6 +12,7 @@ from typing import Any
 
 KINDS = ("equivalence", "ab_timing", "run", "artifact", "compare")
 BYTES = ("same", "may-change")  # a compare workload's dumps: must stay identical, or may change
+WITHIN = {"nmse": False, "max_ulp": False, "max_abs": False}  # or `bytes: {within: {...}}`: a tolerance
 REQUIREMENTS = ("gpu", "no_gpu", "nvcc", "module_cc", "host_cc", "host_cxx", "cmake", "clang", "mingw", "wine", "valgrind",
                 "linux", "windows", "x86_64")
 LAYOUTS = ("normal", "engine_only")
@@ -142,7 +143,7 @@ class CompareSpec:
     """A workload of `harness compare`: one engine invocation run on a base and a head build."""
     variant: Variant
     dumps: list[str]
-    bytes: str  # same | may-change
+    bytes: str  # same | may-change | within (a registered tolerance)
     metric: Metric
     margin: float  # relative: 0.02 = 2 %
     budget_pairs: int
@@ -151,6 +152,7 @@ class CompareSpec:
     warmups: int
     noise_floor: int  # A/A pairs of the base against itself (0: none)
     tail: float | None = None  # a quantile (0.9: p90) whose tail is judged too (sequential.Tail)
+    within: tuple[tuple[str, float], ...] = ()  # bytes "within": the tolerance (nmse, max_ulp, max_abs)
 
 
 Spec = EquivalenceSpec | ABSpec | RunSpec | ArtifactSpec | CompareSpec

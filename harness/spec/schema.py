@@ -474,7 +474,13 @@ def _compare_workload(v: _V, path: tuple, c: dict[str, Any], names: set[str]) ->
             v.err(path + ("dumps", i), f"unknown dump {d!r}; dumps in configs/engine.yaml: {', '.join(v.dumps)}")
     if dumps is not None and len(set(dumps)) != len(dumps):
         v.err(path + ("dumps",), "names a dump twice")
-    how = v.enum(path + ("bytes",), c["bytes"], C.BYTES) if "bytes" in c else "same"
+    within: tuple[tuple[str, float], ...] = ()
+    if isinstance(c.get("bytes"), dict):
+        how, within = _within(v, path + ("bytes",), c["bytes"])
+        if how and not dumps:
+            v.err(path + ("bytes",), "`bytes: {within: ...}` needs `dumps` (the dumps it bounds)")
+    else:
+        how = v.enum(path + ("bytes",), c["bytes"], C.BYTES) if "bytes" in c else "same"
     if how == "same" and not dumps:
         v.err(path + ("bytes",), "`bytes: same` needs `dumps` (the dumps that must stay byte-identical)")
     metric = _metric(v, path + ("metric",), c["metric"]) if "metric" in c else C.Metric("timings.request_ms")
@@ -502,7 +508,26 @@ def _compare_workload(v: _V, path: tuple, c: dict[str, Any], names: set[str]) ->
         return None
     return C.CompareSpec(variant=var, dumps=list(dumps), bytes=how, metric=metric, margin=float(margin),
                          budget_pairs=pairs, budget_seconds=seconds, block=block, warmups=warmups, noise_floor=floor,
-                         tail=float(tail) if tail is not None else None)
+                         tail=float(tail) if tail is not None else None, within=within)
+
+
+def _within(v: _V, path: tuple, m: dict[str, Any]) -> tuple[str | None, tuple[tuple[str, float], ...]]:
+    """`{within: {nmse: 1e-10, max_ulp: 4, max_abs: 1e-6}}`: bytes may differ inside these bounds
+    (at least one); ("within", the bounds), or (None, ()) after an error."""
+    if not v.keys(path, m, {"within": True}, "bytes (same, may-change, or {within: {nmse, max_ulp, max_abs}})"):
+        return None, ()
+    w = m.get("within")
+    if not v.keys(path + ("within",), w, C.WITHIN, "a tolerance"):
+        return None, ()
+    if not w:
+        v.err(path + ("within",), "names no bound: give nmse, max_ulp or max_abs")
+        return None, ()
+    got = {"nmse": v.num(path + ("within", "nmse"), w["nmse"], 0.0, 1.0) if "nmse" in w else None,
+           "max_ulp": v.int_(path + ("within", "max_ulp"), w["max_ulp"], 0) if "max_ulp" in w else None,
+           "max_abs": v.num(path + ("within", "max_abs"), w["max_abs"], 0.0) if "max_abs" in w else None}
+    if any(got[k] is None for k in C.WITHIN if k in w) or any(k not in C.WITHIN for k in w):
+        return None, ()
+    return "within", tuple((k, float(x)) for k, x in sorted(got.items()) if x is not None)
 
 
 def _run(v: _V, path: tuple, c: dict[str, Any], names: set[str]) -> C.RunSpec | None:

@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from harness import __version__, console
-from harness.build.cmake import build
+from harness.builder.cmake import build
 from harness.compare import cli as compare_cli
 from harness.compare import pr as compare_pr
 from harness.errors import HarnessError, SchemaErrors
@@ -35,13 +35,13 @@ from harness.report.lock import build_lock
 from harness.run.result import utc_now
 from harness.run.probes import Probes
 from harness.run.runner import Context, CriterionFail, prepare
-from harness.spec import criteria as C
-from harness.spec import gate, inputs, registry
-from harness.spec.config import Config, load_config
-from harness.spec.criteria import Criterion
-from harness.spec.depends import dependency_digests
-from harness.spec.project import Project, locate
-from harness.spec.validate import MAX_TIMEOUT_S
+from harness.contract import criteria as C
+from harness.contract import gate, inputs, registry
+from harness.contract.config import Config, load_config
+from harness.contract.criteria import Criterion
+from harness.contract.depends import dependency_digests
+from harness.contract.project import Project, locate
+from harness.contract.validate import MAX_TIMEOUT_S
 from harness.tools import clean, fuzz, oracle
 from harness.verify import TRUST_ENV, Session, VerifyOptions, default_files, load_criteria, verify
 

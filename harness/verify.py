@@ -12,18 +12,18 @@ from typing import Any
 from collections.abc import Callable
 
 from harness import confined
-from harness.spec import gate, provenance, registry
+from harness.contract import gate, provenance, registry
 from harness.report import document as report
 from harness.report import github
 from harness.report import resume
 from harness.report.lock import ReportLock, build_lock
-from harness.spec import schema
+from harness.contract import schema
 from harness.report import sysinfo
-from harness.build.cmake import BuildResult, build
-from harness.build.outcome import build_failure, build_json, builds_needed, failed_builds, relative
-from harness.spec.config import Config
-from harness.spec.criteria import Criterion
-from harness.spec.validate import rel_path
+from harness.builder.cmake import BuildResult, build
+from harness.builder.outcome import build_failure, build_json, builds_needed, failed_builds, relative
+from harness.contract.config import Config
+from harness.contract.criteria import Criterion
+from harness.contract.validate import rel_path
 from harness.errors import HarnessError, SchemaErrors
 from harness.history import hook as history
 from harness.run.probes import Probes

@@ -55,10 +55,10 @@ def _fake_noise_state(request, tmp_path_factory, monkeypatch):
 def planted_context(tmp: Path):
     """A runner.Context on a repository under tmp whose default build is prebuilt (a `kite` and a
     module file that are never run), for tests that plant the engine's runs in-process."""
-    from harness.build.cmake import BuildResult, PartResult
+    from harness.builder.cmake import BuildResult, PartResult
     from harness.run import runner
     from harness.run.probes import Probes
-    from harness.spec.config import load_config
+    from harness.contract.config import load_config
 
     root = tmp / "repo"
     (root / "configs").mkdir(parents=True)
@@ -128,7 +128,7 @@ class FakeRepo:
         return self.root / "regressions" / "registry.lock"
 
     def config(self):
-        from harness.spec.config import load_config
+        from harness.contract.config import load_config
 
         return load_config(self.root)
 
@@ -139,8 +139,8 @@ class FakeRepo:
 
     def register(self, *files: Path) -> None:
         """As `harness register` does: a register line and a depends line per criterion."""
-        from harness.spec import registry
-        from harness.spec.depends import dependency_digests
+        from harness.contract import registry
+        from harness.contract.depends import dependency_digests
         from harness.verify import load_criteria
 
         cfg = self.config()

@@ -34,8 +34,8 @@ def build_engine(name: str) -> Path:
         return _built[name]
     if shutil.which("cmake") is None:
         pytest.skip("cmake is not installed")
-    from harness.build import cmake as B
-    from harness.spec.config import load_config
+    from harness.builder import cmake as B
+    from harness.contract.config import load_config
 
     cfg = load_config(REPO)
     res = B.build(cfg, name)

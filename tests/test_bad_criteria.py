@@ -11,7 +11,7 @@ import pytest
 
 from harness.cli import main
 from harness.errors import SchemaErrors
-from harness.spec import schema
+from harness.contract import schema
 
 CORPUS = Path(__file__).resolve().parent / "data" / "bad_criteria"
 

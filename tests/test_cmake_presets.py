@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.build.cmake import _generator
-from harness.spec.config import load_config
+from harness.builder.cmake import _generator
+from harness.contract.config import load_config
 
 REPO = Path(__file__).resolve().parent.parent
 CFG = load_config(REPO)

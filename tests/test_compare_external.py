@@ -246,7 +246,7 @@ def test_a_tolerance_loads_with_its_bounds():
     ("bytes: {inside: {nmse: 1}}", "unknown key 'inside'"),
 ])
 def test_bad_tolerances_are_refused(new, message):
-    from harness.spec.validate import SchemaErrors  # noqa: PLC0415
+    from harness.contract.validate import SchemaErrors  # noqa: PLC0415
     from tests.test_compare_parts import GOOD, load  # noqa: PLC0415
     with pytest.raises(SchemaErrors) as e:
         load(GOOD.replace("bytes: same", new))

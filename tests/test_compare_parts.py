@@ -10,15 +10,15 @@ import struct
 
 import pytest
 
-from harness.build.fatbin import FATBIN_MAGIC
+from harness.builder.fatbin import FATBIN_MAGIC
 from harness.compare import identity, report
 from harness.compare.revisions import Revision
 from harness.compare.sequential import Sequence
 from harness.compare.session import Compare
 from harness.compare.workload import Outcome, finish_speed
 from harness.errors import SchemaErrors
-from harness.spec import criteria as C
-from harness.spec import schema
+from harness.contract import criteria as C
+from harness.contract import schema
 
 BUILDS = ["default", "stub"]
 DUMPS = ["h_out", "logits"]
@@ -76,7 +76,7 @@ def test_bad_workloads_are_refused_with_the_line(old, new, message):
 
 
 def test_registered_default_workloads_load():
-    from harness.spec.config import load_config  # noqa: PLC0415 - test-local
+    from harness.contract.config import load_config  # noqa: PLC0415 - test-local
     from tests.conftest import REPO  # noqa: PLC0415
 
     cfg = load_config(REPO)

@@ -9,8 +9,8 @@ import math
 
 import pytest
 
-from harness.spec import criteria as C
-from harness.spec import registry, schema
+from harness.contract import criteria as C
+from harness.contract import registry, schema
 
 BUILDS = ["default"]
 # YAML spellings of numbers and of their text; PyYAML reads some alike (.5 and 0.5, 0x7 and 7)

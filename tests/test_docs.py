@@ -17,8 +17,8 @@ from engine_build import REPO, abi_names
 
 # The criteria loader and the engine configuration: imported here only, so that a move of the
 # harness's modules changes one block.
-from harness.spec import schema as criteria_loader
-from harness.spec.config import load_config
+from harness.contract import schema as criteria_loader
+from harness.contract.config import load_config
 
 DOCS = REPO / "docs"
 EXAMPLE_DOCS = ["README.md", "docs/CRITERIA.md"]
@@ -54,7 +54,7 @@ def test_yaml_examples_load_through_the_criteria_validator(doc):
 def test_example_ids_cannot_collide_with_registered_ids():
     """Issue 34: a copied example must not meet a registered id (ids are unique for good). The
     reference's examples use `doc-` ids; no example id of the docs is in the registry."""
-    from harness.spec import registry
+    from harness.contract import registry
 
     registered = {e.id for e in registry.load(REPO / "regressions" / "registry.lock")}
     for doc in EXAMPLE_DOCS:

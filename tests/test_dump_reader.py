@@ -14,7 +14,7 @@ import pytest
 
 from conftest import git
 from harness.cli import main
-from harness.spec import inputs
+from harness.contract import inputs
 
 
 def _pair(tmp_path: Path, data_a: bytes, data_b: bytes) -> tuple[Path, Path]:

@@ -13,8 +13,8 @@ from conftest import ENGINE_YAML
 from harness.errors import ConfigError, SchemaErrors
 from harness.run.dumpdiff import compare_bytes
 from harness.run.probes import Probes
-from harness.spec import schema
-from harness.spec.config import GpuProfile, load_config, parse_config
+from harness.contract import schema
+from harness.contract.config import GpuProfile, load_config, parse_config
 
 REPO = Path(__file__).resolve().parent.parent
 

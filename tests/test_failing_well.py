@@ -204,7 +204,7 @@ def test_no_build_names_a_stale_engine(tmp_path):
     (was: "up-to-date"); with no build at all, "not built"."""
     import json
 
-    from harness.spec.config import load_config
+    from harness.contract.config import load_config
     from harness.verify import existing_build
 
     root = tmp_path / "proj"
@@ -308,9 +308,9 @@ def test_refused_register_names_the_amend_command(fake_repo):
 def test_a_registered_ab_criterion_runs_on_a_cpu():
     """At least one registered A/B criterion needs no GPU and runs on a CUDA-free build (was: all
     seven needed a GPU, so `nox -s ab` on a CPU machine could only skip)."""
-    from harness.spec import registry
-    from harness.spec.config import load_config
-    from harness.spec.depends import dependency_digests
+    from harness.contract import registry
+    from harness.contract.config import load_config
+    from harness.contract.depends import dependency_digests
     from harness.verify import default_files, load_criteria
 
     cfg = load_config(REPO)

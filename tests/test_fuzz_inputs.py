@@ -25,12 +25,12 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from harness.spec import criteria as C  # noqa: E402
-from harness.spec import registry  # noqa: E402
+from harness.contract import criteria as C  # noqa: E402
+from harness.contract import registry  # noqa: E402
 from harness.report import document as report  # noqa: E402
 from harness.run import runner  # noqa: E402
-from harness.spec import schema  # noqa: E402
-from harness.build.cmake import BuildResult, PartResult  # noqa: E402
+from harness.contract import schema  # noqa: E402
+from harness.builder.cmake import BuildResult, PartResult  # noqa: E402
 from harness.process import ProcResult  # noqa: E402
 from harness.errors import HarnessError, SchemaErrors  # noqa: E402
 from harness.run.probes import Probes  # noqa: E402
@@ -268,7 +268,7 @@ atexit.register(shutil.rmtree, _ROOT, True)
 
 
 def _cfg():
-    from harness.spec.config import load_config
+    from harness.contract.config import load_config
 
     (_ROOT / "configs").mkdir(exist_ok=True)
     (_ROOT / "configs" / "engine.yaml").write_text(ENGINE_YAML)

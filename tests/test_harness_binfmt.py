@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.spec import criteria as C
-from harness.build.binfmt import parse_pe, read_binary
+from harness.contract import criteria as C
+from harness.builder.binfmt import parse_pe, read_binary
 from harness.run.runner import check_file
 
 CC = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.build import cmake as B
-from harness.build.cmake import _Ticker, status_line
-from harness.spec.config import load_config
+from harness.builder import cmake as B
+from harness.builder.cmake import _Ticker, status_line
+from harness.contract.config import load_config
 
 pytestmark = pytest.mark.skipif(not (shutil.which("cmake") and (shutil.which("cc") or shutil.which("gcc"))),
                                 reason="needs cmake and a host C compiler")

@@ -13,8 +13,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.spec import schema
-from harness.spec.digest import canonical_json, criterion_digest, file_sha256, normalize
+from harness.contract import schema
+from harness.contract.digest import canonical_json, criterion_digest, file_sha256, normalize
 
 
 @pytest.mark.parametrize("value,canonical", [

@@ -1,5 +1,5 @@
 """The harness's import graph (read with ast, nothing imported): stages import only downward
-(spec < build < run < report < matrix/tools/history < verify/cli; errors.py, process.py,
+(contract < builder < run < report < matrix/tools/history < verify/cli; errors.py, process.py,
 confined.py, console.py and text.py are the base), no circle, and no function-local import of a
 harness module (that only hides a circle). A function-local import of a third-party module is fine
 (optional heavy dependencies)."""
@@ -16,8 +16,8 @@ PKG = Path(__file__).resolve().parent.parent / "harness"
 # stage of each top-level module or subpackage of harness/, bottom (0) to top
 STAGES = {
     "__init__": 0, "errors": 0, "process": 0, "console": 0, "text": 0, "confined": 0,
-    "spec": 1,
-    "models": 2, "build": 2,  # the inputs the runs need: model files, built programs
+    "contract": 1,
+    "models": 2, "builder": 2,  # the inputs the runs need: model files, built programs
     "run": 3,
     "report": 4,
     "matrix": 5, "tools": 5, "history": 5, "compare": 5,
@@ -150,16 +150,16 @@ def test_no_import_circle():
 
 def fake_package(tmp_path: Path, files: dict[str, str]) -> Path:
     pkg = tmp_path / "harness"
-    for name, text in {"__init__.py": "", "spec/__init__.py": "", "run/__init__.py": "", **files}.items():
+    for name, text in {"__init__.py": "", "contract/__init__.py": "", "run/__init__.py": "", **files}.items():
         (pkg / name).parent.mkdir(parents=True, exist_ok=True)
         (pkg / name).write_text(text)
     return pkg
 
 
 @pytest.mark.parametrize("files, needle", [
-    ({"spec/a.py": "from harness.run import b\n", "run/b.py": ""}, "from a higher stage"),
-    ({"run/b.py": "def f():\n    from harness.spec import a\n", "spec/a.py": ""}, "function-local import"),
-    ({"spec/a.py": "def f():\n    import harness.run.b\n", "run/b.py": ""}, "function-local import"),
+    ({"contract/a.py": "from harness.run import b\n", "run/b.py": ""}, "from a higher stage"),
+    ({"run/b.py": "def f():\n    from harness.contract import a\n", "contract/a.py": ""}, "function-local import"),
+    ({"contract/a.py": "def f():\n    import harness.run.b\n", "run/b.py": ""}, "function-local import"),
 ])
 def test_checker_finds_planted_problems(tmp_path, files, needle):
     _, problems = graph(fake_package(tmp_path, files))
@@ -174,4 +174,4 @@ def test_checker_finds_a_planted_circle(tmp_path):
 
 def test_lazy_third_party_import_is_allowed(tmp_path):
     pkg = fake_package(tmp_path, {"run/a.py": "def f():\n    import torch  # lazy: optional, heavy\n"})
-    assert graph(pkg) == ({"harness": set(), "harness.spec": set(), "harness.run": set(), "harness.run.a": set()}, [])
+    assert graph(pkg) == ({"harness": set(), "harness.contract": set(), "harness.run": set(), "harness.run.a": set()}, [])

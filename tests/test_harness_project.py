@@ -9,8 +9,8 @@ import pytest
 from harness.cli import main
 from harness.errors import ConfigError
 from harness.models.recipes import list_recipes, load_recipe
-from harness.spec.project import BUILTIN_RECIPES as BUILTIN_DIR
-from harness.spec.project import DEFAULT_CONFIG, find_project, project_at
+from harness.contract.project import BUILTIN_RECIPES as BUILTIN_DIR
+from harness.contract.project import DEFAULT_CONFIG, find_project, project_at
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -92,7 +92,7 @@ def test_project_recipe_shadows_the_builtin(tmp_path):
 
 
 def test_verify_generates_the_projects_own_recipe(tmp_path):
-    from harness.spec.config import load_config
+    from harness.contract.config import load_config
     from harness.verify import Session, VerifyOptions
 
     _engine_yaml(tmp_path)

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from harness.errors import SchemaErrors
-from harness.spec import registry
-from harness.spec import schema
+from harness.contract import registry
+from harness.contract import schema
 from harness.cli import main
-from harness.spec.digest import canonical_json, criterion_digest
+from harness.contract.digest import canonical_json, criterion_digest
 
 BUILDS = ["default", "stub", "gpu"]
 DUMPS = ["h_out", "logits"]
@@ -345,7 +345,7 @@ def test_registry_is_utf8_under_an_ascii_locale(tmp_path):
     import subprocess
     import sys
 
-    code = ("import sys; from pathlib import Path; from harness.spec import registry, schema\n"
+    code = ("import sys; from pathlib import Path; from harness.contract import registry, schema\n"
             f"(c,) = schema.load_text({A!r}, 'regressions/s.yaml', {BUILDS!r}, {DUMPS!r})\n"
             "p = Path(sys.argv[1]); registry.append(p, [(c, 'amend', 'na\\u00efve')])\n"
             "print(ascii(registry.load(p)[0].reason))")

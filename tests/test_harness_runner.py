@@ -21,12 +21,12 @@ from typing import Any
 import pytest
 
 from conftest import planted_context
-from harness.build.binfmt import BinaryFormatError, BinaryInfo, Symbol, read_binary
-from harness.build.cmake import BuildResult, PartResult
+from harness.builder.binfmt import BinaryFormatError, BinaryInfo, Symbol, read_binary
+from harness.builder.cmake import BuildResult, PartResult
 from harness.process import ProcResult
 from harness.run import runner, timing
-from harness.spec import schema
-from harness.spec.criteria import FileCheck
+from harness.contract import schema
+from harness.contract.criteria import FileCheck
 
 BUILDS = ["default", "stub", "gpu"]
 DUMPS = ["h_out", "logits"]
@@ -403,7 +403,7 @@ def test_run_kind(ctx, monkeypatch):
     ({"stdout": "ok\n", "stderr": "5 passed, 0 failed"}, []),
 ])
 def test_check_run(res, problems):
-    from harness.spec import criteria as C
+    from harness.contract import criteria as C
 
     r = ProcResult(["kite"], {}, res.get("rc", 0), res.get("signal"), False, 0.1, 0.1, 1.0, None, None,
                    stdout=res.get("stdout", ""), stderr=res.get("stderr", ""))
@@ -412,7 +412,7 @@ def test_check_run(res, problems):
 
 
 def test_check_run_json_needs_json_stdout():
-    from harness.spec import criteria as C
+    from harness.contract import criteria as C
 
     r = ProcResult(["kite"], {}, 0, None, False, 0.1, 0.1, 1.0, None, None, stdout="ok")
     need = ["stdout is not JSON (needed by `json` / `preconditions`)"]
@@ -612,7 +612,7 @@ def _proc(stdout="", stderr="", rc=0, **kw) -> ProcResult:
 
 
 def test_check_run_messages_exact():
-    from harness.spec import criteria as C
+    from harness.contract import criteria as C
 
     six = "".join(f"FAIL t{i}\n" for i in range(6))
     assert runner.check_run(_proc(six + "0 passed, 6 failed\n"), C.Expect(passes_min=0), {}) == [
@@ -989,11 +989,11 @@ def test_internal_error_log_is_utf8_under_an_ascii_locale(ctx, monkeypatch, tmp_
         import sys; from pathlib import Path
         sys.path.insert(0, {str(Path(__file__).parent)!r})
         from conftest import ENGINE_YAML
-        from harness.build.cmake import BuildResult, PartResult
+        from harness.builder.cmake import BuildResult, PartResult
         from harness.run import runner
         from harness.run.probes import Probes
-        from harness.spec import schema
-        from harness.spec.config import load_config
+        from harness.contract import schema
+        from harness.contract.config import load_config
         root = Path(sys.argv[1]); (root / "configs").mkdir(parents=True)
         (root / "configs" / "engine.yaml").write_text(ENGINE_YAML)
         b = BuildResult("default", str(root), str(root / "kite"), str(root / "m.so"), PartResult("prebuilt"),
@@ -1092,7 +1092,7 @@ def test_equivalence_reads_each_dump_as_its_dtype(ctx, monkeypatch):
 
 
 def test_check_run_names_the_last_pattern_of_cut_output():
-    from harness.spec import criteria as C
+    from harness.contract import criteria as C
 
     cut = runner.KEEP_WHOLE + 5
     r = _proc("head", "", stdout_bytes=cut)

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.spec import schema
+from harness.contract import schema
 from harness.errors import SchemaErrors
-from harness.spec import criteria as C
+from harness.contract import criteria as C
 
 DATA = Path(__file__).parent / "data"
 BUILDS = ["default", "stub", "gpu"]

@@ -169,7 +169,7 @@ def test_pair_ratio():
 
 
 def test_interval_methods_match_the_schema():
-    from harness.spec import criteria as C
+    from harness.contract import criteria as C
 
     assert set(timing.INTERVALS) == set(C.INTERVALS)
 
@@ -382,7 +382,7 @@ def test_pair_ratio_of_a_nan_or_an_overflow_is_refused():
 
 def test_a_nan_metric_fails_the_criterion():
     from harness.run import runner
-    from harness.spec.criteria import Metric
+    from harness.contract.criteria import Metric
 
     with pytest.raises(runner.CriterionFail, match="pair 1 A: metric t: metric value nan is not a finite number"):
         runner._metric({"t": [1.0, float("nan")]}, Metric(field="t", reduce="median"), "pair 1 A")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.build.diagnostics import first_errors
+from harness.builder.diagnostics import first_errors
 from test_harness_verify import eq
 from harness.report import github
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.build import toolchains
+from harness.builder import toolchains
 from harness.matrix import run as matrix_run
 from harness.matrix import spec as M
-from harness.spec.config import load_config
+from harness.contract.config import load_config
 
 ROOT = Path(__file__).resolve().parent.parent
 

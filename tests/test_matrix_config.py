@@ -1,6 +1,6 @@
 """configs/matrix.yaml: the real file validates; bad entries give clear errors naming the file,
 the line, the key path (entries.<entry>.<key>) and what is allowed, in the same format as
-criteria files (one validator: harness/spec/validate.py)."""
+criteria files (one validator: harness/contract/validate.py)."""
 
 from __future__ import annotations
 

@@ -7,14 +7,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from harness.build import cmake as B
+from harness.builder import cmake as B
 from harness.matrix.entry import EntryRun, win_path
 from harness.matrix.run import entry_criteria
-from harness.spec.gate import Gate
+from harness.contract.gate import Gate
 from harness.matrix.spec import Entry, Module
 from harness.run.runner import NATIVE, Launcher
 from harness.run.suite import Models
-from harness.spec import registry
+from harness.contract import registry
 from harness.verify import existing_build, load_criteria
 
 CRITERIA = """\

@@ -6,9 +6,9 @@ import shutil
 from pathlib import Path
 
 from harness.matrix import spec as M
-from harness.spec import registry
+from harness.contract import registry
 from harness.cli import load_registrable, main
-from harness.spec.config import load_config
+from harness.contract.config import load_config
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from engine_build import abi_names
-from harness.build import fatbin as F
-from harness.build import toolchains as tc
-from harness.build.binfmt import read_binary
+from harness.builder import fatbin as F
+from harness.builder import toolchains as tc
+from harness.builder.binfmt import read_binary
 from harness.matrix import cross as X
 from harness.matrix import entry as E
 from harness.matrix import spec as M

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.build.cmake import BuildResult, PartResult
+from harness.builder.cmake import BuildResult, PartResult
 from harness.report.sysinfo import git_state
 
 

@@ -1,5 +1,5 @@
 """Every criterion in a committed registry keeps its registered digest: a change to the canonical
-form (harness/spec/digest.py) or to the loader that moved one would turn a registered claim into
+form (harness/contract/digest.py) or to the loader that moved one would turn a registered claim into
 "not as registered" without a recorded event."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from harness.cli import load_registrable
-from harness.spec import depends, registry
-from harness.spec.config import load_config
+from harness.contract import depends, registry
+from harness.contract.config import load_config
 
 REPO = Path(__file__).resolve().parent.parent
 PROJECTS = [REPO, REPO / "examples" / "toy-engine"]

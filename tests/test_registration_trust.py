@@ -12,9 +12,9 @@ import pytest
 
 from conftest import git
 from harness.cli import main
-from harness.spec import registry, schema
-from harness.spec.config import load_config
-from harness.spec.depends import dependency_digests
+from harness.contract import registry, schema
+from harness.contract.config import load_config
+from harness.contract.depends import dependency_digests
 from harness.verify import default_files, load_criteria
 
 REPO = Path(__file__).resolve().parent.parent

@@ -18,9 +18,9 @@ import pytest
 from conftest import git, write_engine
 from harness.cli import main
 from harness.errors import HarnessError, SchemaErrors
-from harness.spec import registry, schema
-from harness.spec.depends import dependency_digests
-from harness.spec.digest import canonical_json
+from harness.contract import registry, schema
+from harness.contract.depends import dependency_digests
+from harness.contract.digest import canonical_json
 from harness.verify import load_criteria
 
 SUITE = """\

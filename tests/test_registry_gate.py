@@ -14,7 +14,7 @@ import pytest
 
 from conftest import git
 from harness.cli import main
-from harness.spec import registry
+from harness.contract import registry
 from harness.verify import load_criteria
 from test_registry_contract import SUITE, _commit, _drop_r2, _registered
 
@@ -64,7 +64,7 @@ def test_a_merge_of_two_branches_that_each_appended_is_accepted(fake_repo):
     git(fake_repo.root, "checkout", "side", "--", "regressions/side.yaml")
     _commit(fake_repo.root, "merge side")
     assert len(git(fake_repo.root, "rev-list", "--merges", "HEAD").split()) == 1
-    from harness.spec import gate
+    from harness.contract import gate
 
     assert gate.history_problem(fake_repo.root, fake_repo.registry) is None
     assert {e.id for e in gate.load(fake_repo.root)} >= {"R1", "S1", "M1"}
@@ -72,7 +72,7 @@ def test_a_merge_of_two_branches_that_each_appended_is_accepted(fake_repo):
 
 def test_the_project_registry_history_is_append_only():
     """This repository's own registry.lock passes the rule over all of its history."""
-    from harness.spec import gate
+    from harness.contract import gate
 
     root = Path(__file__).resolve().parent.parent
     if not (root / ".git").exists():
@@ -83,7 +83,7 @@ def test_the_project_registry_history_is_append_only():
 
 
 def test_lost_line_is_a_subsequence_check():
-    from harness.spec import gate
+    from harness.contract import gate
 
     assert gate.lost_line("a\nb\n", "a\nx\nb\ny\n") is None
     assert gate.lost_line("a\nb\n", "b\na\n") == "b"
@@ -127,7 +127,7 @@ def test_the_matrix_checks_what_a_criterion_depends_on(fake_repo):
     from harness.run.suite import Judged, Models, judge
     from harness.run.probes import Probes
     from harness.run.runner import Context
-    from harness.spec import gate
+    from harness.contract import gate
 
     p = _registered(fake_repo, SUITE)
     cfg = fake_repo.config()
@@ -163,7 +163,7 @@ def test_compare_and_bisect_refuse_a_rewritten_committed_line(tmp_path, capsys, 
     git(repo, "commit", "-q", "-m", "register W1")
     old = next(e.digest for e in registry.load(repo / "regressions" / "registry.lock") if e.id == "W1")
     work.write_text(work.read_text().replace("margin: 0.02", "margin: 0.5"))
-    new = next(x.digest for x in load_criteria(__import__("harness.spec.config", fromlist=["x"]).load_config(repo),
+    new = next(x.digest for x in load_criteria(__import__("harness.contract.config", fromlist=["x"]).load_config(repo),
                                                 [work]) if x.id == "W1")
     lock = repo / "regressions" / "registry.lock"
     lock.write_text(lock.read_text().replace(old, new))
@@ -201,7 +201,7 @@ def test_a_clone_with_autocrlf_reads_its_registry(tmp_path):
     """e338b56 (N14): a clone made with core.autocrlf=true got registry.lock with CRLF line ends,
     which the registry refuses, and the suggested `git checkout HEAD -- regressions/registry.lock`
     wrote the CRs again. The project's .gitattributes keeps LF on every checkout."""
-    from harness.spec import gate
+    from harness.contract import gate
 
     root = Path(__file__).resolve().parent.parent
     src = tmp_path / "src"

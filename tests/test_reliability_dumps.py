@@ -1,4 +1,4 @@
-"""What an engine leaves in its dump folder is read as a hostile file (harness/spec/inputs.py,
+"""What an engine leaves in its dump folder is read as a hostile file (harness/contract/inputs.py,
 read_inside): a FIFO, a folder, a link out of the folder (to a file both variants share, to
 /dev/zero), a huge sparse file, an empty dump, a dump folder that is itself a link. Each must end
 the criterion with FAIL and a reason naming it, without blocking, without reading what is not the
@@ -21,7 +21,7 @@ import pytest
 from conftest import planted_context
 from harness.process import ProcResult
 from harness.run import runner
-from harness.spec import inputs, schema
+from harness.contract import inputs, schema
 
 EQ = """\
 criteria:
@@ -275,7 +275,7 @@ def test_a_shape_whose_element_count_overflows_int64_is_no_empty_dump(tmp_path, 
 @pytest.mark.parametrize("check", ["text", "binary"])
 def test_an_artifact_that_is_no_regular_file_is_named_unopened(tmp_path, kind, check):
     """Before: a folder raised IsADirectoryError (an internal error); a FIFO blocked the read."""
-    from harness.spec.criteria import FileCheck
+    from harness.contract.criteria import FileCheck
 
     if kind == "fifo" and not hasattr(os, "mkfifo"):
         pytest.skip("no FIFOs here")

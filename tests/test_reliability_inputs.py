@@ -16,7 +16,7 @@ import pytest
 
 from harness.cli import main
 from harness.errors import SchemaErrors
-from harness.spec import inputs, schema, yamlsrc
+from harness.contract import inputs, schema, yamlsrc
 
 REPO = Path(__file__).resolve().parent.parent
 ENV = dict(os.environ, PYTHONPATH=str(REPO))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.build import toolchains as tc
+from harness.builder import toolchains as tc
 
 DATA = Path(__file__).parent / "data" / "msvc"
 

@@ -11,7 +11,7 @@ import pytest
 
 from harness.cli import main
 from harness.errors import SchemaErrors
-from harness.spec import criteria as C
+from harness.contract import criteria as C
 
 RUN = """\
 criteria:

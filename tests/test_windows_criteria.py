@@ -11,8 +11,8 @@ import pytest
 
 from harness.matrix import spec as M
 from harness.run.probes import Probes
-from harness.spec import schema
-from harness.spec.config import load_config
+from harness.contract import schema
+from harness.contract.config import load_config
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -15,7 +15,7 @@ from harness.compare import report, revisions, search, sequential, tolerance
 from harness.compare.session import Compare, Options, run_compare
 from harness.errors import HarnessError
 from harness.report.document import _table
-from harness.spec.config import Config
+from harness.contract.config import Config
 
 WHAT = ("any", "bytes", "speed")
 

@@ -16,7 +16,7 @@ from harness.compare import bisect, external, report, revisions
 from harness.compare.session import ALPHA, Options, run_compare
 from harness.errors import HarnessError
 from harness.report.document import atomic_write, new_report_dir
-from harness.spec.config import Config
+from harness.contract.config import Config
 
 COMPARE_HELP = "head against base: what a change did to bytes and to speed (docs/COMPARE.md)"
 COMPARE_EXIT = ("exit status: 0 nothing regressed and no bytes that must stay the same changed, 1 otherwise "

@@ -4,7 +4,7 @@ configs/engine.yaml's `external: NAME` names (llama.cpp); kite's own tree (adapt
 registry) stays the working tree. A build that uses the source is built with REPO at the revision:
 
 - one persistent build folder per source and build entry (ext/<name>/<build>/ in the external
-  cache), fed by one persistent checkout (harness/build/gitsource.py), so a neighbouring revision
+  cache), fed by one persistent checkout (harness/builder/gitsource.py), so a neighbouring revision
   recompiles only the files that differ. The folder is keyed (KEY: the project's folder, its
   options, the compilers, the generator); another key empties it first, so an object built under
   other settings is never reused;
@@ -27,13 +27,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.build import gitsource
-from harness.build.cmake import BuildResult, PartResult, build, fingerprint
-from harness.build.external import cache_dir
+from harness.builder import gitsource
+from harness.builder.cmake import BuildResult, PartResult, build, fingerprint
+from harness.builder.external import cache_dir
 from harness.compare import revisions
 from harness.compare.revisions import Revision, stamp_doc, trusted_stamp
 from harness.errors import HarnessError
-from harness.spec.config import BuildSpec, Config, ProjectSpec
+from harness.contract.config import BuildSpec, Config, ProjectSpec
 
 STAMP = "build.json"
 

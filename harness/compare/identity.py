@@ -9,8 +9,8 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.build.fatbin import fatbin_entries
-from harness.spec import inputs
+from harness.builder.fatbin import fatbin_entries
+from harness.contract import inputs
 
 MAX_BINARY = 2 << 30  # 2 GiB: far above any engine or module
 

@@ -25,8 +25,8 @@ from harness.compare import report, revisions
 from harness.compare.session import run_compare
 from harness.errors import HarnessError
 from harness.process import run_process
-from harness.spec import inputs
-from harness.spec.config import Config
+from harness.contract import inputs
+from harness.contract.config import Config
 
 HELP = "compare in a pull request's CI job and post its comment (the GitHub action; docs/COMPARE.md)"
 EXIT = ("exit status: 0 compare passed, or the comment was posted, updated or could not be (a read-only token: "

@@ -19,10 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.build.cmake import BuildResult, PartResult, build
+from harness.builder.cmake import BuildResult, PartResult, build
 from harness.errors import HarnessError
 from harness.process import run_process
-from harness.spec.config import Config, ProjectSpec, load_config
+from harness.contract.config import Config, ProjectSpec, load_config
 
 WORKTREE = "WORKTREE"  # the name of the working tree as a revision (HEAD's default)
 CACHE_ENV = "KITE_COMPARE_CACHE"

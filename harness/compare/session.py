@@ -22,10 +22,10 @@ from harness.report.sysinfo import engine_info
 from harness.run.probes import NO_GPU, Probes, gpu_device
 from harness.run.runner import CriterionFail
 from harness.run.suite import Models
-from harness.spec import criteria as C
-from harness.spec import gate, registry, schema
-from harness.spec.config import Config
-from harness.spec.criteria import Criterion
+from harness.contract import criteria as C
+from harness.contract import gate, registry, schema
+from harness.contract.config import Config
+from harness.contract.criteria import Criterion
 
 ALPHA = 0.05  # family-wise error of the regressed/improved verdicts over one compare's workloads
 

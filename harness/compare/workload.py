@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.build.cmake import BuildResult
+from harness.builder.cmake import BuildResult
 from harness.compare import tolerance
 from harness.compare.sequential import Sequence, Tail, regressed, stop
 from harness.process import KEEP_WHOLE, run_process
@@ -20,9 +20,9 @@ from harness.run import timing
 from harness.run import dumps
 from harness.run.probes import Probes
 from harness.run.runner import Context, CriterionFail, Prepared, prepare
-from harness.spec import criteria as C
-from harness.spec import inputs
-from harness.spec.config import Config
+from harness.contract import criteria as C
+from harness.contract import inputs
+from harness.contract.config import Config
 
 SIDES = ("base", "head")
 

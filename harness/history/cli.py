@@ -12,7 +12,7 @@ from harness.history import changes, commits, gitlog, hook, page, plots, words
 from harness.history.points import Reading, Skipped, parse_report, read_reports
 from harness.history.store import Store, by_machine
 from harness.report.document import Report, _table
-from harness.spec.project import NoProject, locate
+from harness.contract.project import NoProject, locate
 
 DESCRIPTION = ("Keep every report's figures by commit and machine in a SQLite store, find change points "
                "in each series, draw them (docs/HISTORY.md). The store: --store, else KITE_HISTORY, else "

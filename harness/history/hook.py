@@ -15,7 +15,7 @@ from harness.history.plots import file_names
 from harness.history.points import ab_detail, read_doc
 from harness.history.store import Store
 from harness.report.document import Report
-from harness.spec.project import tool_setting
+from harness.contract.project import tool_setting
 
 HISTORY_ENV = "KITE_HISTORY"
 PLOTS_DIR = "plots"

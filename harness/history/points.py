@@ -20,7 +20,7 @@ from typing import Any
 from harness.errors import HarnessError
 from harness.report.document import SCHEMA as REPORT_SCHEMA
 from harness.report.document import damage
-from harness.spec import inputs
+from harness.contract import inputs
 
 COMPARE_PREFIX = "kite-compare/"
 COMMIT = re.compile(r"[0-9a-fA-F]{4,64}")  # a commit as reports name it: a hash, whole or cut short

@@ -12,7 +12,7 @@ from harness.errors import HarnessError
 from harness.matrix.cross import Hints, merge_reports
 from harness.matrix.run import criteria_refs, run_matrix
 from harness.matrix.spec import MatrixError, availability, entry_summary, load_matrix
-from harness.spec.config import load_config
+from harness.contract.config import load_config
 
 DESCRIPTION = "Build and check the entries of configs/matrix.yaml, then its cross-entry criteria."
 EXIT = ("exit status: 0 nothing failed (entries whose tools are missing SKIP), 1 an entry, check or "

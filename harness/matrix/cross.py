@@ -14,15 +14,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.build import toolchains
+from harness.builder import toolchains
 from harness.errors import HarnessError
 from harness.matrix.spec import Cross, Matrix, RegisteredCross, load_matrix
 from harness.report.document import Report
 from harness.report.merge import merge
 from harness.run.dumpdiff import compare_bytes
 from harness.run.result import Result, utc_now
-from harness.spec import gate, inputs, registry
-from harness.spec.config import load_config
+from harness.contract import gate, inputs, registry
+from harness.contract.config import load_config
 
 
 @dataclass

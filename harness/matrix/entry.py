@@ -16,16 +16,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.build import cmake as B
-from harness.build import toolchains
-from harness.build.fatbin import embedded_code, scan_fatbin
+from harness.builder import cmake as B
+from harness.builder import toolchains
+from harness.builder.fatbin import embedded_code, scan_fatbin
 from harness.errors import HarnessError
 from harness.matrix.spec import CHECKS_NEED_ENGINE, MINGW_TOOLCHAIN_FILE, TESTMOD_SOURCE, Entry, Matrix, availability
 from harness.process import ProcResult, run_process
 from harness.run.dumpdiff import compare_bytes
 from harness.run.runner import NATIVE, Launcher
-from harness.spec import inputs
-from harness.spec.config import BuildSpec, Config, ProjectSpec
+from harness.contract import inputs
+from harness.contract.config import BuildSpec, Config, ProjectSpec
 
 
 class CheckFail(Exception):

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harness import confined
-from harness.build import toolchains
+from harness.builder import toolchains
 from harness.errors import HarnessError
 from harness.matrix.cross import Hints, add_cross_results, matrix_result, sources_from_doc
 from harness.matrix.entry import EntryRun, EntryRunner
@@ -26,10 +26,10 @@ from harness.run.probes import Probes
 from harness.run.result import Result
 from harness.run.runner import Context, CriterionFail, RunStopped
 from harness.run.suite import Judged, Models, judge
-from harness.spec import gate, registry, schema
-from harness.spec.config import Config, load_config
-from harness.spec.criteria import Criterion
-from harness.spec.validate import rel_path
+from harness.contract import gate, registry, schema
+from harness.contract.config import Config, load_config
+from harness.contract.criteria import Criterion
+from harness.contract.validate import rel_path
 
 
 def model_spec(spec: str, override: str | None) -> dict[str, str]:

@@ -1,6 +1,6 @@
 """configs/matrix.yaml as dataclasses: entries (one toolchain + CMake options + an optional CUDA
 module build + a runner + checks + criteria), the dump run's defaults, and the cross-entry
-criteria. Validated by the same validator as criteria files (harness/spec/validate.py)."""
+criteria. Validated by the same validator as criteria files (harness/contract/validate.py)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.build import toolchains
+from harness.builder import toolchains
 from harness.errors import SchemaErrors
-from harness.spec.validate import ENTRY_NAME_RE, Validator, parse, read_text, rel_path
+from harness.contract.validate import ENTRY_NAME_RE, Validator, parse, read_text, rel_path
 
 TOOLCHAINS = ("gcc", "clang", "mingw")
 RUNNERS = ("native", "wine")

@@ -12,8 +12,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from harness.spec.config import load_config
-from harness.spec.project import NoProject, locate
+from harness.contract.config import load_config
+from harness.contract.project import NoProject, locate
 
 from .convert import convert
 from .gen import ensure_model, generate

@@ -13,7 +13,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from harness.spec import inputs
+from harness.contract import inputs
 
 
 class ConvertError(ValueError):

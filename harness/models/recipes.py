@@ -19,8 +19,8 @@ from typing import Any
 
 import yaml
 
-from harness.spec import inputs
-from harness.spec.project import find_recipe, recipe_folders
+from harness.contract import inputs
+from harness.contract.project import find_recipe, recipe_folders
 
 ARCH = "qwen35"
 

@@ -14,7 +14,7 @@ from harness.errors import HarnessError
 from harness.report import junit
 from harness.run.result import Result, utc_now  # noqa: F401 - re-exported: the writers' input
 from harness.text import printable
-from harness.spec import inputs
+from harness.contract import inputs
 
 SCHEMA = "kite-report/1"
 

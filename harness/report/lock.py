@@ -17,7 +17,7 @@ from typing import IO, Any
 
 from harness import confined
 from harness.errors import HarnessError
-from harness.spec import inputs
+from harness.contract import inputs
 
 LOCK_NAME = ".lock"
 

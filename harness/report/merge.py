@@ -38,8 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.spec import inputs
-from harness.spec.validate import ENTRY_NAME_RE
+from harness.contract import inputs
+from harness.contract.validate import ENTRY_NAME_RE
 from harness.report.document import SCHEMA, Report, damage, utc_now
 
 

@@ -14,8 +14,8 @@ from typing import Any
 
 from harness.errors import HarnessError
 from harness.report.document import Report, resolve_latest
-from harness.spec import inputs
-from harness.spec.criteria import Criterion
+from harness.contract import inputs
+from harness.contract.criteria import Criterion
 
 VERDICTS = ("PASS", "FAIL", "SKIP")
 

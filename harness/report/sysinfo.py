@@ -8,9 +8,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from harness.build.cmake import find_nvcc
+from harness.builder.cmake import find_nvcc
 from harness.process import run_process
-from harness.spec import inputs
+from harness.contract import inputs
 
 
 def _first_line(argv: list[str], timeout: float = 10.0, last: bool = False) -> str | None:

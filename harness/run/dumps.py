@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 
 from harness.run.dumpdiff import DumpDiff, compare_bytes
-from harness.spec import inputs
-from harness.spec.config import DTYPES
+from harness.contract import inputs
+from harness.contract.config import DTYPES
 
 
 class DumpRefused(Exception):

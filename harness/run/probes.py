@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Callable
 
-from harness.build.cmake import find_nvcc
+from harness.builder.cmake import find_nvcc
 from harness.process import run_process
-from harness.spec.config import GpuProfile
-from harness.spec.criteria import _MISSING, lookup
+from harness.contract.config import GpuProfile
+from harness.contract.criteria import _MISSING, lookup
 
 
 def nvidia_smi_gpus(timeout: float = 15.0) -> list[str]:

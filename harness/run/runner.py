@@ -15,13 +15,13 @@ from collections.abc import Callable
 
 from harness import confined
 from harness.errors import HarnessError
-from harness.spec import criteria as C
-from harness.spec import inputs
+from harness.contract import criteria as C
+from harness.contract import inputs
 from harness.run import timing
-from harness.build.binfmt import BinaryFormatError, read_binary
-from harness.build.cmake import BuildResult
+from harness.builder.binfmt import BinaryFormatError, read_binary
+from harness.builder.cmake import BuildResult
 from harness.run import dumps
-from harness.spec.config import Config, DumpSpec
+from harness.contract.config import Config, DumpSpec
 from harness.process import KEEP_WHOLE, ProcResult, closing_counts, run_process
 from harness.run.probes import Probes
 

@@ -12,10 +12,10 @@ from typing import Any
 from harness.models import ensure_model
 from harness.run.result import Result, utc_now
 from harness.run.runner import Context, CriterionFail, evaluate, stop_if_disk_full
-from harness.spec import registry
-from harness.spec.gate import Gate
-from harness.spec.config import Config
-from harness.spec.criteria import Criterion
+from harness.contract import registry
+from harness.contract.gate import Gate
+from harness.contract.config import Config
+from harness.contract.criteria import Criterion
 
 
 @dataclass

@@ -21,7 +21,7 @@ from harness.compare import revisions
 from harness.errors import HarnessError
 from harness.report.document import resolve_latest
 from harness.report.lock import LOCK_NAME, ReportLock
-from harness.spec.config import Config
+from harness.contract.config import Config
 
 HELP = "remove old reports, this project's compare cache and generated models (a dry run unless --yes)"
 EXIT = "exit status: 0 listed (or removed with --yes), 2 usage error"

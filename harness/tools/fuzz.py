@@ -33,11 +33,11 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from harness.build import cmake as B
+from harness.builder import cmake as B
 from harness.errors import HarnessError
 from harness.models.gen import ensure_model, generate
 from harness.models.recipes import load_recipe
-from harness.spec.config import load_config
+from harness.contract.config import load_config
 
 TARGETS = {"gguf": "fuzz_gguf", "model": "fuzz_model"}
 FINDING_PREFIXES = ("crash-", "leak-", "timeout-", "oom-")

@@ -28,9 +28,9 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
 from harness.errors import SchemaErrors
-from harness.spec import criteria as C
-from harness.spec import registry, schema
-from harness.spec.digest import canonical_json, criterion_digest
+from harness.contract import criteria as C
+from harness.contract import registry, schema
+from harness.contract.digest import canonical_json, criterion_digest
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 REL = "regressions/fuzz.yaml"

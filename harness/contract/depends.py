@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.spec import criteria as C
-from harness.spec import inputs, yamlsrc
-from harness.spec.config import Config
-from harness.spec.digest import criterion_digest, file_sha256
-from harness.spec.project import find_recipe
+from harness.contract import criteria as C
+from harness.contract import inputs, yamlsrc
+from harness.contract.config import Config
+from harness.contract.digest import criterion_digest, file_sha256
+from harness.contract.project import find_recipe
 
 
 def uses_model(c: C.Criterion) -> bool:

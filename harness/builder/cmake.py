@@ -15,11 +15,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from collections.abc import Callable
 
-from harness.build.diagnostics import first_errors
-from harness.build.external import source_dir
+from harness.builder.diagnostics import first_errors
+from harness.builder.external import source_dir
 from harness.errors import HarnessError
-from harness.spec.config import BuildSpec, Config, ProjectSpec
-from harness.spec.digest import file_sha256
+from harness.contract.config import BuildSpec, Config, ProjectSpec
+from harness.contract.digest import file_sha256
 from harness.process import run_process
 
 _SKIP_DIRS = {".git", "__pycache__", ".cache", "build"}

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.errors import HarnessError
-from harness.spec import depends, inputs, provenance, registry
-from harness.spec.config import Config
-from harness.spec.criteria import Criterion
+from harness.contract import depends, inputs, provenance, registry
+from harness.contract.config import Config
+from harness.contract.criteria import Criterion
 
 # (parent blob, child blob) -> the first parent line the child lost, or None: git blobs never
 # change, so a pair is checked once per process however many commands or commits share it

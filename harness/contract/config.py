@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import ConfigError
-from harness.spec import inputs
-from harness.spec.validate import NAME_RE, Validator, parse, read_text
+from harness.contract import inputs
+from harness.contract.validate import NAME_RE, Validator, parse, read_text
 
 # dump element types: name -> bytes per element
 DTYPES = {"f32": 4, "f16": 2, "bf16": 2, "i32": 4}

@@ -20,10 +20,10 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
-from harness.build import gitsource
+from harness.builder import gitsource
 from harness.errors import HarnessError
 from harness.process import run_process
-from harness.spec.config import ExternalSource
+from harness.contract.config import ExternalSource
 
 MARKER = "SOURCE.json"
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import ConfigError
-from harness.spec import inputs
+from harness.contract import inputs
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import SchemaErrors
-from harness.spec import criteria as C
-from harness.spec.digest import criterion_digest
-from harness.spec import inputs
-from harness.spec.validate import ENV_NAME_RE, NAME_RE, Validator, parse, read_text, rel_path, type_name
-from harness.spec.yamlsrc import Located
+from harness.contract import criteria as C
+from harness.contract.digest import criterion_digest
+from harness.contract import inputs
+from harness.contract.validate import ENV_NAME_RE, NAME_RE, Validator, parse, read_text, rel_path, type_name
+from harness.contract.yamlsrc import Located
 
 ID_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
 # Bounds far above any real A/B run (30 pairs, 2000 resamples), below what would run for days or

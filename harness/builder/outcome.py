@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from harness.build.cmake import BuildResult
-from harness.spec.config import Config
-from harness.spec.criteria import Criterion
+from harness.builder.cmake import BuildResult
+from harness.contract.config import Config
+from harness.contract.criteria import Criterion
 
 
 def builds_needed(cfg: Config, crits: list[Criterion]) -> list[str]:

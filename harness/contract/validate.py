@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError, SchemaErrors
-from harness.spec import inputs
-from harness.spec.criteria import regex_error
-from harness.spec.yamlsrc import Located, YamlLimitError, YamlSyntaxError, load
+from harness.contract import inputs
+from harness.contract.criteria import regex_error
+from harness.contract.yamlsrc import Located, YamlLimitError, YamlSyntaxError, load
 
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")  # builds, dumps, variants: one path component
@@ -39,7 +39,7 @@ def rel_path(path: Path, root: Path) -> str:
 def read_text(path: Path, rel: str, missing: str = "cannot read: no such file",
               error: type[SchemaErrors] = SchemaErrors, max_bytes: int = inputs.MAX_CONFIG) -> str:
     """A user file as text (a regular file under its size cap, UTF-8); `error` naming the file
-    when it is absent, refused (harness/spec/inputs.py) or unreadable."""
+    when it is absent, refused (harness/contract/inputs.py) or unreadable."""
     try:
         return inputs.read_text(path, max_bytes, rel)
     except FileNotFoundError:

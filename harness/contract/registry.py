@@ -29,10 +29,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Protocol
 
-from harness.spec.criteria import Criterion
-from harness.spec.digest import canonical_json, criterion_digest
+from harness.contract.criteria import Criterion
+from harness.contract.digest import canonical_json, criterion_digest
 from harness.errors import HarnessError
-from harness.spec import inputs
+from harness.contract import inputs
 
 HEADER = ("# kite criteria registry: append-only; one line per registration or amendment.\n"
           "# id\tfile\tdigest\ttime (UTC)\tevent\treason\n")

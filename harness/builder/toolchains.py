@@ -547,10 +547,10 @@ def probe_all(names: list[str] | tuple[str, ...] = KNOWN) -> dict[str, Tool]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m harness.build.toolchains [--json] [NAME...]`: what this host has."""
+    """`python -m harness.builder.toolchains [--json] [NAME...]`: what this host has."""
     import argparse
 
-    ap = argparse.ArgumentParser(prog="python -m harness.build.toolchains")
+    ap = argparse.ArgumentParser(prog="python -m harness.builder.toolchains")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("names", nargs="*")
     a = ap.parse_args(argv)

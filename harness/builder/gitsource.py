@@ -1,8 +1,8 @@
 """An external source taken from a local git repository at one commit, instead of the pinned archive
-(harness/build/external.py): checked out into one persistent folder per source, so that a build
+(harness/builder/external.py): checked out into one persistent folder per source, so that a build
 folder that follows it recompiles only what changed between two revisions.
 
-Layout (under the external cache, harness/build/external.py's cache_dir()):
+Layout (under the external cache, harness/builder/external.py's cache_dir()):
   ext/<name>/git/    a bare clone of the repository sharing its objects (git clone --shared);
                      its HEAD is the commit checked out
   ext/<name>/src/    the work tree: the commit's files, with no .git inside, so that a build

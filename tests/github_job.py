@@ -219,7 +219,10 @@ class Job:
 
 
 def job_env(bin_dir: Path, cache: Path) -> dict[str, str]:
-    """The runner's environment: this Python and the fake gh first on PATH, the compare cache."""
+    """The runner's environment: this Python and the fake gh first on PATH, the compare cache, and
+    this checkout's harness importable (as the action's install step would make it; the test
+    environment need not have it installed, e.g. nox's)."""
     keep = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "RUNNER_"))}
     path = os.pathsep.join([str(bin_dir), str(Path(sys.executable).parent), keep.get("PATH", "")])
-    return {**keep, "PATH": path, "KITE_COMPARE_CACHE": str(cache), "GH_TOKEN": ""}
+    pythonpath = os.pathsep.join(x for x in (str(REPO), keep.get("PYTHONPATH", "")) if x)
+    return {**keep, "PATH": path, "PYTHONPATH": pythonpath, "KITE_COMPARE_CACHE": str(cache), "GH_TOKEN": ""}

@@ -90,7 +90,8 @@ def test_every_printed_hint_runs_as_printed(planted, tmp_path, capsys):
     hints = printed_hints(store, tmp_path, capsys)
     kinds = {shlex.split(h)[0] for h in hints}
     assert kinds == {"kite-harness", "git"}, hints  # the workload's and the criterion's
-    env = {**os.environ, "KITE_COMPARE_CACHE": str(cache)}
+    # the harness importable from the planted repository, installed or not (nox's test environment)
+    env = {**os.environ, "KITE_COMPARE_CACHE": str(cache), "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
     for hint in sorted(set(hints)):
         argv = shlex.split(hint)
         if argv[0] == "kite-harness":  # the installed script, as `python3 -m harness` here

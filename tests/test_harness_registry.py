@@ -457,3 +457,34 @@ def test_status_of_an_id_with_only_a_depends_line():
     st = registry.status(rows, _crit("A1", digest="sha256:1"))
     assert (st.state, st.registered_digest, st.entry) == ("suspect", None, None)
     assert st.why == "registry.lock:1: `depends` for A1, which is not registered before it"
+
+
+def test_a_second_depends_line_without_its_register_names_the_way_out():
+    dep1, dep2 = registry.dependency_digest({"model": "m1"}), registry.dependency_digest({"model": "m2"})
+    rows = _entries(("A1", "sha256:1", T1, "register", ""), ("A1", dep1, T1, "depends", '{"model":"m1"}'),
+                    ("A1", dep2, T2, "depends", '{"model":"m2"}'))
+    assert registry.problems(rows)["A1"] == (
+        "registry.lock:3: re-records A1's dependencies (recorded at line 2) without a register or amend written "
+        "with it; a changed dependency is accepted only by `register --amend ID --reason TEXT`")
+
+
+def test_id_line_finds_an_id_or_a_mapping_key(tmp_path):
+    (tmp_path / "m.yaml").write_text("criteria:\n  - id: A1\n    title: t\ncross:\n  X9:  # a cross criterion\n")
+    assert registry.id_line(tmp_path, "m.yaml", "A1") == 2
+    assert registry.id_line(tmp_path, "m.yaml", "X9") == 5
+    assert registry.id_line(tmp_path, "m.yaml", "B2") is None
+
+
+def test_an_id_registered_to_another_file_names_its_line(tmp_path):
+    (tmp_path / "regressions").mkdir()
+    (tmp_path / "regressions" / "other.yaml").write_text("criteria:\n  - id: A1\n")
+    rows = [registry.Entry("A1", "regressions/other.yaml", "sha256:1", T1, "register", "", 1)]
+    st = registry.status(rows, _crit("A1", file="regressions/s.yaml", digest="sha256:1"), root=tmp_path)
+    assert st.state == "elsewhere"
+    assert st.why.startswith("id A1 belongs to regressions/other.yaml:2 (registry.lock:1); ids are unique")
+
+
+def test_withdrawal_names_each_id_once():
+    rows = _entries(("A1", "sha256:1", T1, "register", ""), ("B2", "sha256:2", T1, "register", ""))
+    got = registry.withdrawal(rows, ["A1", "B2", "A1"], "gone")
+    assert [(e.id, event, why) for e, event, why in got] == [("A1", "withdraw", "gone"), ("B2", "withdraw", "gone")]

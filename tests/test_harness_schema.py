@@ -136,6 +136,13 @@ CASES += [
     ("compare_same_without_dumps", "criteria:\n  - id: W\n    title: t\n    kind: compare\n    args: [run]\n"
                                    "    bytes: same\n    margin: 0.02\n    budget: {pairs: 8}\n",
      ["t.yaml:6", "`bytes: same` needs `dumps` (the dumps that must stay byte-identical)"]),
+    ("compare_without_args", "criteria:\n  - id: W\n    title: t\n    kind: compare\n    args: []\n"
+                             "    dumps: [h_out]\n    margin: 0.02\n    budget: {pairs: 8}\n",
+     ["t.yaml:5: criteria[0] (W).args: no `args`: give the engine argv"]),
+    ("compare_within_bad_ulp", "criteria:\n  - id: W\n    title: t\n    kind: compare\n    args: [run]\n"
+                               "    dumps: [h_out]\n    bytes:\n      within:\n        max_ulp: -1\n"
+                               "    margin: 0.02\n    budget: {pairs: 8}\n",
+     ["t.yaml:9", "max_ulp"]),
 ]
 
 

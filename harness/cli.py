@@ -473,7 +473,7 @@ def make_parser() -> argparse.ArgumentParser:
              "usage error", cmd_register)
     g.add_argument("files", nargs="*", metavar="FILE", help="criteria files, or configs/matrix.yaml (its cross:)")
     g.add_argument("--only", nargs="+", metavar="ID", help="register only these ids")
-    g.add_argument("--amend", action="append", metavar="ID", help="accept a changed criterion (needs --reason)")
+    g.add_argument("--amend", action="extend", nargs="+", metavar="ID", help="accept changed criteria (needs --reason)")
     g.add_argument("--withdraw", action="append", metavar="ID",
                    help="retire a registered id, with --reason (kept in the registry, shown in reports; "
                         "ids are never reused)")

@@ -3,6 +3,7 @@ the registry is append-only; amendments need a reason and show in reports."""
 
 from __future__ import annotations
 
+import shlex
 import pytest
 
 from harness.errors import SchemaErrors
@@ -488,3 +489,22 @@ def test_withdrawal_names_each_id_once():
     rows = _entries(("A1", "sha256:1", T1, "register", ""), ("B2", "sha256:2", T1, "register", ""))
     got = registry.withdrawal(rows, ["A1", "B2", "A1"], "gone")
     assert [(e.id, event, why) for e, event, why in got] == [("A1", "withdraw", "gone"), ("B2", "withdraw", "gone")]
+
+
+def test_the_printed_amend_hint_for_several_criteria_runs_as_printed(fake_repo, capsys):
+    # the refusal prints one `register FILE --amend ID ID --reason ...` line: it must parse and
+    # amend every refused id in one go (it once named several ids that --amend took one at a time)
+    two = A + A.replace("id: A1", "id: A2").replace("criteria:\n", "")
+    p = _repo(fake_repo, two)
+    root = ["--root", str(fake_repo.root)]
+    assert main(root + ["register", str(p)]) == 0
+    p.write_text(two.replace('"8"', '"16"'))
+    capsys.readouterr()
+    assert main(root + ["register", str(p)]) == 2
+    hint = capsys.readouterr().err.split("if the changes are intended: ")[1].strip()
+    argv = shlex.split(hint)
+    argv = argv[argv.index("register"):]
+    argv[argv.index("--reason") + 1] = "longer sequence"
+    assert "--amend" in argv and {"A1", "A2"} <= set(argv)
+    assert main(root + argv) == 0
+    assert sorted(e.id for e in registry.load(fake_repo.registry) if e.event == "amend") == ["A1", "A2"]

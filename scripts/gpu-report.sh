@@ -5,11 +5,17 @@
 # registered suite, then llama.cpp's criteria (regressions/engines/llamacpp.yaml), merged with the
 # suites into one report (OUTDIR/report.{md,json}, junit.xml), then the GPU benchmark with the
 # adapter and llama-bench beside kite, and where the adapter's time goes (llama-costs.md).
-# KITE_VERIFY_TIMEOUT / KITE_BENCH_TIMEOUT bound each step, in seconds.
+# KITE_VERIFY_TIMEOUT / KITE_BENCH_TIMEOUT bound each step, in seconds. KITE_EXTERNAL_PACK: a pack of
+# scripts/pack_external.py, for a host that can neither fetch nor receive the whole archive.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${1:?usage: scripts/gpu-report.sh OUTDIR [--no-build]}"; shift
 mkdir -p "$out"
+# an offline host handed llama.cpp's source packed (scripts/pack_external.py): unpacked into a cache
+if [ -n "${KITE_EXTERNAL_PACK:-}" ]; then
+  export KITE_CACHE="${KITE_CACHE:-$(mktemp -d)}"
+  tar -C "$KITE_CACHE" -xzf "$KITE_EXTERNAL_PACK" || { echo "cannot unpack $KITE_EXTERNAL_PACK" >&2; exit 2; }
+fi
 export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$out/gpu.txt" 2>&1 || true
 # llama.cpp's builds first (the CUDA one: the adapter and llama-bench; the CPU one for L7), outside

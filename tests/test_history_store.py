@@ -495,3 +495,12 @@ def test_a_real_compare_report_goes_in(tmp_path, capsys):
         (v,) = st.verdicts("TC1")
         assert v["verdict"] == w["speed"] and v["title"] == w["title"] and v["machine"] == UNRECORDED
         assert v["detail"]["ratios"] == [p["ratio"] for p in w["pair_log"]]
+
+
+def test_both_compare_report_versions_go_in(tmp_path):
+    # kite-compare/1 (the kept toy report, `detectable`) and /2 (today's writer, `half_width`)
+    old = json.loads((TOY_COMPARE / "report.json").read_text())
+    new = compare_doc(HEAD, [timed("CMP1", [1.0, 1.01, 0.99, 1.0] * 40)])
+    assert (old["schema"], new["schema"]) == ("kite-compare/1", "kite-compare/2")
+    assert "half_width" in new["workloads"][0] and "detectable" in old["workloads"][0]
+    assert [r.kind for r in (read_doc(old, "old"), read_doc(new, "new"))] == ["compare", "compare"]

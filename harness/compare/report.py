@@ -22,7 +22,7 @@ from harness.compare.workload import Outcome
 from harness.report import github, junit
 from harness.report.document import _table, atomic_write, cell
 
-SCHEMA = "kite-compare/1"
+SCHEMA = "kite-compare/2"  # 2: `detectable` renamed `half_width`, with the block-median design
 METHOD = ("sign-based confidence sequence for the median ratio of ABBA blocks, one median a block (Howard & "
           "Ramdas 2022, beta-binomial mixture), valid under a look after every block")
 GLOSSARY_ENV = "KITE_GLOSSARY_URL"  # where the glossary is (the GitHub action sets it to its own copy)

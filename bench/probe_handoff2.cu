@@ -20,7 +20,7 @@
 //
 // Pass (written down before the first run, docs/PERFORMANCE.md): <= 0.8 us a phase at 1 and at 8
 // producers, for at least one correct variant whose consumers are all 132 CTAs. The in-cluster
-// table (a chain inside clusters of 2-16 CTAs) is reported beside it and is not judged by the bar.
+// table (variants 8-9, a chain inside clusters of 2-16 CTAs) is reported and not judged by the bar.
 // Build: nvcc -O3 -arch=sm_90 -o probe_handoff2 bench/probe_handoff2.cu
 #include "probe_common.cuh"
 
@@ -115,6 +115,7 @@ __device__ __forceinline__ void tally_add(Tally tally, int wrong, unsigned check
 //   PER_WARP = true: no CTA barrier anywhere. Each producing warp stores, __syncwarp, its lane 0
 //       adds 1 (the counter waits for 8 P); each consumer warp's lane 0 polls, __syncwarp, and the
 //       warp loads its own floats: a warp that sees the counter early goes on without the 7 others.
+//       (A warp of a product needs the whole row: 4 KB a warp, 8 times the L2 reads; not here.)
 template <bool PER_WARP, Poll POLL>
 __global__ void __launch_bounds__(THREADS, 1) k_counter(float *rows, unsigned *counters, int N, int P, unsigned salt,
                                                        Tally tally) {
@@ -237,13 +238,17 @@ __device__ __forceinline__ unsigned cluster_size() {
 __device__ __forceinline__ void cluster_barrier() {
     asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
-__device__ __forceinline__ float4 ld_cluster_v4(const float *local, unsigned rank) {
+// The address of `local` in the shared memory of the cluster's CTA `rank`.
+__device__ __forceinline__ unsigned cluster_map(const void *local, unsigned rank) {
     unsigned remote;
     asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_u32(local)), "r"(rank));
+    return remote;
+}
+__device__ __forceinline__ float4 ld_cluster_v4(const float *local, unsigned rank) {
     float4 v;
     asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
                  : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-                 : "r"(remote)
+                 : "r"(cluster_map(local, rank))
                  : "memory");
     return v;
 }
@@ -272,6 +277,78 @@ __global__ void __launch_bounds__(THREADS, 1) k_cluster(int N, int P, unsigned s
         checked += PER_THREAD;
     }
     cluster_barrier(); // no CTA leaves while another may still read its shared memory
+    tally_add(tally, wrong, checked);
+}
+
+// Variant 9, in a cluster with no barrier and no membar on the path: each producer pushes its
+// slice into every CTA of the cluster with st.async (16 bytes a store, the async proxy), each
+// store completing its bytes on the receiving CTA's mbarrier; a consumer arms its mbarrier for the
+// row's 4096 bytes, waits on it (try_wait.parity.acquire.cluster) and reads its 4 floats from its
+// own shared memory. The release of the cluster barrier (variant 8) is a MEMBAR.ALL.GPU in the
+// SASS; the mbarrier's byte count orders the pushed data without one.
+// Each CTA has a ring of C + 1 row slots, each with its mbarrier, and nothing else holds a producer
+// back: while a CTA still reads row j, no row after j + C can be written, because the CTA is a
+// producer again within C phases (P >= 1; 37 is prime to C) and row p + 1 needs its slice of
+// row p. So slot j % (C + 1) is not rewritten before the CTA has read it, and its mbarrier has
+// completed row j's phase before any byte of row j + C + 1 arrives. A byte count may arrive before
+// its arm (the count may go below zero, as with multicast copies). A waiter gives up after 1 s.
+__device__ __forceinline__ void st_async_v4(unsigned remote, float4 v, unsigned remote_bar) {
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, [%5];" ::"r"(
+                     remote),
+                 "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(remote_bar)
+                 : "memory");
+}
+__device__ __forceinline__ bool bar_done_cluster(uint64_t *bar, uint32_t parity) {
+    uint32_t ok;
+    asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
+                 " selp.u32 %0, 1, 0, p;\n}"
+                 : "=r"(ok)
+                 : "r"(smem_u32(bar)), "r"(parity)
+                 : "memory");
+    return ok != 0;
+}
+
+// Dynamic shared memory: (C + 1) row slots, then (C + 1) mbarriers. P divides ROW, ROW / P % 4 == 0.
+__global__ void __launch_bounds__(THREADS, 1) k_cluster_push(int N, int P, unsigned salt, Tally tally) {
+    extern __shared__ __align__(16) float ring[];
+    const int t = threadIdx.x, C = (int)cluster_size(), rank = (int)cluster_rank(), R = C + 1;
+    uint64_t *full = (uint64_t *)(ring + (size_t)R * ROW);
+    const uint64_t deadline = gtime() + GIVE_UP_NS;
+    if (t < R) bar_init(&full[t]);
+    cluster_barrier(); // every mbarrier of the cluster initialised before any byte is pushed
+    const int chunks = ROW / P / 4; // 16-byte pieces of a slice
+    int wrong = 0, wrong_now = 0;
+    unsigned checked = 0;
+    for (int i = 0; i < N; i++) {
+        const int s = i % R;
+        float *row = ring + (size_t)s * ROW;
+        if (t == 0) bar_expect(&full[s], ROW * sizeof(float));
+        int k;
+        if (producer(i, rank, C, P, &k)) {
+            // piece x: destination x / chunks, 4 floats from element k * ROW / P + 4 (x % chunks)
+            for (int x = t; x < C * chunks; x += THREADS) {
+                const unsigned dest = (unsigned)(x / chunks);
+                const int e = k * (ROW / P) + 4 * (x % chunks);
+                const float4 v = make_float4(value_of(salt, i, e) + (float)wrong_now, value_of(salt, i, e + 1) + (float)wrong_now,
+                                             value_of(salt, i, e + 2) + (float)wrong_now, value_of(salt, i, e + 3) + (float)wrong_now);
+                st_async_v4(cluster_map(&row[e], dest), v, cluster_map(&full[s], dest));
+            }
+        }
+        unsigned polls = 0;
+        bool ready = true;
+        while (!bar_done_cluster(&full[s], (unsigned)(i / R) & 1u))
+            if (give_up(++polls, deadline, tally.timed_out)) {
+                ready = false;
+                break;
+            }
+        if (!ready) break;
+        const float4 v = *(const float4 *)&row[4 * t];
+        wrong_now = (v.x != value_of(salt, i, 4 * t)) + (v.y != value_of(salt, i, 4 * t + 1)) +
+                    (v.z != value_of(salt, i, 4 * t + 2)) + (v.w != value_of(salt, i, 4 * t + 3));
+        wrong += wrong_now;
+        checked += PER_THREAD;
+    }
+    cluster_barrier(); // no CTA leaves while another may still push into it
     tally_add(tally, wrong, checked);
 }
 
@@ -362,10 +439,11 @@ static Cell run_epoch(const Buffers &b, int sms, int P) {
     });
 }
 
-static cudaLaunchConfig_t cluster_config(int clusters, int C, cudaLaunchAttribute *at) {
+static cudaLaunchConfig_t cluster_config(int clusters, int C, size_t smem, cudaLaunchAttribute *at) {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(clusters * C);
     cfg.blockDim = dim3(THREADS);
+    cfg.dynamicSmemBytes = smem;
     at[0].id = cudaLaunchAttributeClusterDimension;
     at[0].val.clusterDim.x = C;
     at[0].val.clusterDim.y = 1;
@@ -438,35 +516,43 @@ int main() {
     }
 
     // In-cluster chains: the largest number of clusters resident at once, each chain on its own.
-    printf("\nIn a cluster (variant 8: cluster barrier, reads from the producers' shared memory), us per phase:\n\n");
-    printf("| cluster size | CTAs | 1 producer | 8 producers (or all) | all producers |\n|---:|---:|---:|---:|---:|\n");
+    printf("\nIn a cluster, us per phase (each cluster's chain on its own, all clusters at once):\n\n");
+    printf("| variant | cluster size | CTAs | 1 producer | 8 producers (or all) | all producers |\n"
+           "|---|---:|---:|---:|---:|---:|\n");
     CK(cudaFuncSetAttribute(k_cluster, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    CK(cudaFuncSetAttribute(k_cluster_push, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
     const int Cs[3] = {2, 8, 16};
-    for (int ci = 0; ci < 3; ci++) {
-        const int C = Cs[ci];
-        cudaLaunchAttribute at[1];
-        cudaLaunchConfig_t cfg = cluster_config(sms / C, C, at);
-        int clusters = 0;
-        if (cudaOccupancyMaxActiveClusters(&clusters, k_cluster, &cfg) != cudaSuccess || clusters < 1) {
-            (void)cudaGetLastError();
-            printf("| %d | - | not available | | |\n", C);
-            continue;
+    for (int push = 0; push < 2; push++) {
+        for (int ci = 0; ci < 3; ci++) {
+            const int C = Cs[ci];
+            void (*k)(int, int, unsigned, Tally) = push ? k_cluster_push : k_cluster;
+            const size_t smem = push ? (size_t)(C + 1) * (ROW * sizeof(float) + sizeof(uint64_t)) : 0;
+            if (push) CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+            const char *name = push ? "9 st.async push + mbarrier byte count" : "8 cluster barrier, shared-memory reads";
+            cudaLaunchAttribute at[1];
+            cudaLaunchConfig_t cfg = cluster_config(sms / C, C, smem, at);
+            int clusters = 0;
+            if (cudaOccupancyMaxActiveClusters(&clusters, k, &cfg) != cudaSuccess || clusters < 1) {
+                (void)cudaGetLastError();
+                printf("| %s | %d | - | not available | | |\n", name, C);
+                continue;
+            }
+            clusters = std::min(clusters, sms / C);
+            printf("| %s | %d | %d |", name, C, clusters * C);
+            const int producers[3] = {1, std::min(8, C), C};
+            for (int pi = 0; pi < 3; pi++) {
+                const int P = producers[pi];
+                const Cell c = measure(b, clusters * C, [&](int N, unsigned salt) {
+                    cudaLaunchAttribute a[1];
+                    cudaLaunchConfig_t config = cluster_config(clusters, C, smem, a);
+                    CK(cudaLaunchKernelEx(&config, k, N, P, salt, b.tally));
+                });
+                print_cell(c);
+                fflush(stdout);
+                all_correct = all_correct && c.correct;
+            }
+            printf("\n");
         }
-        clusters = std::min(clusters, sms / C);
-        printf("| %d | %d |", C, clusters * C);
-        const int producers[3] = {1, std::min(8, C), C};
-        for (int pi = 0; pi < 3; pi++) {
-            const int P = producers[pi];
-            const Cell c = measure(b, clusters * C, [&](int N, unsigned salt) {
-                cudaLaunchAttribute a[1];
-                cudaLaunchConfig_t config = cluster_config(clusters, C, a);
-                CK(cudaLaunchKernelEx(&config, k_cluster, N, P, salt, b.tally));
-            });
-            print_cell(c);
-            fflush(stdout);
-            all_correct = all_correct && c.correct;
-        }
-        printf("\n");
     }
 
     printf("\nall variants correct: %s\n", all_correct ? "yes" : "NO (FAIL above)");

@@ -18,8 +18,8 @@
 // up after 1 s (%globaltimer), marks the launch timed out and leaves; the others it starves give up
 // by their own 1 s, so a broken variant ends the launch cleanly and prints FAIL.
 //
-// Pass (written down before the first run, docs/PERFORMANCE.md): <= 0.8 us a phase at 1 and at 8
-// producers, for at least one correct variant whose consumers are all 132 CTAs. The in-cluster
+// Pass (written down before the first run, docs/PERFORMANCE.md; the design review's bar): <= 0.8 us
+// a phase at 132 producers, and so at 1 and 8, for one correct variant whose consumers are all 132 CTAs. The in-cluster
 // table (variants 8-9, a chain inside clusters of 2-16 CTAs) is reported and not judged by the bar.
 // Build: nvcc -O3 -arch=sm_90 -o probe_handoff2 bench/probe_handoff2.cu
 #include "probe_common.cuh"
@@ -487,7 +487,7 @@ int main() {
         "6 epoch in the data, 2 x 16-byte polls in flight",
         "7 epoch in the data, 2 x 16-byte polls, 20 ns back-off",
     };
-    double best[2] = {1e30, 1e30}; // the best correct variant's pair (1 and 8 producers), by its worse
+    double best[3] = {1e30, 1e30, 1e30}; // the best correct variant's 1, 8 and 132 producers, by its worst
     int best_variant = -1;
     for (int v = 0; v < VARIANTS; v++) {
         printf("| %s |", names[v]);
@@ -508,9 +508,9 @@ int main() {
             all_correct = all_correct && cells[pi].correct;
         }
         printf("\n");
-        if (cells[0].correct && cells[1].correct && std::max(cells[0].us, cells[1].us) < std::max(best[0], best[1])) {
-            best[0] = cells[0].us;
-            best[1] = cells[1].us;
+        const double worst = std::max(cells[0].us, std::max(cells[1].us, cells[2].us));
+        if (cells[0].correct && cells[1].correct && cells[2].correct && worst < std::max(best[0], std::max(best[1], best[2]))) {
+            for (int pi = 0; pi < 3; pi++) best[pi] = cells[pi].us;
             best_variant = v + 1;
         }
     }
@@ -556,12 +556,10 @@ int main() {
     }
 
     printf("\nall variants correct: %s\n", all_correct ? "yes" : "NO (FAIL above)");
-    if (best_variant > 0 && std::max(best[0], best[1]) <= 0.8)
-        printf("P1' bar (<= 0.8 us a phase at 1 and 8 producers, a correct grid-wide variant): PASS, variant %d "
-               "(%.3f and %.3f us)\n", best_variant, best[0], best[1]);
-    else if (best_variant > 0)
-        printf("P1' bar (<= 0.8 us a phase at 1 and 8 producers, a correct grid-wide variant): FAIL, best variant %d "
-               "(%.3f and %.3f us)\n", best_variant, best[0], best[1]);
-    else printf("P1' bar: FAIL, no variant correct at 1 and 8 producers\n");
+    const char *bar = "P1' bar (<= 0.8 us a phase at 1, 8 and 132 producers, a correct grid-wide variant)";
+    if (best_variant > 0)
+        printf("%s: %s, best variant %d (%.3f, %.3f and %.3f us)\n", bar,
+               std::max(best[0], std::max(best[1], best[2])) <= 0.8 ? "PASS" : "FAIL", best_variant, best[0], best[1], best[2]);
+    else printf("%s: FAIL, no variant correct at 1, 8 and 132 producers\n", bar);
     return all_correct ? 0 : 1;
 }

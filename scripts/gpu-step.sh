@@ -1,0 +1,198 @@
+#!/usr/bin/env bash
+# One step of a GPU kernel change judged in one machine start, within a time budget:
+#   scripts/gpu-step.sh OUTDIR [BASEDIR]
+# BASEDIR holds the base tree's native/ (default build/base-main; made by
+# `git archive main native | tar -x -C BASEDIR` where the history is, or here if git has it).
+# In order, each step logged and bounded by what is left of KITE_STEP_BUDGET seconds (default
+# 510), a failed step not stopping the later ones:
+#   1. builds: this tree (harness build default stub), the base module (build/ab-base, as
+#      scripts/gpu-ab.sh --no-build expects it) and this tree's timeline module, the last two in
+#      the background; qwen35-0.8b Q8_0 and Q4_0 generated meanwhile;
+#   2. speed, alone on the machine: scripts/gpu-ab.sh one round at a time (base, then new), up to
+#      KITE_STEP_ROUNDS (default 6) rounds while 200 s stay for the rest;
+#   3. bytes, in the background: harness verify --only D4 D5 D6 E6 E7 G1, then F5 (D5, D6 and F5
+#      run qwen35-0.8b, whose DeltaNet heads take the M=1 head op; the tiny model's do not);
+#   4. meanwhile compute-sanitizer memcheck, racecheck and synccheck on the qwen35-0.8b Q8_0
+#      decode, graph and stream, over the kernels named KITE_STEP_KERNEL (default k_deltanet_head);
+#   5. the per-layer timeline of this tree (bench/pass_timeline.py --layers), if time is left.
+# OUTDIR gets summary.md (written as the steps end), ab.md, bytes.md, f5.md, sanitize.md,
+# timeline.md and logs.tgz (the logs); the work folder is KITE_STEP_WORK (default a temp dir).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out="${1:?usage: scripts/gpu-step.sh OUTDIR [BASEDIR]}"
+base="${2:-build/base-main}"
+budget="${KITE_STEP_BUDGET:-510}"
+rounds="${KITE_STEP_ROUNDS:-6}"
+kernel="${KITE_STEP_KERNEL:-k_deltanet_head}"
+mkdir -p "$out"
+out="$(cd "$out" && pwd)"
+work="${KITE_STEP_WORK:-$(mktemp -d /tmp/gpu-step.XXXXXX)}"
+mkdir -p "$work"
+export PYTHONUNBUFFERED=1
+SECONDS=0
+summary="$out/summary.md"
+left() { echo $((budget - SECONDS)); }
+note() { echo "$*" | tee -a "$summary"; }
+# a step's time limit: at most $1 seconds, and what the budget leaves less $2 for the steps after
+limit() { local l=$(($(left) - $2)); [ "$l" -gt "$1" ] && l=$1; [ "$l" -lt 1 ] && l=1; echo "$l"; }
+
+{
+  echo "# GPU step at $(git rev-parse --short HEAD 2>/dev/null || echo 'this tree'), $(date -u '+%Y-%m-%d %H:%M UTC')"
+  echo
+  echo "- device: $(nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader 2>&1 | head -1)"
+  echo "- base: $base; budget ${budget} s; rounds $rounds"
+  echo
+} > "$summary"
+
+# the gguf package for the model generator (no network: the wheel travels in .whl/)
+if ! python3 -c "import gguf" 2>/dev/null && ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    > "$work/pip.log" 2>&1
+  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+
+# 1. builds, the models meanwhile
+if [ ! -d "$base/native/cuda" ] && git rev-parse --verify -q main >/dev/null 2>&1; then
+  mkdir -p "$base" && git archive main native | tar -x -C "$base"
+fi
+module_build() { # SRC BUILD OUTDIR [cmake args]: one module, configured and built
+  local src=$1 bdir=$2 odir=$3 lim; shift 3
+  lim=$(limit 300 200)
+  cmake -S "$src" -B "$bdir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKITE_OUTPUT_DIR="$odir" \
+    -DKITE_CUDA_TEST_MODULES=OFF -DKITE_CUDA_PROBE=OFF "$@" && timeout "$lim" cmake --build "$bdir"
+}
+base_pid=
+if [ -d "$base/native/cuda" ]; then
+  module_build "$base/native/cuda" build/ab-base/cuda "$PWD/build/ab-base/bin" > "$work/build-base.log" 2>&1 &
+  base_pid=$!
+fi
+module_build native/cuda build/timeline/cuda "$PWD/build/timeline/bin" -DKITE_CUDA_TIMELINE=ON \
+  > "$work/build-timeline.log" 2>&1 &
+tl_pid=$!
+(for t in q8_0 q4_0; do python3 -m harness models gen qwen35-0.8b --type "$t" | tail -1; done) \
+  > "$work/models.txt" 2> "$work/models.log" &
+models_pid=$!
+timeout "$(limit 300 240)" python3 -m harness build default stub > "$work/build.log" 2>&1
+rc=$?
+note "- build (this tree): exit $rc at ${SECONDS} s"
+[ "$rc" -ne 0 ] && tail -30 "$work/build.log" | sed 's/^/    /' >> "$summary"
+wait "$models_pid"
+note "- models: exit $? at ${SECONDS} s: $(tr '\n' ' ' < "$work/models.txt")"
+q8=$(sed -n 1p "$work/models.txt")
+
+# 2. speed first, on a quiet machine: A/B rounds of one base and one new run each (scripts/gpu-ab.sh),
+# as many as the budget leaves time for, up to $rounds, keeping 200 s for the steps after
+wait "$tl_pid"
+trc=$?
+if [ -n "$base_pid" ]; then
+  wait "$base_pid"
+  brc=$?
+  note "- build (base module): exit $brc; timeline module: exit $trc; at ${SECONDS} s"
+  r=0
+  while [ "$brc" -eq 0 ] && [ "$r" -lt "$rounds" ]; do
+    t0=$SECONDS
+    lim=$(limit 120 200)
+    [ "$lim" -lt 20 ] && break
+    r=$((r + 1))
+    timeout "$lim" scripts/gpu-ab.sh "$work/ab-r$r" "$base" 1 --no-build > "$work/ab-r$r.log" 2>&1
+    note "- A/B round $r: exit $? in $((SECONDS - t0)) s"
+    [ $(($(left) - 200)) -lt $((SECONDS - t0)) ] && break # another round would eat the later steps' time
+  done
+  python3 - "$work" "$r" > "$out/ab.md" 2>> "$work/ab-table.log" <<'EOF2'
+import json, statistics, sys
+from pathlib import Path
+work, rounds = Path(sys.argv[1]), int(sys.argv[2])
+def tok_s(path):
+    d = json.loads(path.read_text())
+    return {("Q8_0" if "q8_0" in m["model"] else "Q4_0"): m["graph"]["tokens_per_s"] for m in d["results"]}
+rows = []
+for r in range(1, rounds + 1):
+    b, n = work / f"ab-r{r}" / "ab-1-base.json", work / f"ab-r{r}" / "ab-1-new.json"
+    if b.exists() and n.exists():
+        rows.append((r, tok_s(b), tok_s(n)))
+print("| round | Q8_0 base | Q8_0 new | new / base | Q4_0 base | Q4_0 new | new / base |")
+print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+for r, b, n in rows:
+    print(f"| {r} | {b['Q8_0']:.0f} | {n['Q8_0']:.0f} | {n['Q8_0'] / b['Q8_0']:.3f} | "
+          f"{b['Q4_0']:.0f} | {n['Q4_0']:.0f} | {n['Q4_0'] / b['Q4_0']:.3f} |")
+for q in ("Q8_0", "Q4_0"):
+    if rows:
+        base = [b[q] for _, b, _ in rows]
+        new = [n[q] for _, _, n in rows]
+        ratio = [x / y for x, y in zip(new, base)]
+        print(f"\n{q}: base median {statistics.median(base):.0f}, new median {statistics.median(new):.0f} tok/s; "
+              f"new / base median {statistics.median(ratio):.3f}, new faster in {sum(x > 1 for x in ratio)} "
+              f"of {len(ratio)} rounds")
+EOF2
+  sed 's/^/    /' "$out/ab.md" >> "$summary"
+else
+  note "- A/B: not run (no base tree at $base)"
+fi
+
+# 3. bytes (short contexts, then after 3000 tokens) in the background while the sanitizers run:
+# neither is timed
+verify() { # NAME LIMIT IDS...: harness verify of these criteria, its report as OUTDIR/NAME.md
+  local name=$1 lim=$2; shift 2
+  if [ "$lim" -lt 30 ]; then echo "- verify $*: not run (${lim} s left for it)"; return; fi
+  timeout "$lim" python3 -m harness verify --no-build --reports "$work/runs-$name" --only "$@" \
+    > "$work/verify-$name.log" 2>&1
+  local rc=$? run
+  run=$(find "$work/runs-$name" -mindepth 1 -maxdepth 1 -type d -name '2*' 2>/dev/null | sort | tail -1)
+  [ -n "$run" ] && cp "$run/report.md" "$out/$name.md" 2>/dev/null
+  echo "- verify $* (limit ${lim} s): exit $rc at ${SECONDS} s"
+  tail -12 "$work/verify-$name.log" | sed 's/^/    /'
+}
+(
+  verify bytes "$(limit 200 60)" D4 D5 D6 E6 E7 G1
+  verify f5 "$(limit 300 50)" F5
+) > "$work/verify-summary.md" 2>&1 &
+verify_pid=$!
+
+# 4. compute-sanitizer on the new kernel, qwen35-0.8b Q8_0 decode, graph and stream
+cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+{ echo "| tool | run | exit | errors reported |"; echo "|---|---|---|---|"; } > "$out/sanitize.md"
+for run in memcheck:graph racecheck:graph synccheck:graph memcheck:stream racecheck:stream synccheck:stream; do
+  tool=${run%%:*} mode=${run#*:}
+  lim=$(limit 60 60)
+  if [ "$lim" -lt 20 ] || [ ! -x build/default/bin/kite ]; then
+    echo "| $tool | $mode | not run | ${lim} s left, engine built: $([ -x build/default/bin/kite ] && echo yes || echo no) |" \
+      >> "$out/sanitize.md"
+    continue
+  fi
+  graph=1; [ "$mode" = stream ] && graph=0
+  log="$work/sanitize-$tool-$mode.log"
+  filter=(--kernel-name "kns=$kernel")
+  KITE_CUDA_GRAPH=$graph timeout "$lim" "$cs" --tool "$tool" "${filter[@]}" --error-exitcode 99 \
+    build/default/bin/kite run --model "$q8" --prompt 3,1,4,1,5 --steps 3 > "$log" 2>&1
+  rc=$?
+  if ! grep -qE "ERROR SUMMARY|RACECHECK SUMMARY" "$log" && grep -qiE "unrecognized|unknown option|invalid" "$log"; then
+    mode="$mode, every kernel" # this compute-sanitizer does not take the filter: the whole decode
+    lim=$(limit 60 60)
+    KITE_CUDA_GRAPH=$graph timeout "$lim" "$cs" --tool "$tool" --error-exitcode 99 \
+      build/default/bin/kite run --model "$q8" --prompt 3,1,4,1,5 --steps 3 >> "$log" 2>&1
+    rc=$?
+  fi
+  summ=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$log" | tail -1)
+  echo "| $tool | $mode | $rc | ${summ:-none printed} |" >> "$out/sanitize.md"
+done
+note "- sanitizers on $kernel, qwen35-0.8b Q8_0 (--steps 3), at ${SECONDS} s:"
+sed 's/^/    /' "$out/sanitize.md" >> "$summary"
+wait "$verify_pid"
+cat "$work/verify-summary.md" >> "$summary"
+
+# 5. the per-layer timeline of this tree, if time is left
+lim=$(limit 60 10)
+if [ "$trc" -eq 0 ] && [ "$lim" -ge 20 ] && [ -x build/default/bin/kite ]; then
+  cp build/default/bin/kite build/timeline/bin/
+  KITE_CUDA_TIMELINE="$work/steps.txt" timeout "$lim" build/timeline/bin/kite run --model "$q8" \
+    --prompt "$(seq -s, 1 64)" --steps 64 > "$work/timeline-run.log" 2>&1
+  python3 bench/pass_timeline.py "$work/steps.txt" --layers > "$out/timeline.md" 2> "$work/timeline.log"
+  note "- timeline: exit $? at ${SECONDS} s"
+  grep -E "deltanet_head|^Steps" "$out/timeline.md" | head -6 | sed 's/^/    /' >> "$summary"
+else
+  note "- timeline: not run (build exit $trc, ${lim} s left)"
+fi
+
+note "- done at ${SECONDS} s"
+(cd "$work" && find . -type f -size -4M -print0 | tar -czf "$out/logs.tgz" --null -T -) 2>/dev/null # no dumps
+exit 0

@@ -14,6 +14,7 @@ from engine_build import abi_names
 from harness.builder import fatbin as F
 from harness.builder import toolchains as tc
 from harness.builder.binfmt import read_binary
+from harness.contract.config import DumpSpec
 from harness.matrix import cross as X
 from harness.matrix import entry as E
 from harness.matrix import spec as M
@@ -97,7 +98,7 @@ def test_cross_memcmp_pass_fail_skip(tmp_path):
     c = M.Cross("X1", "t", (("a", "cpu"), ("b", "cpu"), ("c", "cpu")), ("h_out", "logits"))
     one = struct.pack("<2f", 1.0, 2.0)
     other = struct.pack("<2f", 1.0, 2.0000002)
-    files = {"h_out": "h_out.f32", "logits": "logits.f32"}
+    files = {n: DumpSpec(n, f"{n}.f32", "f32", f"shapes.{n}") for n in ("h_out", "logits")}
     s = {("a", "cpu"): src("a", "cpu", {"h_out": one, "logits": one}, tmp_path),
          ("b", "cpu"): src("b", "cpu", {"h_out": one, "logits": one}, tmp_path)}
     v, why, det = X.evaluate_cross(c, s, {"c": "wine not available"}, files)

@@ -22,6 +22,7 @@ from conftest import planted_context
 from harness.process import ProcResult
 from harness.run import runner
 from harness.contract import inputs, schema
+from harness.contract.config import DumpSpec
 
 EQ = """\
 criteria:
@@ -254,7 +255,8 @@ def test_cross_entry_dumps_read_inside_their_folders(tmp_path, plant):
             (d / "h_out.f32").write_bytes(H)
         sources[(entry, "cpu")] = cross.DumpSource(entry, "cpu", d, {"h_out": {"file": "h_out.f32"}})
     c = spec.Cross("X1", "t", (("a", "cpu"), ("b", "cpu")), ("h_out",))
-    verdict, why, _ = cross.evaluate_cross(c, sources, {}, {"h_out": "h_out.f32"})
+    h_out = DumpSpec("h_out", "h_out.f32", "f32", "shapes.h_out")
+    verdict, why, _ = cross.evaluate_cross(c, sources, {}, {"h_out": h_out})
     assert verdict == "FAIL"
     assert ("a link out of its folder" if plant == "shared link" else "h_out.f32: is a directory") in why, why
 

@@ -1,5 +1,6 @@
 """Cross-entry criteria (configs/matrix.yaml `cross:`): the `dump` check's files compared across
-entries, byte for byte (memcmp where the files are at hand, else the SHA-256 each run recorded).
+entries, byte for byte (memcmp where the files are at hand, through the reader verify uses, else
+the SHA-256 each run recorded; an empty dump is vacuous either way).
 A matrix run evaluates those whose entries it ran; `harness merge` evaluates them again over
 reports made on different machines."""
 
@@ -19,10 +20,10 @@ from harness.errors import HarnessError
 from harness.matrix.spec import Cross, Matrix, RegisteredCross, load_matrix
 from harness.report.document import Report
 from harness.report.merge import merge
-from harness.run.dumpdiff import compare_bytes
+from harness.run import dumps
 from harness.run.result import Result, utc_now
-from harness.contract import gate, inputs, registry
-from harness.contract.config import load_config
+from harness.contract import gate, registry
+from harness.contract.config import DumpSpec, load_config
 
 
 @dataclass
@@ -31,11 +32,22 @@ class DumpSource:
     entry: str
     variant: str
     dir: Path | None
-    files: dict[str, dict[str, Any]]  # dump name -> {file, bytes, sha256}
+    files: dict[str, dict[str, Any]]  # dump name -> {file, bytes, sha256, shape}
+
+
+def _memcmp(pa: Path, pb: Path, fa: dict[str, Any], fb: dict[str, Any], spec: DumpSpec) -> tuple[bool, dict[str, Any]]:
+    """(ok, row facts) of two dump copies in report folders, found and compared by verify's reader:
+    never empty, exactly their recorded shape's size, a NaN fails."""
+    sa, sb = dumps.shape(fa, "shape", "recorded"), dumps.shape(fb, "shape", "recorded")
+    da = dumps.locate(pa.parent, pa.name, spec.dtype, sa)
+    db = dumps.locate(pb.parent, pb.name, spec.dtype, sb)
+    d = dumps.compare(da, db, int(sa[-1]) if sa else 0, shape_a=sa, shape_b=sb, dtype=spec.dtype)
+    return d.ok, dict(identical=d.identical, differing=d.differing, max_ulp=d.max_ulp, max_abs=d.max_abs,
+                      reason=d.reason, how="memcmp")
 
 
 def evaluate_cross(c: Cross, sources: dict[tuple[str, str], DumpSource], skipped: dict[str, str],
-                   dump_files: dict[str, str]) -> tuple[str, str, dict[str, Any]]:
+                   dump_specs: dict[str, DumpSpec]) -> tuple[str, str, dict[str, Any]]:
     """memcmp when both folders hold the files, else SHA-256 equality of the recorded digests
     (byte identity, as recorded by the entry's own run). First available entry = reference."""
     for r in c.requires:
@@ -56,28 +68,33 @@ def evaluate_cross(c: Cross, sources: dict[tuple[str, str], DumpSource], skipped
         for dname in c.dumps:
             fa, fb = ref.files.get(dname), s.files.get(dname)
             row = {"case": "", "a": f"{ref.entry}:{ref.variant}", "b": f"{s.entry}:{s.variant}", "dump": dname}
-            fname = dump_files.get(dname, f"{dname}.f32")
-            pa = ref.dir / fname if ref.dir else None
-            pb = s.dir / fname if s.dir else None
+            spec = dump_specs.get(dname) or DumpSpec(dname, f"{dname}.f32", "f32", f"shapes.{dname}")
+            pa = ref.dir / spec.file if ref.dir else None
+            pb = s.dir / spec.file if s.dir else None
             if pa is not None and pb is not None and pa.exists() and pb.exists():
                 try:  # the copies in a report folder: regular files inside their folders only
-                    d = compare_bytes(inputs.read_inside(pa.parent, pa.name, inputs.MAX_DUMP),
-                                      inputs.read_inside(pb.parent, pb.name, inputs.MAX_DUMP))
-                    row.update(identical=d.identical, differing=d.differing, max_ulp=d.max_ulp, max_abs=d.max_abs,
-                               reason=d.reason, how="memcmp")
-                except (inputs.FileRefused, FileNotFoundError) as e:
+                    ok, facts = _memcmp(pa, pb, fa or {}, fb or {}, spec)
+                    row.update(facts)
+                except (dumps.DumpRefused, FileNotFoundError) as e:
+                    ok = False
                     row.update(identical=False, differing=-1, max_ulp=0, max_abs=0.0, how="none", reason=str(e))
             elif fa and fb:
-                same = fa.get("sha256") == fb.get("sha256")
-                row.update(identical=same, differing=0 if same else -1, max_ulp=0, max_abs=0.0, how="sha256",
-                           reason="identical bytes (SHA-256)" if same else
+                try:
+                    dumps.check_recorded(fa)
+                    dumps.check_recorded(fb)
+                    ok = fa.get("sha256") == fb.get("sha256")
+                    why = ("identical bytes (SHA-256)" if ok else
                            f"SHA-256 differs ({fa.get('sha256', '')[:12]} vs {fb.get('sha256', '')[:12]}); "
                            "files not at hand for an element-wise account")
+                except dumps.DumpRefused as e:
+                    ok, why = False, str(e)
+                row.update(identical=ok, differing=0 if ok else -1, max_ulp=0, max_abs=0.0, how="sha256", reason=why)
             else:
+                ok = False
                 row.update(identical=False, differing=-1, max_ulp=0, max_abs=0.0, how="none",
                            reason=f"dump {dname} missing")
             details["comparisons"].append(row)
-            if not row["identical"]:
+            if not ok:
                 bad.append(f"{row['a']} vs {row['b']} {dname}: {row['reason']}")
     n = len(avail)
     if bad:
@@ -112,7 +129,7 @@ class Hints:
 
 
 def add_cross_results(report: Report, matrix: Matrix, sources: dict[tuple[str, str], DumpSource],
-                      skipped: dict[str, str], dump_files: dict[str, str],
+                      skipped: dict[str, str], dump_specs: dict[str, DumpSpec],
                       checked: gate.Gate | None = None, exploratory: bool = False,
                       hints: Hints | None = None) -> None:
     """Evaluate the cross-entry criteria. With the registry's entries, one that is not (or not as)
@@ -126,7 +143,7 @@ def add_cross_results(report: Report, matrix: Matrix, sources: dict[tuple[str, s
         if refused:
             verdict, reason, details = "FAIL", refused, {}
         else:
-            verdict, reason, details = evaluate_cross(c, sources, skipped, dump_files)
+            verdict, reason, details = evaluate_cross(c, sources, skipped, dump_specs)
         r = matrix_result(c.id, c.title, "equivalence", c.digest(), verdict, reason, time.perf_counter() - t0, details)
         if st is not None and not st.ok:
             r.exploratory = True
@@ -149,9 +166,9 @@ def recompute_cross(rep: Report, root: Path, matrix_path: Path | None, hints: Hi
         return
     mx = load_matrix(path, root)
     try:
-        dump_files = {n: s.file for n, s in load_config(root).dumps.items()}
-    except HarnessError:  # no engine configuration at hand: the engine's own file names
-        dump_files = {"h_out": "h_out.f32", "logits": "logits.f32"}
+        dump_specs = load_config(root).dumps
+    except HarnessError:  # no engine configuration at hand: the engine's own dumps (f32)
+        dump_specs = {}
     sources, skipped = sources_from_doc(rep.doc, rep.dir)
     present = {e["entry"] for e in rep.doc["matrix"]["entries"]}
     cross = {k: c for k, c in mx.cross.items() if {e for e, _ in c.entries} & present}
@@ -159,7 +176,7 @@ def recompute_cross(rep: Report, root: Path, matrix_path: Path | None, hints: Hi
     rep.doc["results"] = [r for r in rep.doc["results"] if r["id"].split("@")[0] not in cross]
     # the project's own cross criteria are pre-registered: check them against its registry
     checked = gate.open_gate(root) if matrix_path is None and gate.default_path(root).exists() else None
-    add_cross_results(rep, dataclasses.replace(mx, cross=cross), sources, skipped, dump_files, checked,
+    add_cross_results(rep, dataclasses.replace(mx, cross=cross), sources, skipped, dump_specs, checked,
                       hints=hints)
 
 

@@ -6,7 +6,6 @@ embedded-code, msvc-discovery). Its criteria run through harness/run/suite.py (m
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import os
 import shutil
 import sys
@@ -22,7 +21,7 @@ from harness.builder.fatbin import embedded_code, scan_fatbin
 from harness.errors import HarnessError
 from harness.matrix.spec import CHECKS_NEED_ENGINE, MINGW_TOOLCHAIN_FILE, TESTMOD_SOURCE, Entry, Matrix, availability
 from harness.process import ProcResult, run_process
-from harness.run.dumpdiff import compare_bytes
+from harness.run import dumps
 from harness.run.runner import NATIVE, Launcher
 from harness.contract import inputs
 from harness.contract.config import BuildSpec, Config, ProjectSpec
@@ -30,6 +29,13 @@ from harness.contract.config import BuildSpec, Config, ProjectSpec
 
 class CheckFail(Exception):
     """Ends one check with FAIL and this reason."""
+
+
+def _refused(e: Exception) -> str:
+    """A dump the shared reader refused, as the dump check says it ("vacuous: " first, as verify)."""
+    why = str(e)
+    return (f"vacuous: `kite run --dump`: {why.removeprefix('vacuous: ')}" if why.startswith("vacuous: ")
+            else f"`kite run --dump`: {why}")
 
 
 @dataclass
@@ -288,25 +294,14 @@ class EntryRunner:
         r = self.run(exe, args, env, log)
         if not r.ok:
             raise CheckFail(f"`kite run` ({log}) failed: {r.describe()}")
+        meta, found = self.dumps_in(out)
         files = {}
-        for name, spec in self.cfg.dumps.items():
-            try:  # what the engine wrote: only regular files inside its dump folder (no FIFO, no link out)
-                data = inputs.read_inside(out, spec.file, inputs.MAX_DUMP)
-            except FileNotFoundError:
-                raise CheckFail(f"`kite run --dump` wrote no {spec.file}") from None
-            except inputs.FileRefused as e:
-                raise CheckFail(f"`kite run --dump`: {e}") from None
-            files[name] = {"file": spec.file, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
-        meta = {}
-        try:
-            meta = inputs.json_loads(inputs.decode_text(inputs.read_inside(out, self.cfg.meta_file, inputs.MAX_META),
-                                                        self.cfg.meta_file))
-        except FileNotFoundError:
-            pass
-        except inputs.FileRefused as e:
-            raise CheckFail(f"`kite run --dump`: {e}") from None
-        except ValueError:
-            raise CheckFail(f"{self.cfg.meta_file} is not JSON") from None
+        for name, (d, shape) in found.items():
+            try:
+                sha = dumps.digest(d)
+            except dumps.DumpRefused as e:
+                raise CheckFail(_refused(e)) from None
+            files[name] = {"file": d.file, "bytes": d.size, "sha256": sha, "shape": shape}
         return {"dir": str(out), "files": files, "meta": meta, "wall_s": r.wall_s}
 
     def check_dump(self, exe: Path, run: EntryRun) -> CheckResult:
@@ -333,16 +328,44 @@ class EntryRunner:
             parts.append(f"{v.name}: {res['files'].get('logits', {}).get('sha256', '?')[:12]}")
         return CheckResult("dump", "PASS", "; ".join(parts), details=details)
 
-    def compare_dirs(self, a: Path, b: Path, label_a: str, label_b: str) -> list[dict[str, Any]]:
-        rows = []
+    def dumps_in(self, out: Path) -> tuple[Any, dict[str, tuple[dumps.Dump, list[int] | None]]]:
+        """meta.json of a dump folder and each dump of configs/engine.yaml in it with its shape,
+        found by the reader verify uses (harness/run/dumps.py): only regular files inside the
+        folder, never empty, exactly the size their meta.json shape gives."""
+        meta: Any = {}
+        try:
+            meta = inputs.json_loads(inputs.decode_text(inputs.read_inside(out, self.cfg.meta_file, inputs.MAX_META),
+                                                        self.cfg.meta_file))
+        except FileNotFoundError:
+            pass
+        except inputs.FileRefused as e:
+            raise CheckFail(f"`kite run --dump`: {e}") from None
+        except ValueError:
+            raise CheckFail(f"{self.cfg.meta_file} is not JSON") from None
+        found = {}
         for name, spec in self.cfg.dumps.items():
             try:
-                da, db = (inputs.read_inside(x, spec.file, inputs.MAX_DUMP) for x in (a, b))
-            except (inputs.FileRefused, FileNotFoundError) as e:
+                shape = dumps.shape(meta, spec.shape)
+                found[name] = (dumps.locate(out, spec.file, spec.dtype, shape), shape)
+            except FileNotFoundError:
+                raise CheckFail(f"`kite run --dump` wrote no {spec.file}") from None
+            except dumps.DumpRefused as e:
+                raise CheckFail(_refused(e)) from None
+        return meta, found
+
+    def compare_dirs(self, a: Path, b: Path, label_a: str, label_b: str) -> list[dict[str, Any]]:
+        """memcmp of each dump of two dump folders, as verify's: a NaN fails (row "ok")."""
+        (_, da), (_, db) = self.dumps_in(a), self.dumps_in(b)
+        rows = []
+        for name, spec in self.cfg.dumps.items():
+            (xa, sa), (xb, sb) = da[name], db[name]
+            try:
+                d = dumps.compare(xa, xb, int(sa[-1]) if sa else 0, shape_a=sa, shape_b=sb, dtype=spec.dtype)
+            except dumps.DumpRefused as e:
                 raise CheckFail(f"{label_a} vs {label_b}: {e}") from None
-            d = compare_bytes(da, db, dtype=spec.dtype)
             rows.append({"case": "", "a": label_a, "b": label_b, "dump": name, "identical": d.identical,
-                         "differing": d.differing, "max_ulp": d.max_ulp, "max_abs": d.max_abs, "reason": d.reason})
+                         "ok": d.ok, "differing": d.differing, "max_ulp": d.max_ulp, "max_abs": d.max_abs,
+                         "reason": d.reason})
         return rows
 
     def absent_dump(self, exe: Path) -> Path:
@@ -399,7 +422,7 @@ class EntryRunner:
             rows = self.compare_dirs(self.absent_dump(exe), fdir, "module-absent", "fake-bound")
             facts["comparisons"] = rows
             for r in rows:
-                if not r["identical"]:
+                if not r["ok"]:
                     problems.append(f"fake bound vs module absent, {r['dump']}: {r['reason']}")
         if problems:
             return CheckResult("loader-fake", "FAIL", "; ".join(problems), details=facts)

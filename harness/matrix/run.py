@@ -195,7 +195,7 @@ def run_matrix(root: Path, names: list[str] | None, *, report_dir: Path | None =
         selected = {e.name for e in entries}
         cross = {k: c for k, c in matrix.cross.items() if sum(e in selected for e, _ in c.entries) >= c.min_entries}
         add_cross_results(rep, dataclasses.replace(matrix, cross=cross), sources, skipped,
-                          {n: s.file for n, s in cfg.dumps.items()}, reg, exploratory, hints)
+                          cfg.dumps, reg, exploratory, hints)
     except KeyboardInterrupt as e:  # Ctrl-C, SIGTERM, SIGHUP: the report says so, never "running"
         rep.doc["interrupted_by"] = str(e) or "SIGINT"
         rep.write(final=True, status="interrupted")

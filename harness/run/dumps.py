@@ -1,11 +1,12 @@
-"""The one reader of engine dumps, shared by verify and compare: each dump found inside its own
-folder (inputs: no link out, a regular file, exactly the size its meta.json shape gives), under one
-set of caps, and compared in bounded chunks. Identical, finite dumps (the common PASS) are never
-held whole; a dump that differs, holds a NaN or infinity, or is judged by a tolerance is read whole
-for the full account of compare_bytes."""
+"""The one reader of engine dumps, shared by verify, compare and the build matrix: each dump found
+inside its own folder (inputs: no link out, a regular file, exactly the size its meta.json shape
+gives, never empty), under one set of caps, hashed and compared in bounded chunks. Identical,
+finite dumps (the common PASS) are never held whole; a dump that differs, holds a NaN or infinity,
+or is judged by a tolerance is read whole for the full account of compare_bytes."""
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 from dataclasses import dataclass
@@ -17,6 +18,9 @@ import numpy as np
 from harness.run.dumpdiff import DumpDiff, compare_bytes
 from harness.contract import inputs
 from harness.contract.config import DTYPES
+from harness.contract.criteria import _MISSING, lookup
+
+EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()  # the digest a run recorded for an empty dump
 
 
 class DumpRefused(Exception):
@@ -37,6 +41,23 @@ class Dump:
         return inputs.chunks_inside(self.folder, self.file, self.size, self.shown)
 
 
+def shape(doc: Any, dotted: str, where: str = "meta.json") -> list[int] | None:
+    """A dump's shape at `dotted` in `doc` (meta.json, or what a report recorded of it): None when
+    absent; anything but a list of non-negative integers is a DumpRefused."""
+    v = lookup(doc, dotted)
+    if v is _MISSING or v is None:
+        return None
+    if not (isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x < 2**53
+                                        for x in v)):
+        raise DumpRefused(f"{where} {dotted} = {str(v)[:60]} is not a list of non-negative integers")
+    return v
+
+
+def _empty(shown: str, shape: list[int] | None) -> DumpRefused:
+    return DumpRefused(f"vacuous: {shown} is empty" + (f" (meta.json shape {shape})" if shape is not None else "")
+                       + ": no element to compare")
+
+
 def locate(folder: Path, file: str, dtype: str, shape: list[int] | None) -> Dump:
     """The dump `file` of `folder`, checked unread: with a shape, exactly its size (up to
     inputs.MAX_SHAPED_DUMP); without, up to inputs.MAX_DUMP; never empty (no element to compare
@@ -51,9 +72,26 @@ def locate(folder: Path, file: str, dtype: str, shape: list[int] | None) -> Dump
         raise DumpRefused(str(e)) from None
     os.close(fd)
     if not st.st_size:
-        raise DumpRefused(f"vacuous: {shown} is empty" + (f" (meta.json shape {shape})" if shape is not None else "")
-                          + ": no element to compare")
+        raise _empty(shown, shape)
     return Dump(folder, file, st.st_size, shown)
+
+
+def digest(d: Dump) -> str:
+    """The SHA-256 of a located dump, read in chunks: a dump of any size in bounded memory."""
+    h = hashlib.sha256()
+    try:
+        for piece in d.chunks():
+            h.update(piece)
+    except inputs.FileRefused as e:
+        raise DumpRefused(str(e)) from None
+    return h.hexdigest()
+
+
+def check_recorded(info: dict[str, Any]) -> None:
+    """The never-empty rule for a dump known only by what a run recorded of it ({file, bytes,
+    sha256}): one recorded empty is a DumpRefused, as locate would have made it."""
+    if info.get("bytes") == 0 or info.get("sha256") == EMPTY_SHA256:
+        raise _empty(f"dump {info.get('file', '?')}", None)
 
 
 def _streamed(a: Dump, b: Dump, dtype: str) -> tuple[bool, int]:

@@ -204,15 +204,12 @@ def _precond_failures(doc: Any, pre: dict[str, Any]) -> list[str]:
 # ---- equivalence ----------------------------------------------------------------------------
 
 def _shape(meta: Any, dotted: str, variant: str, runs: list[dict[str, Any]]) -> list[int] | None:
-    """A dump's shape from meta.json: None when absent; a malformed one ends the criterion."""
-    v = C.lookup(meta, dotted)
-    if v is C._MISSING or v is None:
-        return None
-    if not (isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x < 2**53
-                                        for x in v)):
-        raise CriterionFail(f"variant {variant}: meta.json {dotted} = {str(v)[:60]} is not a list of "
-                            "non-negative integers", {"runs": runs})
-    return v
+    """A dump's shape from meta.json (the shared reader's rule): None when absent; a malformed one
+    ends the criterion."""
+    try:
+        return dumps.shape(meta, dotted)
+    except dumps.DumpRefused as e:
+        raise CriterionFail(f"variant {variant}: {e}", {"runs": runs}) from None
 
 
 def _dump(folder: Path, ds: DumpSpec, shape: list[int] | None, where: str, runs: list[dict[str, Any]]) -> dumps.Dump:

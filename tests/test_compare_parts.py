@@ -373,3 +373,31 @@ def test_interval_wording_says_what_it_means():
     assert "97.5 % anytime interval" in reason and "half-width" in reason and "about half the time" in reason
     md = report.render_markdown(c)
     assert "smallest detectable" not in md + reason and "interval half-width" in md
+
+
+@pytest.mark.parametrize("shape", [[4, "16"], [-1], 7])
+def test_a_malformed_dump_shape_fails_the_workload_as_verify_fails_it(tmp_path, shape):
+    """compare reads a dump's shape by verify's one rule (dumps.shape): a shape that is not a list
+    of non-negative integers is an error, never taken as "no shape" (which skipped the size check)."""
+    import json  # noqa: PLC0415 - test-local
+    from pathlib import Path  # noqa: PLC0415
+    from types import SimpleNamespace  # noqa: PLC0415
+
+    from harness.compare.workload import Runner  # noqa: PLC0415
+    from harness.contract.config import DumpSpec  # noqa: PLC0415
+    from harness.run.runner import CriterionFail  # noqa: PLC0415
+
+    def write_dump(key, extra, label):
+        out = Path(extra[1])
+        out.mkdir(parents=True)
+        (out / "meta.json").write_text(json.dumps({"dims": {"v": shape}}))
+        (out / "v.f32").write_bytes(b"\0" * 64)
+
+    run = object.__new__(Runner)
+    run.spec = SimpleNamespace(dumps=["v"], variant=SimpleNamespace(preconditions={}))
+    run.cfgs = {"base": SimpleNamespace(dump_flag="--dump", meta_file="meta.json",
+                                        dumps={"v": DumpSpec(name="v", file="v.f32", dtype="f32", shape="dims.v")})}
+    run.prepared = {"base": SimpleNamespace(work=tmp_path)}
+    run._run = write_dump
+    with pytest.raises(CriterionFail, match=r"base: meta.json dims.v = .* is not a list of non-negative integers"):
+        run.dumps("base")

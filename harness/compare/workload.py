@@ -141,12 +141,8 @@ class Runner:
             ds = cfg.dumps.get(name)
             if ds is None:
                 raise CriterionFail(f"{key}: its configs/engine.yaml declares no dump {name!r}")
-            shape = C.lookup(meta, ds.shape)
-            if not (isinstance(shape, list) and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0
-                                                    for x in shape)):
-                shape = None
             try:
-                data[name] = dumps.locate(dump, ds.file, ds.dtype, shape)
+                data[name] = dumps.locate(dump, ds.file, ds.dtype, dumps.shape(meta, ds.shape, cfg.meta_file))
             except FileNotFoundError:
                 raise CriterionFail(f"{key}: dump {ds.file} missing") from None
             except dumps.DumpRefused as e:
@@ -184,10 +180,9 @@ def compare_dumps(run: Runner, out: Outcome) -> None:
     diffs = []
     for name in run.spec.dumps:
         ds = run.cfgs["head"].dumps[name]
-        shape_a, shape_b = C.lookup(metas["base"], ds.shape), C.lookup(metas["head"], ds.shape)
-        shape_a = shape_a if isinstance(shape_a, list) else None
-        shape_b = shape_b if isinstance(shape_b, list) else None
-        row = int(shape_a[-1]) if shape_a and isinstance(shape_a[-1], int) else 0
+        # the shapes were checked by run.dumps, through the one shape rule
+        shape_a, shape_b = dumps.shape(metas["base"], ds.shape), dumps.shape(metas["head"], ds.shape)
+        row = shape_a[-1] if shape_a else 0
         try:
             d = dumps.compare(datas["base"][name], datas["head"][name], row, shape_a=shape_a, shape_b=shape_b,
                               dtype=ds.dtype, **({"mode": "tolerance", **tolerance.bounds(run.spec.within)}

@@ -251,3 +251,37 @@ def test_bad_tolerances_are_refused(new, message):
     with pytest.raises(SchemaErrors) as e:
         load(GOOD.replace("bytes: same", new))
     assert message in "\n".join(e.value.messages)
+
+
+class SlowerHead:
+    """A workload runner whose head is always 20 % slower: every block on one side."""
+
+    def __init__(self, crit):
+        self.crit, self.spec = crit, crit.spec
+
+    def timed(self, key: str, label: str) -> float:
+        return 12.0 if key == "head" else 10.0
+
+
+@pytest.mark.parametrize("cid, pairs, decided, warned", [("LH2", 48, None, True), ("LH4", 30, "regressed", False)])
+def test_a_budget_too_small_to_show_a_change_says_so(cid, pairs, decided, warned):
+    """Found on the planted llama.cpp history: LH2's budget (48 pairs, a look every 4) allows 12
+    looks, a change needs 15 at alpha 0.05, so a slowdown measured at +21 % ended inconclusive, and
+    nothing said why. compare now says so before timing; LH4 (a look every 2 pairs) can decide."""
+    from harness.compare.sequential import looks_needed  # noqa: PLC0415 - test-local
+    from harness.compare.workload import Outcome, sequential  # noqa: PLC0415
+    from harness.contract import schema  # noqa: PLC0415
+    from harness.contract.config import load_config  # noqa: PLC0415
+    from tests.conftest import REPO  # noqa: PLC0415
+
+    assert (looks_needed(0.05), looks_needed(0.05 / 3)) == (15, 18)
+    cfg = load_config(REPO)
+    crits = {c.id: c for c in schema.load_file(REPO / "regressions" / "engines" / "llamacpp-history.yaml", REPO,
+                                               list(cfg.builds), list(cfg.dumps))}
+    lines: list[str] = []
+    out = Outcome(cid, "t", "f", 1, "same", margin=0.03)
+    seq = sequential(SlowerHead(crits[cid]), out, 0.05, lines.append, clock=lambda: 0.0)  # type: ignore[arg-type]
+    assert (seq.pairs, seq.decided()) == (pairs, decided)
+    said = [x for x in lines if "cannot be shown" in x]
+    assert said == ([f"  [{cid}] its budget (48 pairs, a look every 4) allows 12 looks; a change needs 15 at "
+                     "alpha 0.05: regressed or improved cannot be shown"] if warned else [])

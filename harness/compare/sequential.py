@@ -46,6 +46,12 @@ def _bounds(t: int, alpha: float, prior: float) -> tuple[int, int]:
     return int(ok[0]), int(ok[-1])  # never empty: S = t/2 has M <= 1
 
 
+def looks_needed(alpha: float, prior: float = PRIOR, most: int = 10_000) -> int:
+    """The fewest looks (blocks) at which an interval at alpha can exclude 1 at all: every block on
+    one side. A budget of fewer looks can only end inconclusive or equivalent, whatever the change."""
+    return next(t for t in range(1, most + 1) if _bounds(t, alpha, prior)[0] > 0)
+
+
 def interval(summaries: np.ndarray, alpha: float, prior: float = PRIOR) -> tuple[float, float]:
     """The (1 - alpha) confidence-sequence interval for the median of these summaries:
     [x(lo), x(hi)] over the order statistics; +-inf while too few to bound a side."""

@@ -34,7 +34,7 @@ def test_identical_dumps_are_compared_in_bounded_memory(tmp_path):
     tracemalloc.start()
     try:
         da, db = (dumps.locate(x, "logits.f32", "f32", [n // 1024, 1024]) for x in (a, b))
-        d = dumps.compare(da, db, 1024, shape_a=[n // 1024, 1024], shape_b=[n // 1024, 1024])
+        d = dumps.compare(da, db)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -51,15 +51,13 @@ def test_a_difference_or_a_nan_gets_the_full_account(tmp_path, monkeypatch, chun
     ys = list(xs)
     ys[77] = 77.5
     a, b = _pair(tmp_path, struct.pack("<100f", *xs), struct.pack("<100f", *ys))
-    d = dumps.compare(dumps.locate(a, "logits.f32", "f32", [10, 10]), dumps.locate(b, "logits.f32", "f32", [10, 10]),
-                      10)
+    d = dumps.compare(dumps.locate(a, "logits.f32", "f32", [10, 10]), dumps.locate(b, "logits.f32", "f32", [10, 10]))
     assert (d.identical, d.ok, d.differing, d.first_index, d.first_position, d.first_element) == \
         (False, False, 1, 77, 7, 7)
     nan = struct.pack("<100f", *xs[:50], float("nan"), *xs[51:])
     (a / "logits.f32").write_bytes(nan)
     (b / "logits.f32").write_bytes(nan)
-    d = dumps.compare(dumps.locate(a, "logits.f32", "f32", [10, 10]), dumps.locate(b, "logits.f32", "f32", [10, 10]),
-                      10)
+    d = dumps.compare(dumps.locate(a, "logits.f32", "f32", [10, 10]), dumps.locate(b, "logits.f32", "f32", [10, 10]))
     assert d.identical and not d.ok and d.nan_a == 1  # identical bytes, but a NaN fails unless allowed
 
 

@@ -38,10 +38,9 @@ class DumpSource:
 def _memcmp(pa: Path, pb: Path, fa: dict[str, Any], fb: dict[str, Any], spec: DumpSpec) -> tuple[bool, dict[str, Any]]:
     """(ok, row facts) of two dump copies in report folders, found and compared by verify's reader:
     never empty, exactly their recorded shape's size, a NaN fails."""
-    sa, sb = dumps.shape(fa, "shape", "recorded"), dumps.shape(fb, "shape", "recorded")
-    da = dumps.locate(pa.parent, pa.name, spec.dtype, sa)
-    db = dumps.locate(pb.parent, pb.name, spec.dtype, sb)
-    d = dumps.compare(da, db, int(sa[-1]) if sa else 0, shape_a=sa, shape_b=sb, dtype=spec.dtype)
+    da = dumps.locate(pa.parent, pa.name, spec.dtype, dumps.shape(fa, "shape", "recorded"))
+    db = dumps.locate(pb.parent, pb.name, spec.dtype, dumps.shape(fb, "shape", "recorded"))
+    d = dumps.compare(da, db)
     return d.ok, dict(identical=d.identical, differing=d.differing, max_ulp=d.max_ulp, max_abs=d.max_abs,
                       reason=d.reason, how="memcmp")
 

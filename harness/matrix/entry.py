@@ -31,13 +31,6 @@ class CheckFail(Exception):
     """Ends one check with FAIL and this reason."""
 
 
-def _refused(e: Exception) -> str:
-    """A dump the shared reader refused, as the dump check says it ("vacuous: " first, as verify)."""
-    why = str(e)
-    return (f"vacuous: `kite run --dump`: {why.removeprefix('vacuous: ')}" if why.startswith("vacuous: ")
-            else f"`kite run --dump`: {why}")
-
-
 @dataclass
 class CheckResult:
     name: str
@@ -296,12 +289,12 @@ class EntryRunner:
             raise CheckFail(f"`kite run` ({log}) failed: {r.describe()}")
         meta, found = self.dumps_in(out)
         files = {}
-        for name, (d, shape) in found.items():
+        for name, d in found.items():
             try:
                 sha = dumps.digest(d)
             except dumps.DumpRefused as e:
-                raise CheckFail(_refused(e)) from None
-            files[name] = {"file": d.file, "bytes": d.size, "sha256": sha, "shape": shape}
+                raise CheckFail(dumps.refusal("`kite run --dump`", e)) from None
+            files[name] = {"file": d.file, "bytes": d.size, "sha256": sha, "shape": d.shape}
         return {"dir": str(out), "files": files, "meta": meta, "wall_s": r.wall_s}
 
     def check_dump(self, exe: Path, run: EntryRun) -> CheckResult:
@@ -328,8 +321,8 @@ class EntryRunner:
             parts.append(f"{v.name}: {res['files'].get('logits', {}).get('sha256', '?')[:12]}")
         return CheckResult("dump", "PASS", "; ".join(parts), details=details)
 
-    def dumps_in(self, out: Path) -> tuple[Any, dict[str, tuple[dumps.Dump, list[int] | None]]]:
-        """meta.json of a dump folder and each dump of configs/engine.yaml in it with its shape,
+    def dumps_in(self, out: Path) -> tuple[Any, dict[str, dumps.Dump]]:
+        """meta.json of a dump folder and each dump of configs/engine.yaml in it,
         found by the reader verify uses (harness/run/dumps.py): only regular files inside the
         folder, never empty, exactly the size their meta.json shape gives."""
         meta: Any = {}
@@ -345,22 +338,20 @@ class EntryRunner:
         found = {}
         for name, spec in self.cfg.dumps.items():
             try:
-                shape = dumps.shape(meta, spec.shape)
-                found[name] = (dumps.locate(out, spec.file, spec.dtype, shape), shape)
+                found[name] = dumps.locate(out, spec.file, spec.dtype, dumps.shape(meta, spec.shape))
             except FileNotFoundError:
                 raise CheckFail(f"`kite run --dump` wrote no {spec.file}") from None
             except dumps.DumpRefused as e:
-                raise CheckFail(_refused(e)) from None
+                raise CheckFail(dumps.refusal("`kite run --dump`", e)) from None
         return meta, found
 
     def compare_dirs(self, a: Path, b: Path, label_a: str, label_b: str) -> list[dict[str, Any]]:
         """memcmp of each dump of two dump folders, as verify's: a NaN fails (row "ok")."""
         (_, da), (_, db) = self.dumps_in(a), self.dumps_in(b)
         rows = []
-        for name, spec in self.cfg.dumps.items():
-            (xa, sa), (xb, sb) = da[name], db[name]
+        for name in self.cfg.dumps:
             try:
-                d = dumps.compare(xa, xb, int(sa[-1]) if sa else 0, shape_a=sa, shape_b=sb, dtype=spec.dtype)
+                d = dumps.compare(da[name], db[name])
             except dumps.DumpRefused as e:
                 raise CheckFail(f"{label_a} vs {label_b}: {e}") from None
             rows.append({"case": "", "a": label_a, "b": label_b, "dump": name, "identical": d.identical,

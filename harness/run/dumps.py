@@ -33,6 +33,8 @@ class Dump:
     file: str
     size: int
     shown: str  # "dump h_out.f32"
+    dtype: str = "f32"
+    shape: list[int] | None = None  # its meta.json shape, checked against size by locate
 
     def read(self) -> bytearray:
         return inputs.read_inside(self.folder, self.file, max(self.size, 1), self.size, shown=self.shown)
@@ -73,7 +75,13 @@ def locate(folder: Path, file: str, dtype: str, shape: list[int] | None) -> Dump
     os.close(fd)
     if not st.st_size:
         raise _empty(shown, shape)
-    return Dump(folder, file, st.st_size, shown)
+    return Dump(folder, file, st.st_size, shown, dtype, shape)
+
+
+def refusal(where: str, e: DumpRefused) -> str:
+    """A refused dump's reason as a verdict says it: "vacuous: " first, then where it was."""
+    why = str(e)
+    return f"vacuous: {where}: {why.removeprefix('vacuous: ')}" if why.startswith("vacuous: ") else f"{where}: {why}"
 
 
 def digest(d: Dump) -> str:
@@ -113,10 +121,11 @@ def _streamed(a: Dump, b: Dump, dtype: str) -> tuple[bool, int]:
     return True, nonfinite
 
 
-def compare(a: Dump, b: Dump, row_len: int = 0, *, mode: str = "memcmp", shape_a: list[int] | None = None,
-            shape_b: list[int] | None = None, dtype: str = "f32", **tolerance: Any) -> DumpDiff:
-    """compare_bytes of the two dumps; in memcmp mode, identical finite dumps of the same shape
-    are found in chunks without reading either whole."""
+def compare(a: Dump, b: Dump, *, mode: str = "memcmp", **tolerance: Any) -> DumpDiff:
+    """compare_bytes of the two located dumps (a's type; rows of a's last dimension); in memcmp
+    mode, identical finite dumps of the same shape are found in chunks without reading either whole."""
+    dtype, shape_a, shape_b = a.dtype, a.shape, b.shape
+    row_len = shape_a[-1] if shape_a else 0
     same_shape = shape_a is None or shape_b is None or list(shape_a) == list(shape_b)
     if mode == "memcmp" and a.size == b.size and same_shape and a.size % DTYPES[dtype] == 0:
         try:

@@ -219,9 +219,7 @@ def _dump(folder: Path, ds: DumpSpec, shape: list[int] | None, where: str, runs:
     except FileNotFoundError:
         raise CriterionFail(f"{where}: dump {ds.file} missing", {"runs": runs}) from None
     except dumps.DumpRefused as e:
-        why = str(e)
-        raise CriterionFail(f"vacuous: {where}: {why[len('vacuous: '):]}" if why.startswith("vacuous: ")
-                            else f"{where}: {why}", {"runs": runs}) from None
+        raise CriterionFail(dumps.refusal(where, e), {"runs": runs}) from None
 
 
 def run_equivalence(ctx: Context, crit: C.Criterion, work: Path) -> Outcome:
@@ -233,7 +231,7 @@ def run_equivalence(ctx: Context, crit: C.Criterion, work: Path) -> Outcome:
     failures: list[str] = []
     for ci, case in enumerate(cases):
         tag = ",".join(f"{k}={v}" for k, v in case.items())
-        loaded: list[tuple[C.Variant, dict[str, Any], dict[str, dumps.Dump]]] = []
+        loaded: list[tuple[C.Variant, dict[str, dumps.Dump]]] = []
         for var in spec.variants:
             vdir = work / (f"case{ci}" if crit.cases else "") / var.name
             p = prepare(ctx, crit, var, vdir, case)
@@ -262,18 +260,13 @@ def run_equivalence(ctx: Context, crit: C.Criterion, work: Path) -> Outcome:
             for dname in cmp_.dumps:
                 ds = ctx.cfg.dumps[dname]
                 data[dname] = _dump(dump, ds, _shape(meta, ds.shape, var.name, runs), where, runs)
-            loaded.append((var, meta, data))
-        base_var, base_meta, base_data = loaded[0]
-        for var, meta, data in loaded[1:]:
+            loaded.append((var, data))
+        base_var, base_data = loaded[0]
+        for var, data in loaded[1:]:
             for dname in cmp_.dumps:
-                ds = ctx.cfg.dumps[dname]
-                sa = _shape(base_meta, ds.shape, base_var.name, runs)
-                sb = _shape(meta, ds.shape, var.name, runs)
-                row = int(sa[-1]) if sa else 0
                 try:
-                    d = dumps.compare(base_data[dname], data[dname], row, mode=cmp_.mode, max_abs=cmp_.max_abs,
-                                      max_ulp=cmp_.max_ulp, nmse=cmp_.nmse, allow_nan=cmp_.allow_nan,
-                                      shape_a=sa, shape_b=sb, dtype=ds.dtype)
+                    d = dumps.compare(base_data[dname], data[dname], mode=cmp_.mode, max_abs=cmp_.max_abs,
+                                      max_ulp=cmp_.max_ulp, nmse=cmp_.nmse, allow_nan=cmp_.allow_nan)
                 except dumps.DumpRefused as e:
                     raise CriterionFail(f"{var.name}: {e}", {"runs": runs}) from None
                 comparisons.append({"case": tag, "a": base_var.name, "b": var.name, "dump": dname, **d.to_json()})

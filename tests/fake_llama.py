@@ -6,6 +6,7 @@ tests: `run ... --json` prints the meta object the adapter prints, with determin
                             (GGML_CUDA_DISABLE_GRAPHS set, not "0") take 1.5 times as long
   FAKE_LLAMA_GPU_DEVICES=N  GPU devices found (default 1; 0: a CPU-only machine or build)
   FAKE_LLAMA_NAN=N          N non-finite logits
+  --sampler backend         the pick takes a tenth of the host's, and no logits reach the host
   FAKE_LOG=FILE             append one line per invocation: "llama.cpp graphs=on|off ARGV"
 """
 
@@ -38,6 +39,8 @@ def main():
     gpu_layers = (100000 if devices > 0 else 0) if ngl < 0 else ngl
     step_ms = float(os.environ.get("FAKE_LLAMA_STEP_MS", "2.0")) * (1.5 if no_graphs else 1.0)
     prefill_ms = 0.5 * len(prompt)
+    backend_pick = opt(argv, "--sampler", "host") == "backend"
+    pick_ms = step_ms * (0.01 if backend_pick else 0.1)  # a step: 0.9 of step_ms decoding, then the pick
     backend = {"engine": "llama.cpp", "system_info": "fake", "gpu_devices": devices, "available": devices > 0,
                "gpu_layers": gpu_layers, "cuda_graphs_disabled": no_graphs,
                "devices": [{"name": "CUDA0", "description": "Fake GPU", "type": "gpu"}] * devices
@@ -52,14 +55,16 @@ def main():
             "backend": backend,
             "options": {"kv_type": opt(argv, "--kv-type", "f32"), "flash_attn": opt(argv, "--flash-attn", "off")},
             "counters": {"gpu_layers": gpu_layers, "gpu_devices": devices, "graph_reuses": 0},
-            "nonfinite": {"h_out": 0, "logits": int(os.environ.get("FAKE_LLAMA_NAN", "0"))},
+            "nonfinite": {"h_out": 0, "logits": None if backend_pick else int(os.environ.get("FAKE_LLAMA_NAN", "0"))},
             "outputs": {"embeddings": "--dump" in argv or opt(argv, "--embeddings", "off") == "on",
                         "keep_rows": "--dump" in argv or opt(argv, "--keep-rows", "off") == "on",
                         "prompt_logits": opt(argv, "--prompt-logits", "all" if "--dump" in argv else "last"),
-                        "threadpool": opt(argv, "--threadpool", "on") == "on", "logits_rows_checked": 1},
-            "timings": {"load_ms": 1.0, "prepare_ms": 0.5, "request_ms": [prefill_ms + steps * step_ms] * iters,
-                        "prefill_ms": [prefill_ms] * iters, "decode_ms": [steps * step_ms] * iters,
-                        "step_decode_ms": [steps * step_ms * 0.9] * iters, "step_greedy_ms": [steps * step_ms * 0.1] * iters,
+                        "threadpool": opt(argv, "--threadpool", "on") == "on",
+                        "sampler": "backend" if backend_pick else "host", "logits_rows_checked": 0 if backend_pick else 1},
+            "timings": {"load_ms": 1.0, "prepare_ms": 0.5,
+                        "request_ms": [prefill_ms + steps * (step_ms * 0.9 + pick_ms)] * iters,
+                        "prefill_ms": [prefill_ms] * iters, "decode_ms": [steps * (step_ms * 0.9 + pick_ms)] * iters,
+                        "step_decode_ms": [steps * step_ms * 0.9] * iters, "step_greedy_ms": [steps * pick_ms] * iters,
                         "step_copy_ms": [0.0] * iters}}
     if "--json" in argv:
         print(json.dumps(meta))

@@ -85,12 +85,38 @@ def test_timed_run_pays_for_no_dump_and_picks_the_same_tokens(llama_bin, qwen35_
     timed = _run_json(llama_bin, *common)
     dumped = _run_json(llama_bin, *common, "--dump", tmp_path)
     assert timed["outputs"] == {"embeddings": False, "keep_rows": False, "prompt_logits": "last",
-                                "threadpool": True, "logits_rows_checked": 1}
+                                "threadpool": True, "sampler": "host", "logits_rows_checked": 1}
     assert dumped["outputs"] == {"embeddings": True, "keep_rows": True, "prompt_logits": "all",
-                                 "threadpool": True, "logits_rows_checked": 24 + 6}
+                                 "threadpool": True, "sampler": "host", "logits_rows_checked": 24 + 6}
     assert timed["tokens"] == dumped["tokens"] and len(timed["tokens"]) == 6
     assert timed["nonfinite"]["logits"] == 0
     assert all(len(timed["timings"][k]) == 1 for k in ("step_decode_ms", "step_greedy_ms", "step_copy_ms"))
+
+
+@pytest.mark.parametrize("gguf", ["tiny-a-q8_0.gguf", "tiny-a-f32.gguf"])
+def test_backend_sampler_picks_the_host_s_tokens(llama_bin, qwen35_fixtures, gguf):
+    """`--sampler backend`: llama.cpp's greedy sampler in its own graph (the argmax, first largest
+    logit) gives the tokens of the adapter's host pick; no logits reach the host, so none are
+    checked, and the run says so rather than counting zero non-finite values (L18, issue 47)."""
+    info = run_kite(llama_bin, "info", "--json")
+    assert info.returncode == 0 and json.loads(info.stdout)["backend_sampling"] is True, info.stderr
+    fx = qwen35_fixtures / "tiny-a"
+    common = ("--model", fx / gguf, "--prompt", tokens_of(fx), "--steps", "12", "--threads", "2")
+    host = _run_json(llama_bin, *common)
+    backend = _run_json(llama_bin, *common, "--sampler", "backend")
+    assert backend["tokens"] == host["tokens"] and len(set(host["tokens"])) > 1
+    assert (host["outputs"]["sampler"], backend["outputs"]["sampler"]) == ("host", "backend")
+    assert backend["outputs"]["logits_rows_checked"] == 0 and backend["nonfinite"]["logits"] is None
+    assert host["nonfinite"]["logits"] == 0
+
+
+def test_backend_sampler_refuses_to_keep_rows(llama_bin, qwen35_fixtures, tmp_path):
+    model = qwen35_fixtures / "tiny-a" / "tiny-a-q8_0.gguf"
+    for extra in (("--dump", tmp_path), ("--keep-rows", "on")):
+        res = run_kite(llama_bin, "run", "--model", model, "--prompt", "1,2", "--sampler", "backend", *extra)
+        assert res.returncode == 2 and "--sampler backend leaves the logits on the device" in res.stderr, extra
+    res = run_kite(llama_bin, "run", "--model", model, "--prompt", "1", "--sampler", "gpu")
+    assert res.returncode == 2 and "bad value" in res.stderr
 
 
 def test_dump_refuses_a_switch_that_drops_rows(llama_bin, qwen35_fixtures, tmp_path):

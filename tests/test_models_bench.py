@@ -346,8 +346,10 @@ def test_cpu_llama_alternates_the_adapter_and_llama_bench_and_prints_ratios(benc
     assert "| llama-bench `-n 4 -d 4` | 666.67 | 1 |" in out
     llama_runs = [ln.split() for ln in (tmp_path / "argv.log").read_text().splitlines()]
     bench_runs = (tmp_path / "bench.log").read_text().splitlines()
-    assert len(llama_runs) == 2 * 6 and len(bench_runs) == 2
-    # round 1 in the listed order, round 2 reversed: dump_path last of round 1 and first of round 2
-    assert [_opt(a, "--embeddings") for a in llama_runs[5:7]] == ["on", "on"]
+    assert len(llama_runs) == 2 * 7 and len(bench_runs) == 2
+    # round 1 in the listed order, round 2 reversed: backend_pick last of round 1 and first of round 2
+    assert [_opt(a, "--sampler") for a in llama_runs[6:8]] == ["backend", "backend"]
     summary = json.loads((tmp_path / "c.json").read_text())["summary"]
     assert summary["+embeddings"]["ratio_median"] == pytest.approx(0.75)
+    # the backend sampler's run: no logits reach the host (null, not a failure), a tenth of the pick
+    assert "| adapter backend_pick | 549.45 | 0.824 (0.824-0.824) | 1.80 | 0.020 | 0.000 | 2.0 |" in out

@@ -4,17 +4,21 @@
  *   kite-llama run --model M.gguf --prompt 1,2,3 [--steps N] [--mt M] [--threads T] [--iters K]
  *                  [--ngl L] [--kv-type f32|f16] [--flash-attn off|on|auto] [--dump DIR] [--json]
  *                  [--embeddings on|off] [--keep-rows on|off] [--prompt-logits all|last]
- *                  [--threadpool on|off]
+ *                  [--threadpool on|off] [--sampler host|backend]
  *
  * A request: clear the sequence (outside the window), then inside the timed window decode the P
  * prompt tokens as one batch (llama.cpp splits it into micro-batches of --mt rows) and greedily
- * decode N steps, each generated token fed back.
+ * decode N steps, each generated token fed back. Each decode is followed by llama_synchronize, as
+ * llama-bench times it: llama_decode returns before a GPU has finished, so without it a window
+ * would hold the work of the decode before it.
  * With --dump every row's final normed hidden state (embeddings, pooling none) and logits are
  * kept: h_out.f32 [P+N, E], logits.f32 [P+N, V]. Without it the run is timed as llama.cpp's users
  * (and llama-bench) run it: no embeddings, logits of the last prompt row and of each step only,
  * read in place by the greedy pick, nothing copied. The four toggles set each of these costs
  * apart (docs/ENGINES.md measures them); a persistent CPU thread pool is attached as llama-bench
- * does (--threadpool off: ggml's pool made anew for every graph).
+ * does (--threadpool off: ggml's pool made anew for every graph). --sampler backend picks the
+ * greedy token with llama.cpp's backend sampler (an argmax in its graph, on the GPU with --ngl):
+ * the logits stay on the device and only the token comes back; it keeps no rows (no --dump).
  * Defaults follow kite's numerics (KV cache in f32, flash attention off), as llama.cpp's reference
  * logits in tests/data/qwen35 were made; `--kv-type f16 --flash-attn auto` are llama.cpp's own defaults.
  * Exit status as kite's: 0 success, 1 runtime failure ("kite-llama: error: ..."), 2 usage. */
@@ -28,6 +32,10 @@
 #include "ggml-backend.h"
 struct gguf_context; /* llama.h names it in a prototype before declaring it (a C-only warning) */
 #include "llama.h"
+
+#ifndef KITE_LLAMA_BACKEND_SAMPLING /* set by CMakeLists.txt from this revision's llama.h */
+#define KITE_LLAMA_BACKEND_SAMPLING 0
+#endif
 
 #include "json.h"
 #include "platform.h"
@@ -50,6 +58,7 @@ typedef struct run_options {
     int keep_rows;    /* --keep-rows: copy each row's outputs into the run's buffers; -1 = as --dump */
     int prompt_all;   /* --prompt-logits all (1) | last (0); -1 = all with --dump, else last */
     int threadpool;   /* --threadpool: a persistent CPU thread pool (default on) */
+    int backend_pick; /* --sampler backend (1): llama.cpp's backend greedy sampler; host (0, default) */
 } run_options;
 
 static void die(const char *fmt, ...) {
@@ -69,7 +78,8 @@ static void usage(const char *why) {
             "       kite-llama run --model M.gguf --prompt 1,2,3 [--steps N] [--mt M] [--threads T]\n"
             "                      [--iters K] [--ngl L] [--kv-type f32|f16] [--flash-attn off|on|auto]\n"
             "                      [--dump DIR] [--json] [--embeddings on|off] [--keep-rows on|off]\n"
-            "                      [--prompt-logits all|last] [--threadpool on|off]\n",
+            "                      [--prompt-logits all|last] [--threadpool on|off]\n"
+            "                      [--sampler host|backend]\n",
             why);
     exit(2);
 }
@@ -159,6 +169,7 @@ static int cmd_info(int argc, char **argv) {
     json_obj_begin(&j, NULL);
     json_str(&j, "engine", "llama.cpp");
     json_int(&j, "threads_default", kt_cpu_count());
+    json_bool(&j, "backend_sampling", KITE_LLAMA_BACKEND_SAMPLING); /* --sampler backend can run */
     json_backend(&j, gpu_device_count() > 0 ? -1 : 0);
     json_obj_end(&j);
     if (as_json)
@@ -207,6 +218,7 @@ static void parse_run_options(int argc, char **argv, run_options *o) {
         else if (!strcmp(a, "--keep-rows")) bad = parse_switch(v, "on", "off", &o->keep_rows);
         else if (!strcmp(a, "--prompt-logits")) bad = parse_switch(v, "all", "last", &o->prompt_all);
         else if (!strcmp(a, "--threadpool")) bad = parse_switch(v, "on", "off", &o->threadpool);
+        else if (!strcmp(a, "--sampler")) bad = parse_switch(v, "backend", "host", &o->backend_pick);
         else usage("unknown option for run");
         if (bad)
             usage("an option has a bad value");
@@ -217,6 +229,8 @@ static void parse_run_options(int argc, char **argv, run_options *o) {
     const int dump = o->dump_dir != NULL;
     if (dump && (o->embeddings == 0 || o->keep_rows == 0 || o->prompt_all == 0))
         usage("--dump keeps every row: it needs --embeddings on, --keep-rows on, --prompt-logits all");
+    if (o->backend_pick && (dump || o->keep_rows == 1))
+        usage("--sampler backend leaves the logits on the device: it keeps no rows (no --dump, --keep-rows off)");
     if (o->embeddings < 0) o->embeddings = dump;
     if (o->keep_rows < 0) o->keep_rows = dump;
     if (o->prompt_all < 0) o->prompt_all = dump;
@@ -249,10 +263,13 @@ static int32_t greedy(const float *logits, int n_vocab) {
     return 0; /* logits[0] is NaN and nothing exceeds it: the one-pass rule keeps index 0 */
 }
 
+/* llama_decode and the wait for its work: llama_decode returns before a GPU has finished (llama.cpp
+ * waits when an output is read), and llama-bench times the decode with its llama_synchronize. */
 static void decode_or_die(struct llama_context *ctx, struct llama_batch batch, const char *what) {
     int32_t rc = llama_decode(ctx, batch);
     if (rc != 0)
         die("llama_decode (%s) returned %d", what, rc);
+    llama_synchronize(ctx);
 }
 
 /* Output row `index` of the last decode: its logits [V] into logits_row, and with embeddings on
@@ -276,6 +293,40 @@ static const float *last_logits(struct llama_context *ctx, const float *kept_row
     if (!l)
         die("llama.cpp returned no logits for the last row");
     return l;
+}
+
+#if KITE_LLAMA_BACKEND_SAMPLING
+/* A greedy sampler chain for llama.cpp's backend sampling of sequence 0 (its argmax keeps the
+ * first largest logit, kite's rule). */
+static struct llama_sampler *backend_greedy(struct llama_context_params *cp, struct llama_sampler_seq_config *seq) {
+    struct llama_sampler *chain = llama_sampler_chain_init(llama_sampler_chain_default_params());
+    if (!chain)
+        die("llama.cpp could not make a sampler chain");
+    llama_sampler_chain_add(chain, llama_sampler_init_greedy());
+    seq->seq_id = 0;
+    seq->sampler = chain;
+    cp->samplers = seq;
+    cp->n_samplers = 1;
+    return chain;
+}
+
+/* The token llama.cpp's backend sampler picked from the last output row. */
+static int32_t backend_token(struct llama_context *ctx) {
+    llama_token t = llama_get_sampled_token_ith(ctx, -1);
+    if (t == LLAMA_TOKEN_NULL)
+        die("llama.cpp's backend sampler gave no token (the sampler could not be offloaded?)");
+    return t;
+}
+#endif
+
+/* The next token: the backend sampler's, or the host's greedy pick over the last logits. */
+static int32_t next_token(struct llama_context *ctx, const run_options *o, const float *kept_row, int n_vocab) {
+#if KITE_LLAMA_BACKEND_SAMPLING
+    if (o->backend_pick)
+        return backend_token(ctx);
+#endif
+    (void)o;
+    return greedy(last_logits(ctx, kept_row), n_vocab);
 }
 
 /* A persistent CPU thread pool, as llama-bench and llama.cpp's own programs attach one (without
@@ -350,6 +401,15 @@ static int cmd_run(int argc, char **argv) {
     cp.type_k = o.kv_f16 ? GGML_TYPE_F16 : GGML_TYPE_F32;
     cp.type_v = cp.type_k;
     cp.flash_attn_type = o.flash_attn;
+    struct llama_sampler *sampler_chain = NULL;
+    if (o.backend_pick) {
+#if KITE_LLAMA_BACKEND_SAMPLING
+        static struct llama_sampler_seq_config seq_sampler;
+        sampler_chain = backend_greedy(&cp, &seq_sampler);
+#else
+        die("--sampler backend: this llama.cpp has no backend sampling (llama_get_sampled_token_ith)");
+#endif
+    }
     t0 = kt_now_ms();
     struct llama_context *ctx = llama_init_from_model(model, cp);
     if (!ctx)
@@ -365,8 +425,8 @@ static int cmd_run(int argc, char **argv) {
     double *request_ms = calloc((size_t)o.iters, sizeof(double));  /* [K] each, one per iteration */
     double *prefill_ms = calloc((size_t)o.iters, sizeof(double));
     double *decode_ms = calloc((size_t)o.iters, sizeof(double));
-    double *step_decode_ms = calloc((size_t)o.iters, sizeof(double)); /* the N llama_decode calls */
-    double *step_greedy_ms = calloc((size_t)o.iters, sizeof(double)); /* the N greedy picks */
+    double *step_decode_ms = calloc((size_t)o.iters, sizeof(double)); /* the N decodes, each with its wait */
+    double *step_greedy_ms = calloc((size_t)o.iters, sizeof(double)); /* the N picks of the next token */
     double *step_copy_ms = calloc((size_t)o.iters, sizeof(double));   /* the N row copies */
     struct llama_batch prompt_batch = llama_batch_init(o.n_prompt, 0, 1);
     struct llama_batch step_batch = llama_batch_init(1, 0, 1);
@@ -397,7 +457,7 @@ static int cmd_run(int argc, char **argv) {
             const int row = o.n_prompt + s;
             double t_pick = kt_now_ms();
             const float *kept_row = o.keep_rows ? logits_all + (size_t)(row - 1) * n_vocab : NULL;
-            tokens[s] = greedy(last_logits(ctx, kept_row), n_vocab);
+            tokens[s] = next_token(ctx, &o, kept_row, n_vocab);
             step_batch.n_tokens = 1;
             step_batch.token[0] = tokens[s];
             step_batch.pos[0] = row;
@@ -425,7 +485,7 @@ static int cmd_run(int argc, char **argv) {
     }
     /* non-finite outputs: every kept row; without kept rows, the last row llama.cpp holds */
     const int64_t bad_h = o.keep_rows && o.embeddings ? count_nonfinite(h_all, (size_t)rows * n_embd) : 0;
-    const float *last = o.keep_rows ? NULL : llama_get_logits_ith(ctx, -1);
+    const float *last = o.keep_rows || o.backend_pick ? NULL : llama_get_logits_ith(ctx, -1);
     const int64_t bad_logits = o.keep_rows ? count_nonfinite(logits_all, (size_t)rows * n_vocab)
                                            : last ? count_nonfinite(last, (size_t)n_vocab) : 1;
 
@@ -479,11 +539,15 @@ static int cmd_run(int argc, char **argv) {
     json_bool(&j, "keep_rows", o.keep_rows);
     json_str(&j, "prompt_logits", o.prompt_all ? "all" : "last");
     json_bool(&j, "threadpool", pool != NULL);
-    json_int(&j, "logits_rows_checked", o.keep_rows ? rows : 1);
+    json_str(&j, "sampler", o.backend_pick ? "backend" : "host");
+    json_int(&j, "logits_rows_checked", o.keep_rows ? rows : o.backend_pick ? 0 : 1);
     json_obj_end(&j);
-    json_obj_begin(&j, "nonfinite");
+    json_obj_begin(&j, "nonfinite"); /* logits: null where none reached the host (--sampler backend) */
     json_int(&j, "h_out", bad_h);
-    json_int(&j, "logits", bad_logits);
+    if (o.backend_pick)
+        json_null(&j, "logits");
+    else
+        json_int(&j, "logits", bad_logits);
     json_obj_end(&j);
     json_obj_begin(&j, "timings");
     json_num(&j, "load_ms", load_ms);
@@ -524,6 +588,8 @@ static int cmd_run(int argc, char **argv) {
     free(step_copy_ms);
     free(o.prompt);
     llama_free(ctx);
+    if (sampler_chain)
+        llama_sampler_free(sampler_chain); /* after its context, which uses it */
     free_threadpool(pool);
     llama_model_free(model);
     return 0;

@@ -112,6 +112,8 @@ def test_bisect_finds_the_slowdown_through_a_revision_that_does_not_build(setup,
     assert not any(s["head"] == c[3] and s["verdict"] in ("good", "bad") for s in doc["steps"])
     md = (tmp_path / "b" / "report.md").read_text()
     assert f"- skipped {c[3][:10]}: " in md and doc["external"]["name"] == "syn"
+    # the skipped revision is named where it is listed and in its error, not a third time
+    assert doc["skipped"][0]["why"].startswith("build ") and doc["note"].count(c[3][:10]) == 2
 
 
 def test_bisect_finds_the_byte_change_through_a_revision_the_adapter_misses(setup, tmp_path):

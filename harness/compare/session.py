@@ -148,7 +148,9 @@ def run_compare(cfg: Config, opts: Options, report_dir: Path, say: Callable[[str
                     break
                 if not res.engine_ok or res.module.status == "failed":
                     part = res.engine if not res.engine_ok else res.module
-                    why = f"{rev.label}: build {name!r} failed: {part.reason}"
+                    # name the revision once: an external source's reason already does
+                    said = rev.label in part.reason
+                    why = f"{'' if said else rev.label + ': '}build {name!r} failed: {part.reason}"
                     break
                 got[key] = Side(rev.label, rcfg, res)
             if why:

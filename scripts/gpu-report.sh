@@ -7,6 +7,7 @@
 # adapter and llama-bench beside kite, and where the adapter's time goes (llama-costs.md).
 # KITE_REPORT_STEPS picks steps (default: build suites llama bench costs), for hosts that bound one
 # command's time: a later call on the same host with the same OUTDIR and build/ goes on from there.
+# KITE_LLAMA_ONLY="L13 L17 L18" runs only those of llama.cpp's criteria (a partial report, so named).
 # KITE_VERIFY_TIMEOUT / KITE_BENCH_TIMEOUT bound each step, in seconds. KITE_EXTERNAL_PACK: a pack of
 # scripts/pack_external.py, for a host that can neither fetch nor receive the whole archive.
 set -uo pipefail
@@ -44,8 +45,9 @@ suites=$(newest "$out/runs")
 llama_run=$(newest "$out/runs-llama")
 if ! want llama; then :
 elif [ -x build/llamacpp-cuda/bin/kite-llama ] || [ -x build/llamacpp/bin/kite-llama ]; then
+  only=(); [ -n "${KITE_LLAMA_ONLY:-}" ] && only=(--only $KITE_LLAMA_ONLY)
   timeout "${KITE_VERIFY_TIMEOUT:-1800}" python3 -m harness verify --no-build --reports "$out/runs-llama" \
-    regressions/engines/llamacpp.yaml 2>&1 | tee "$out/verify-llama.log"
+    regressions/engines/llamacpp.yaml ${only[@]+"${only[@]}"} 2>&1 | tee "$out/verify-llama.log"
   [ "${PIPESTATUS[0]}" -ne 0 ] && rc=1
   llama_run=$(newest "$out/runs-llama")
 else

@@ -222,7 +222,7 @@ def cmd_register(args: argparse.Namespace) -> int:
     with registry.writing(reg_path):  # read, check and append with no other `register` in between
         entries = gate.load(cfg.root, reg_path)
         plan = registry.plan(entries, crits, amend, args.reason, deps, root=cfg.root)
-        for c, why in plan.refused:
+        for c, why in plan.refused + plan.unfit:
             _err(f"{c.file}:{c.line}: {c.id}: refused: {why}")
         if plan.refused:
             files = " ".join(shlex.quote(f) for f in args.files)
@@ -230,6 +230,10 @@ def cmd_register(args: argparse.Namespace) -> int:
             _err(f"nothing registered; if the changes are intended: {_hint_opts(VerifyOptions(), cfg).command} "
                  f"register {files} --amend {ids} "
                  "--reason 'what changed and why'")
+            return 2
+        if plan.unfit:
+            _err("nothing registered: a workload whose budget cannot show a change could never fail its speed "
+                 "claim (docs/COMPARE.md)")
             return 2
         events = ([(c, "register", args.reason or "") for c in plan.new]
                   + [(c, "amend", args.reason) for c in plan.amended])
@@ -469,7 +473,8 @@ def make_parser() -> argparse.ArgumentParser:
     a.add_argument("--registry", metavar="FILE", help="registry (default: regressions/registry.lock)")
 
     g = _sub(sub, "register", "record criteria digests in regressions/registry.lock (append-only)",
-             "exit status: 0 registered (or unchanged), 2 refused (a changed criterion needs --amend) or "
+             "exit status: 0 registered (or unchanged), 2 refused (a changed criterion needs --amend; a compare "
+             "workload's budget allows too few looks for a speed verdict) or "
              "usage error", cmd_register)
     g.add_argument("files", nargs="*", metavar="FILE", help="criteria files, or configs/matrix.yaml (its cross:)")
     g.add_argument("--only", nargs="+", metavar="ID", help="register only these ids")

@@ -289,7 +289,7 @@ def test_a_budget_too_small_to_show_a_change_says_so(cid, pairs, decided, warned
     """Found on the planted llama.cpp history: LH2's budget (48 pairs, a look every 4) allows 12
     looks, a change needs 15 at alpha 0.05, so a slowdown measured at +21 % ended inconclusive, and
     nothing said why. compare now says so before timing; LH4 (a look every 2 pairs) can decide."""
-    from harness.compare.sequential import looks_needed  # noqa: PLC0415 - test-local
+    from harness.contract.looks import looks_needed  # noqa: PLC0415 - test-local
     from harness.compare.workload import Outcome, sequential  # noqa: PLC0415
     from harness.contract import schema  # noqa: PLC0415
     from harness.contract.config import load_config  # noqa: PLC0415

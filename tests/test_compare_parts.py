@@ -18,7 +18,7 @@ from harness.compare.session import Compare
 from harness.compare.workload import Outcome, finish_speed
 from harness.errors import SchemaErrors
 from harness.contract import criteria as C
-from harness.contract import schema
+from harness.contract import looks, schema
 
 BUILDS = ["default", "stub"]
 DUMPS = ["h_out", "logits"]
@@ -93,21 +93,20 @@ def test_registered_default_workloads_load():
 def test_every_registered_workload_s_budget_can_give_a_speed_verdict():
     """A compare workload whose budget allows fewer looks than a verdict needs can never say
     regressed: its speed claim could not fail (LH1-LH3 could not, until 2026-12-04). Each one
-    registered allows the looks of a bisect step (alpha / 3), in pairs, a look every `block`."""
-    from harness.compare.sequential import looks_needed  # noqa: PLC0415 - test-local
+    registered allows the looks of a bisect step (alpha / 3), in pairs, a look every `block`:
+    looks.unfit, the rule `register` refuses with and compare warns with."""
     from harness.contract.config import load_config  # noqa: PLC0415
     from tests.conftest import REPO  # noqa: PLC0415
 
     cfg = load_config(REPO)
-    need = looks_needed(0.05 / 3)
     short = {}
     for f in sorted((REPO / "regressions").rglob("*.yaml")):
         if f.name == "registry.lock" or "criteria:" not in f.read_text():
             continue
         for c in schema.load_file(f, REPO, list(cfg.builds), list(cfg.dumps), list(cfg.env_names)):
-            if c.kind == "compare" and c.spec.budget_pairs // c.spec.block < need:
-                short[c.id] = c.spec.budget_pairs // c.spec.block
-    assert need == 18 and short == {}
+            if why := looks.unfit(c):
+                short[c.id] = why
+    assert looks.looks_needed(looks.BISECT_ALPHA) == 18 and short == {}
 
 # ---- per-kernel hashes ------------------------------------------------------------------------
 

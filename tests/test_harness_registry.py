@@ -7,7 +7,7 @@ import shlex
 import pytest
 
 from harness.errors import SchemaErrors
-from harness.contract import registry
+from harness.contract import looks, registry
 from harness.contract import schema
 from harness.cli import main
 from harness.contract.digest import canonical_json, criterion_digest
@@ -112,6 +112,57 @@ def test_register_cli_refuses_change_without_amend(fake_repo, capsys):
     # each registration and amendment records what the criterion depends on beside it
     assert [e.event for e in entries] == ["register", "depends", "amend", "depends"]
     assert entries[2].reason == "longer sequence"
+
+
+# a compare workload whose budget (8 pairs, a look every 4) allows 2 looks: no speed verdict can fail
+SHORT = """\
+criteria:
+  - id: W1
+    title: decode speed, head against base
+    kind: compare
+    build: stub
+    args: [run, --model, "{model}"]
+    dumps: [h_out]
+    bytes: same
+    metric: {field: timings.decode_ms, reduce: median}
+    margin: 0.02
+    block: 4
+    budget: {pairs: 8, seconds: 60}
+"""
+ENOUGH = SHORT.replace("block: 4", "block: 2").replace("pairs: 8,", "pairs: 48,")  # 24 looks
+
+
+def test_register_refuses_a_compare_budget_that_cannot_give_a_speed_verdict(fake_repo, capsys):
+    """looks.unfit, the rule compare warns with: a workload registers only with the looks a bisect
+    step needs (18 at alpha 0.05 / 3). Nothing of the file is registered; withdrawing still works."""
+    root = ["--root", str(fake_repo.root)]
+    p = fake_repo.criteria(SHORT + A.removeprefix("criteria:\n"))
+    assert main(root + ["register", str(p)]) == 2
+    err = capsys.readouterr().err
+    assert ("regressions/suite.yaml:2: W1: refused: its budget (8 pairs, a look every 4) allows 2 looks; a change "
+            "needs 18 at alpha 0.0167 (a bisect step's: 0.05 / 3): regressed or improved cannot be shown; register "
+            "it with budget pairs of at least 72 at block 4, or a smaller block") in err
+    assert "nothing registered" in err and "--amend" not in err and not fake_repo.registry.exists()
+    p.write_text(ENOUGH)
+    assert main(root + ["register", str(p)]) == 0
+    assert "registered W1" in capsys.readouterr().out
+    before = fake_repo.registry.read_text()
+    p.write_text(SHORT)  # an amendment is held to the same rule
+    assert main(root + ["register", str(p), "--amend", "W1", "--reason", "a shorter budget"]) == 2
+    assert "W1: refused: its budget (8 pairs, a look every 4) allows 2 looks" in capsys.readouterr().err
+    assert fake_repo.registry.read_text() == before
+    assert main(root + ["register", "--withdraw", "W1", "--reason", "no longer measured"]) == 0
+    assert [e.event for e in registry.load(fake_repo.registry)][-1] == "withdraw"
+
+
+def test_the_budget_rule_at_the_edge():
+    """18 looks at a bisect step's level is enough, 17 is not; compare's own level needs 15."""
+    assert (looks.looks_needed(looks.ALPHA), looks.looks_needed(looks.BISECT_ALPHA)) == (15, 18)
+    assert looks.budget_looks(36, 2, looks.BISECT_ALPHA).enough
+    assert not looks.budget_looks(34, 2, looks.BISECT_ALPHA).enough
+    assert looks.unfit(load(ENOUGH)) is None and looks.unfit(load(A)) is None
+    assert looks.unfit(load(SHORT.replace("pairs: 8,", "pairs: 68,"))) is not None  # 17 looks
+    assert looks.unfit(load(SHORT.replace("pairs: 8,", "pairs: 72,"))) is None  # 18 looks
 
 
 def test_verify_fails_unregistered_and_changed(fake_repo):

@@ -16,6 +16,7 @@ from harness.compare.session import Compare, Options, run_compare
 from harness.errors import HarnessError
 from harness.report.document import _table
 from harness.contract.config import Config
+from harness.contract.looks import RESAMPLE
 
 WHAT = ("any", "bytes", "speed")
 
@@ -67,7 +68,7 @@ def is_bad(o: Any, what: str) -> bool:
 
 
 def run_bisect(cfg: Config, good: str, bad: str, workload: str, what: str, opts: Options, out: Path,
-               say: Callable[[str], None], resample: int = 2) -> Bisect:
+               say: Callable[[str], None], resample: int = RESAMPLE) -> Bisect:
     """resample: an undecided step is timed again up to this many times, each with twice the budget
     before; every attempt of a step is judged at alpha / (resample + 1), so a step's error stays
     within alpha. A step still undecided is skipped: no step is guessed."""

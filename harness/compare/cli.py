@@ -17,6 +17,7 @@ from harness.compare.session import ALPHA, Options, run_compare
 from harness.errors import HarnessError
 from harness.report.document import atomic_write, new_report_dir
 from harness.contract.config import Config
+from harness.contract.looks import RESAMPLE
 
 COMPARE_HELP = "head against base: what a change did to bytes and to speed (docs/COMPARE.md)"
 COMPARE_EXIT = ("exit status: 0 nothing regressed and no bytes that must stay the same changed, 1 otherwise "
@@ -64,8 +65,9 @@ def add_bisect_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workload", required=True, metavar="ID", help="the workload (kind: compare) to judge by")
     p.add_argument("--what", choices=bisect.WHAT, default="any",
                    help="what makes a commit bad: changed bytes, a speed regression, or either (default any)")
-    p.add_argument("--resample", type=int, default=2, metavar="N",
-                   help="sample an undecided speed step again up to N times, each with twice the budget (default 2); "
+    p.add_argument("--resample", type=int, default=RESAMPLE, metavar="N",
+                   help="sample an undecided speed step again up to N times, each with twice the budget "
+                        f"(default {RESAMPLE}); "
                         "a step still undecided is skipped, never guessed")
     add_common_arguments(p)
 

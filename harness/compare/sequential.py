@@ -12,12 +12,13 @@ dependent pairs breaks Ville's bound (AR(1) rho 0.5: 23 % false alarms per pair,
 below m is Binomial(t, 1/2) when m is their true median and the blocks are independent; the mixture
 martingale M_t = 2^t B(a + S, a + t - S) / B(a, a) then reaches 1/alpha with probability at most
 alpha at any time (Ville's inequality). The sequence is every m not so rejected: an interval
-between two order statistics, with no variance estimate. scipy gives log B.
+between two order statistics, with no variance estimate. scipy gives log B. The boundary itself,
+and the looks a change needs before it can exclude 1, are harness/contract/looks.py's: the rule
+of whether a workload's budget can give a verdict at all is read from the same numbers.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 import statistics
 from dataclasses import dataclass, field
@@ -25,9 +26,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.special import betaln
 
-# Beta(a, a) mixing prior over the blocks' sign probability: 10 keeps AR(1) rho 0.5 under alpha for a
-# family of four at the power of 5 (python -m harness.compare.calibrate --tables design; docs/COMPARE.md)
-PRIOR = 10.0
+from harness.contract.looks import PRIOR, bounds
+
 VERDICTS = ("regressed", "improved", "equivalent", "inconclusive")
 
 
@@ -37,27 +37,12 @@ def log_mixture(successes: float, t: int, prior: float = PRIOR) -> float:
     return t * math.log(2.0) + float(betaln(prior + successes, prior + t - successes) - betaln(prior, prior))
 
 
-@functools.lru_cache(maxsize=4096)
-def _bounds(t: int, alpha: float, prior: float) -> tuple[int, int]:
-    """The smallest and largest count S(m) below a median m that the mixture does not reject."""
-    counts = np.arange(t + 1, dtype=np.float64)
-    log_m = t * math.log(2.0) + betaln(prior + counts, prior + t - counts) - betaln(prior, prior)
-    ok = np.flatnonzero(log_m < math.log(1.0 / alpha))
-    return int(ok[0]), int(ok[-1])  # never empty: S = t/2 has M <= 1
-
-
-def looks_needed(alpha: float, prior: float = PRIOR, most: int = 10_000) -> int:
-    """The fewest looks (blocks) at which an interval at alpha can exclude 1 at all: every block on
-    one side. A budget of fewer looks can only end inconclusive or equivalent, whatever the change."""
-    return next(t for t in range(1, most + 1) if _bounds(t, alpha, prior)[0] > 0)
-
-
 def interval(summaries: np.ndarray, alpha: float, prior: float = PRIOR) -> tuple[float, float]:
     """The (1 - alpha) confidence-sequence interval for the median of these summaries:
     [x(lo), x(hi)] over the order statistics; +-inf while too few to bound a side."""
     x = np.sort(np.asarray(summaries, dtype=np.float64))
     t = int(x.size)
-    lo_k, hi_k = _bounds(t, alpha, prior)
+    lo_k, hi_k = bounds(t, alpha, prior)
     lo = float(x[lo_k - 1]) if lo_k > 0 else -math.inf
     hi = float(x[hi_k]) if hi_k < t else math.inf
     return lo, hi

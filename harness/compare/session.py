@@ -26,8 +26,7 @@ from harness.contract import criteria as C
 from harness.contract import gate, registry, schema
 from harness.contract.config import Config
 from harness.contract.criteria import Criterion
-
-ALPHA = 0.05  # family-wise error of the regressed/improved verdicts over one compare's workloads
+from harness.contract.looks import ALPHA  # family-wise error of regressed/improved over one compare's workloads
 
 
 @dataclass

@@ -14,14 +14,14 @@ from typing import Any
 
 from harness.builder.cmake import BuildResult
 from harness.compare import tolerance
-from harness.compare.sequential import Sequence, Tail, looks_needed, regressed, stop
+from harness.compare.sequential import Sequence, Tail, regressed, stop
 from harness.process import KEEP_WHOLE, run_process
 from harness.run import timing
 from harness.run import dumps
 from harness.run.probes import Probes
 from harness.run.runner import Context, CriterionFail, Prepared, prepare
 from harness.contract import criteria as C
-from harness.contract import inputs
+from harness.contract import inputs, looks
 from harness.contract.config import Config
 
 SIDES = ("base", "head")
@@ -214,11 +214,9 @@ def sequential(run: Runner, out: Outcome, alpha: float, say: Callable[[str], Non
         out.noise_floor = {"pairs": len(aa), "median": st.median, "ci": [st.ci_lower, st.ci_upper],
                            "ratios": aa}
     seq = Sequence(s.margin, alpha)
-    need = looks_needed(alpha)
-    if s.budget_pairs // s.block < need:  # say so before the minutes are spent, not after
-        say(f"  [{run.crit.id}] its budget ({s.budget_pairs} pairs, a look every {s.block}) allows "
-            f"{s.budget_pairs // s.block} looks; a change needs {need} at alpha {alpha:.3g}: "
-            f"regressed or improved cannot be shown")
+    lk = looks.budget_looks(s.budget_pairs, s.block, alpha)
+    if not lk.enough:  # say so before the minutes are spent, not after
+        say(f"  [{run.crit.id}] {lk.problem()}")
     out.tail = Tail(s.tail) if s.tail else None
     n = 0
     while True:

@@ -32,7 +32,7 @@ from typing import Protocol
 from harness.contract.criteria import Criterion
 from harness.contract.digest import canonical_json, criterion_digest
 from harness.errors import HarnessError
-from harness.contract import inputs
+from harness.contract import inputs, looks
 
 HEADER = ("# kite criteria registry: append-only; one line per registration or amendment.\n"
           "# id\tfile\tdigest\ttime (UTC)\tevent\treason\n")
@@ -388,13 +388,16 @@ class Plan:
     amended: list[Criterion]
     refused: list[tuple[Criterion, str]]
     depends: list[Criterion] = field(default_factory=list)  # need a (new) depends line
+    unfit: list[tuple[Criterion, str]] = field(default_factory=list)  # new or amended, refused: looks.unfit
 
 
 def plan(entries: list[Entry], crits: list[Criterion], amend: list[str], reason: str | None,
          deps: dict[str, dict[str, str]] | None = None, root: Path | None = None) -> Plan:
     """What `register` does with each criterion. deps: id -> dependency digests now (ids absent:
     no dependencies recorded). A criterion whose recorded dependencies changed needs --amend like
-    one whose text changed; one registered before dependencies were recorded gets them recorded."""
+    one whose text changed; one registered before dependencies were recorded gets them recorded.
+    A new or amended criterion that could never give its verdict (looks.unfit: a compare budget too
+    small for a speed verdict) is unfit, not registered; one registered before stays as it is."""
     deps = deps or {}
     cur = current(entries)
     rec = current_depends(entries)
@@ -425,8 +428,11 @@ def plan(entries: list[Entry], crits: list[Criterion], amend: list[str], reason:
             what = "what it depends on (model recipe, build entry) changed" if e.digest == c.digest else "changed"
             refused.append((c, f"{what} since registration ({e.time}); re-registering needs "
                                f"--amend {c.id} --reason TEXT"))
+    unfit = [(c, why) for c in new + amended if (why := looks.unfit(c))]
+    bad_ids = {c.id for c, _ in unfit}
+    new, amended = [c for c in new if c.id not in bad_ids], [c for c in amended if c.id not in bad_ids]
     depends += [c for c in new + amended if c.id in deps]
-    return Plan(new, same, amended, refused, depends)
+    return Plan(new, same, amended, refused, depends, unfit)
 
 
 class Registrable(Protocol):

@@ -35,8 +35,9 @@ except ImportError:
 
 ROOT = Path(__file__).resolve().parent.parent
 EQUIVALENT = ROOT / "tests" / "mutation-equivalent.txt"
-MODULES = {"compare": "harness.run.dumpdiff", "timing": "harness.run.timing", "digest": "harness.contract.digest",
-           "registry": "harness.contract.registry", "runner": "harness.run.runner", "schema": "harness.contract.schema"}
+MODULES = {"compare": "harness.run.dumpdiff", "dumps": "harness.run.dumps", "timing": "harness.run.timing",
+           "digest": "harness.contract.digest", "registry": "harness.contract.registry",
+           "runner": "harness.run.runner", "schema": "harness.contract.schema"}
 KILLED = {"killed", "timeout", "segfault", "caught by type check"}
 SURVIVED = {"survived", "no tests"}
 

@@ -190,6 +190,8 @@ def test_a_dump_recorded_empty_is_refused_by_either_fact(info):
     with pytest.raises(dumps.DumpRefused, match=r"^vacuous: dump logits.f32 is empty: no element to compare$"):
         dumps.check_recorded(info)
     dumps.check_recorded({"file": "logits.f32", "bytes": 4, "sha256": "0" * 64})
+    with pytest.raises(dumps.DumpRefused, match=r"^vacuous: dump \? is empty: no element to compare$"):
+        dumps.check_recorded({"bytes": 0})  # a record without its file name
 
 
 def test_the_loader_check_compares_its_dumps_as_verify_does(tmp_path):

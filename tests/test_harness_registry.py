@@ -6,7 +6,7 @@ from __future__ import annotations
 import shlex
 import pytest
 
-from harness.errors import SchemaErrors
+from harness.errors import HarnessError, SchemaErrors
 from harness.contract import looks, registry
 from harness.contract import schema
 from harness.cli import main
@@ -534,6 +534,17 @@ def test_an_id_registered_to_another_file_names_its_line(tmp_path):
     st = registry.status(rows, _crit("A1", file="regressions/s.yaml", digest="sha256:1"), root=tmp_path)
     assert st.state == "elsewhere"
     assert st.why.startswith("id A1 belongs to regressions/other.yaml:2 (registry.lock:1); ids are unique")
+    assert st.entry == rows[0]  # the line in force is the other file's register, which reports name
+
+
+def test_a_line_after_a_withdrawal_breaks_the_rule_and_a_second_withdrawal_is_refused():
+    rows = _entries(("A1", "sha256:1", T1, "register", ""), ("A1", "sha256:1", T2, "withdraw", "gone"),
+                    ("A1", "sha256:2", T3, "amend", "back"))
+    assert registry.problems(rows)["A1"] == ("registry.lock:3: `amend` for A1 after its withdrawal (line 2); "
+                                             "ids are never reused")
+    with pytest.raises(HarnessError) as e:
+        registry.withdrawal(rows[:2], ["A1"], "again")
+    assert "--withdraw A1: already withdrawn at registry.lock:2" in str(e.value)
 
 
 def test_withdrawal_names_each_id_once():

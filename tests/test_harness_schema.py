@@ -143,6 +143,9 @@ CASES += [
                                "    dumps: [h_out]\n    bytes:\n      within:\n        max_ulp: -1\n"
                                "    margin: 0.02\n    budget: {pairs: 8}\n",
      ["t.yaml:9", "max_ulp"]),
+    ("compare_margin_too_large", "criteria:\n  - id: W\n    title: t\n    kind: compare\n    args: [run]\n"
+                                 "    dumps: [h_out]\n    margin: 0.9\n    budget: {pairs: 8}\n",
+     ["t.yaml:7: criteria[0] (W).margin:"]),
 ]
 
 

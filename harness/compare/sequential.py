@@ -12,7 +12,7 @@ dependent pairs breaks Ville's bound (AR(1) rho 0.5: 23 % false alarms per pair,
 below m is Binomial(t, 1/2) when m is their true median and the blocks are independent; the mixture
 martingale M_t = 2^t B(a + S, a + t - S) / B(a, a) then reaches 1/alpha with probability at most
 alpha at any time (Ville's inequality). The sequence is every m not so rejected: an interval
-between two order statistics, with no variance estimate. scipy gives log B. The boundary itself,
+between two order statistics, with no variance estimate. The mixture (scipy gives log B), its boundary
 and the looks a change needs before it can exclude 1, are harness/contract/looks.py's: the rule
 of whether a workload's budget can give a verdict at all is read from the same numbers.
 """
@@ -24,17 +24,10 @@ import statistics
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.special import betaln
 
-from harness.contract.looks import PRIOR, bounds
+from harness.contract.looks import PRIOR, bounds, log_mixture
 
 VERDICTS = ("regressed", "improved", "equivalent", "inconclusive")
-
-
-def log_mixture(successes: float, t: int, prior: float = PRIOR) -> float:
-    """log M_t of the beta-binomial mixture against p = 1/2 (a count may be fractional: a tie counts
-    half, a factor 2 sqrt(theta (1 - theta)) <= 1, so M stays a supermartingale)."""
-    return t * math.log(2.0) + float(betaln(prior + successes, prior + t - successes) - betaln(prior, prior))
 
 
 def interval(summaries: np.ndarray, alpha: float, prior: float = PRIOR) -> tuple[float, float]:
@@ -51,7 +44,7 @@ def interval(summaries: np.ndarray, alpha: float, prior: float = PRIOR) -> tuple
 def log_evidence_no_change(summaries: list[float] | np.ndarray, prior: float = PRIOR) -> float:
     """log M_t for the hypothesis "median 0": summaries below 0 count 1, ties at 0 count half."""
     below = sum(1.0 if x < 0 else 0.5 if x == 0 else 0.0 for x in summaries)
-    return log_mixture(below, len(summaries), prior)
+    return float(log_mixture(below, len(summaries), prior))
 
 
 def verdict(lo: float, hi: float, margin: float) -> str | None:
@@ -161,7 +154,7 @@ class Tail:
             self.signs.append(1.0 if d > 0 else 0.0 if d < 0 else 0.5)
             above = sum(self.signs)
             if above > len(self.signs) / 2:
-                self.max_log_evidence = max(self.max_log_evidence, log_mixture(above, len(self.signs)))
+                self.max_log_evidence = max(self.max_log_evidence, float(log_mixture(above, len(self.signs))))
         self.base += base
         self.head += head
 

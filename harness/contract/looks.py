@@ -29,13 +29,19 @@ BISECT_ALPHA = ALPHA / (RESAMPLE + 1)  # the level of each attempt of a bisect s
 CANNOT = "regressed or improved cannot be shown"
 
 
+def log_mixture(successes, t: int, prior: float = PRIOR):
+    """log M_t of the beta-binomial mixture against p = 1/2 (a count may be fractional: a tie counts
+    half, a factor 2 sqrt(theta (1 - theta)) <= 1, so M stays a supermartingale); an array of counts
+    gives an array."""
+    return t * math.log(2.0) + betaln(prior + successes, prior + t - successes) - betaln(prior, prior)
+
+
 @functools.lru_cache(maxsize=4096)
 def bounds(t: int, alpha: float, prior: float = PRIOR) -> tuple[int, int]:
     """The smallest and largest count S(m) of t block summaries below a median m that the
     beta-binomial mixture does not reject at alpha (sequential.py's interval reads its order
     statistics at these counts)."""
-    counts = np.arange(t + 1, dtype=np.float64)
-    log_m = t * math.log(2.0) + betaln(prior + counts, prior + t - counts) - betaln(prior, prior)
+    log_m = log_mixture(np.arange(t + 1, dtype=np.float64), t, prior)
     ok = np.flatnonzero(log_m < math.log(1.0 / alpha))
     return int(ok[0]), int(ok[-1])  # never empty: S = t/2 has M <= 1
 

@@ -232,6 +232,9 @@ def test_no_build_names_a_stale_engine(tmp_path):
     assert "build default: engine stale (its sources, options or tools changed" in r.stderr
     doc = json.loads((root / "reports" / "latest" / "report.json").read_text())
     assert doc["builds"]["default"]["engine"]["status"] == "stale"
+    # the report's header says its verdicts are of that build, not of the commit it names
+    md = (root / "reports" / "latest" / "report.md").read_text()
+    assert "- **built from other sources**: default's engine (stale:" in md.split("\n\n")[1]
 
 
 @needs_cc

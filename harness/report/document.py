@@ -262,6 +262,12 @@ def render_markdown(doc: dict[str, Any]) -> str:
                      f"{len(missing)} of the files' criteria)")
     lines.append((f"- commit `{git['commit']}`" if git.get("commit") else f"- commit: {git.get('why') or 'unknown'}")
                  + (" (dirty)" if git.get("dirty") else ""))
+    stale = [f"{n}'s {part}" for n, b in (doc.get("builds") or {}).items() for part in ("engine", "module")
+             if (b.get(part) or {}).get("status") == "stale"]
+    if stale:  # --no-build ran what an earlier tree built: the verdicts are of that build, not this commit
+        lines.append(f"- **built from other sources**: {', '.join(stale)} (stale: built before its sources, "
+                     "options or tools changed, and run as it was under --no-build); its verdicts are of "
+                     "that build, not of the commit above")
     lines.append(f"- machine: {sysd.get('os', '?')}, {sysd.get('cpu', '?')}, {sysd.get('cores', '?')} cores, "
                  f"{sysd.get('ram_gb', '?')} GiB RAM")
     info = doc.get("engine_info") or {}

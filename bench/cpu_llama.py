@@ -43,7 +43,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from llama_ref import adapter_tok_s, bench_argv, bench_path, run_bench
+from llama_ref import adapter_tok_s, bench_argv, bench_path, pick_problem, run_bench
 
 REPO = Path(__file__).resolve().parents[1]
 LLAMA_DEFAULTS = ("--kv-type", "f16", "--flash-attn", "auto")
@@ -76,9 +76,10 @@ def run_adapter(adapter: str, model: Path, prompt_len: int, steps: int, iters: i
     if out.returncode != 0:
         raise RuntimeError(f"{' '.join(argv)} failed ({out.returncode}): {out.stderr.strip()}")
     meta = json.loads(out.stdout)
-    backend_pick = meta.get("outputs", {}).get("sampler") == "backend"  # its logits never reach the host
-    if not backend_pick and meta.get("nonfinite", {}).get("logits", 1) != 0:
-        raise RuntimeError(f"{' '.join(argv)}: non-finite logits {meta.get('nonfinite')}")
+    # the pick asked for: the backend sampler's run brings no logits to the host, the host's none non-finite
+    problem = pick_problem(meta, extra[extra.index("--sampler") + 1] if "--sampler" in extra else "host")
+    if problem:
+        raise RuntimeError(f"{' '.join(argv)}: {problem}")
     return meta
 
 

@@ -36,11 +36,12 @@ def decode_summary(step_ms_rounds: list[float], weight_bytes: int) -> dict:
 
 
 def add_copy_fractions(results: list[dict], copy: dict | None) -> None:
-    """Each decode configuration's weight bandwidth over the copy bandwidth (kite's and llama.cpp's)."""
+    """Each decode configuration's weight bandwidth over the copy bandwidth (kite's and llama.cpp's,
+    the adapter's backend-pick run too)."""
     if not copy:
         return
     for r in results:
-        for entry in (r, r.get("llama", {})):
+        for entry in (r, r.get("llama", {}), r.get("llama", {}).get("backend_pick", {})):
             for label in ("graph", "stream"):
                 c = entry.get(label)
                 if c and "weight_gbps" in c:

@@ -27,9 +27,17 @@ run of the same configuration (graphs on; off: GGML_CUDA_DISABLE_GRAPHS=1) with 
 and steps, and adds a table: both engines' tok/s and % of copy bandwidth, and kite over llama.cpp
 (llama.cpp's step time over kite's within each round). Its meta must show the GPU (gpu_layers and
 gpu_devices above 0), graphs as asked and finite logits. --require judges kite alone.
-Right after each adapter run, llama-bench of the same build (--llama-bench, default: beside the
+Where the adapter's build has backend sampling (`kite-llama info --json`: backend_sampling), the
+adapter runs each configuration a second time right after the first, with `--sampler backend`
+(llama.cpp's greedy sampler in its own graph: no logits reach the host); its meta must say
+outputs.sampler "backend" and nonfinite.logits null (bench/llama_ref.py's pick_problem), besides
+the GPU and graphs as above. --no-backend-pick leaves that run out; where the build lacks backend
+sampling, the table says so and has no backend-pick columns.
+Right after the adapter's runs, llama-bench of the same build (--llama-bench, default: beside the
 adapter) runs its decode test `-p 0 -n N -d P` and its `-pg P,N` test with the same environment
-(bench/llama_ref.py), and a further table puts the adapter, llama-bench and kite side by side.
+(bench/llama_ref.py), and a further table puts the adapter (host pick, and backend pick where it
+ran), llama-bench and kite side by side. A round of a decode configuration thus runs kite, the
+adapter, the adapter with --sampler backend, llama-bench's decode test, then its -pg test.
 
     python3 bench/gpu_decode.py --kite build/x/bin/kite --gen q8_0 q4_0 --md report.md
 """
@@ -47,7 +55,7 @@ from pathlib import Path
 
 from decode_report import (REQUIRE_RE, add_copy_fractions, claims, decode_summary, judge, markdown, median,
                            round_ratios)
-from llama_ref import adapter_tok_s, bench_argv, bench_path, run_bench
+from llama_ref import adapter_info, adapter_tok_s, bench_argv, bench_path, pick_problem, run_bench
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -121,6 +129,8 @@ LLAMA_ENV = {"graph": {}, "stream": {"GGML_CUDA_DISABLE_GRAPHS": "1"}}
 # llama.cpp's own defaults (the adapter's are kite's numerics), as its speed criteria run it
 LLAMA_ARGS = ("--kv-type", "f16", "--flash-attn", "auto")
 LLAMA_BENCH_NGL = 99  # llama-bench: every layer on the GPU, as the adapter's default
+# the adapter's second run of a configuration: llama.cpp's backend greedy sampler, no logits to the host
+LLAMA_BACKEND_PICK = ("--sampler", "backend")
 
 
 def _checked(label: str, mt: int, env: dict[str, str], c: dict) -> None:
@@ -134,10 +144,12 @@ def _checked(label: str, mt: int, env: dict[str, str], c: dict) -> None:
         raise RuntimeError(f"KITE_CUDA_GRAPH_M=1 did not replay an M-row graph: {c}")
 
 
-def _checked_llama(label: str, model: Path, meta: dict) -> None:
-    """llama.cpp's meta must show the path its figure claims: the GPU, CUDA graphs as asked."""
+def _checked_llama(label: str, model: Path, meta: dict, sampler: str = "host") -> None:
+    """llama.cpp's meta must show the path its figure claims: the GPU, CUDA graphs as asked, the
+    token pick as asked (host: finite logits; backend: the backend sampler, no logits on the host)."""
     b = meta.get("backend", {})
-    where = f"llama.cpp, {model.name}, graphs {'off' if label == 'stream' else 'on'}"
+    run = "llama.cpp" + (" --sampler backend" if sampler == "backend" else "")
+    where = f"{run}, {model.name}, graphs {'off' if label == 'stream' else 'on'}"
     if b.get("engine") != "llama.cpp":
         raise RuntimeError(f"{where}: backend.engine is {b.get('engine')!r}: --llama takes the llama.cpp adapter")
     if b.get("gpu_layers", 0) <= 0 or b.get("gpu_devices", 0) <= 0:
@@ -145,8 +157,9 @@ def _checked_llama(label: str, model: Path, meta: dict) -> None:
                            f"backend.gpu_devices {b.get('gpu_devices')}; the CPU build, or no device)")
     if b.get("cuda_graphs_disabled") != (label == "stream"):
         raise RuntimeError(f"{where}: backend.cuda_graphs_disabled is {b.get('cuda_graphs_disabled')}")
-    if meta.get("nonfinite", {}).get("logits", 0) != 0:
-        raise RuntimeError(f"{where}: {meta['nonfinite']['logits']} non-finite logits")
+    problem = pick_problem(meta, sampler)
+    if problem:
+        raise RuntimeError(f"{where}: {problem}")
 
 
 def _checked_bench(label: str, model: Path, test: dict) -> None:
@@ -193,12 +206,16 @@ def bench_prompt(n: int) -> list[int]:
 def bench_model(
     kite: Engine, model: Path, prompt_len: int, steps: int, iters: int, check: bool = True, rounds: int = 1,
     decode_only: bool = False, long_context: int = 0, llama: Engine | None = None, bench: Path | None = None,
-    threads: int | None = None
+    threads: int | None = None, backend_pick: bool = False, backend_note: str = ""
 ) -> dict:
+    """One model's figures. With llama: the adapter after kite in each decode configuration, and with
+    backend_pick the adapter again with --sampler backend right after (backend_note: why not, else)."""
     prompt = bench_prompt(prompt_len)
     res: dict = {"model": model.name, "rounds": rounds}
     per: dict[str, list[float]] = {}  # label -> the round medians (ms)
     llama_per: dict[str, list[float]] = {}  # the same for llama.cpp's decode configurations
+    pick_per: dict[str, list[float]] = {}  # the same for the adapter's backend-pick runs
+    picker = Engine(llama.path, llama.extra + LLAMA_BACKEND_PICK) if llama and backend_pick else None
     decode = DECODE[:1] if decode_only else DECODE
     contexts = ((64, "ctx64"), (long_context, "ctx_long")) if long_context else ()
     for _ in range(rounds):
@@ -222,6 +239,14 @@ def bench_model(
                 _record_decode(lres.setdefault(label, {}), llama_per.setdefault(label, []), meta, steps)
                 lres.update({"args": list(LLAMA_ARGS), "model_bytes": meta["model"]["bytes"],
                              "backend": meta["backend"], "options": meta.get("options", {})})
+                if picker:  # right after the host pick: the same round, file, prompt, steps and environment
+                    pmeta = run_engine(picker, model, prompt[:plen], steps, mt, iters, LLAMA_ENV[label])
+                    if check:
+                        _checked_llama(label, model, pmeta, "backend")
+                    pres = lres.setdefault("backend_pick", {"args": list(LLAMA_BACKEND_PICK)})
+                    _record_decode(pres.setdefault(label, {}), pick_per.setdefault(label, []), pmeta, steps)
+                else:
+                    lres["backend_pick"] = {"not_run": backend_note or "not asked"}
                 if bench:  # llama-bench right after the adapter: the same round, file, prompt and steps
                     _record_bench(lres, label, bench, model, plen, steps, iters, threads, meta, check)
         for key, mt, env in () if decode_only else PREFILL:
@@ -241,6 +266,10 @@ def bench_model(
                 b.update(decode_summary(b["bench_step_ms_rounds"], wb))
                 b["adapter_over_bench"] = round_ratios(b["bench_step_ms_rounds"], llama_per[label])
                 b["kite_over_bench"] = round_ratios(b["bench_step_ms_rounds"], per[label])
+                if picker:  # and over the adapter's backend-pick run
+                    b["backend_pick_over_bench"] = round_ratios(b["bench_step_ms_rounds"], pick_per[label])
+            if picker:
+                res["llama"]["backend_pick"][label].update(decode_summary(pick_per[label], wb))
     if long_context:
         res["long_context"] = {"tokens": long_context, "ctx64_ms_rounds": per["ctx64"],
                                "ctx_long_ms_rounds": per["ctx_long"],
@@ -289,6 +318,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--llama-bench", metavar="PATH",
                     help="llama-bench of the same build, run beside the adapter (default: beside --llama)")
     ap.add_argument("--no-llama-bench", action="store_true", help="with --llama: the adapter alone")
+    ap.add_argument("--no-backend-pick", action="store_true",
+                    help="with --llama: no second adapter run with --sampler backend (llama.cpp's backend sampler)")
     ap.add_argument("--md", type=Path, help="write the Markdown table here")
     ap.add_argument("--json", type=Path, help="write the raw numbers here")
     args = ap.parse_args(argv)
@@ -322,9 +353,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.rounds < 1 or args.iters < 1 or args.steps < 1:
         ap.error("--rounds, --iters and --steps must be at least 1")
     try:
+        backend_pick, backend_note = False, "left out (--no-backend-pick)"
+        if llama and not args.no_backend_pick:  # ask the build: a run it cannot make is left out, never faked
+            said = adapter_info(llama.path).get("backend_sampling")
+            backend_pick = said is True
+            if not backend_pick:
+                backend_note = ("the adapter's build has no backend sampling (`kite-llama info --json`: "
+                                f"backend_sampling {json.dumps(said)})")
         results = [
             bench_model(kite, m, args.prompt_len, args.steps, args.iters, not args.no_check, args.rounds,
-                        args.decode_only, args.long_context, llama, bench, args.threads)
+                        args.decode_only, args.long_context, llama, bench, args.threads, backend_pick, backend_note)
             for m in models
         ]
     except RuntimeError as e:  # a run failed or did not take the path its figure claims

@@ -157,18 +157,22 @@ def test_llama_runs_follow_kites_in_each_round(bench_env):
     tmp_path, model = bench_env
     assert _llama_main(_bench("gpu_decode"), model, tmp_path, "--no-copy", "--rounds", "2", "--threads", "3") == 0
     runs = [ln.split() for ln in (tmp_path / "argv.log").read_text().splitlines()]
-    kinds = ["llama " + a[1] if a[0] == "llama.cpp" else f"kite steps={_opt(a, '--steps')} mt={_opt(a, '--mt')}"
-             for a in runs]
-    one_round = ["kite steps=4 mt=1", "llama graphs=on", "kite steps=4 mt=1", "llama graphs=off",
+    kinds = [f"llama {a[1]} {_opt(a, '--sampler') or 'host'}" if a[0] == "llama.cpp"
+             else f"kite steps={_opt(a, '--steps')} mt={_opt(a, '--mt')}" for a in runs]
+    # the adapter's backend-pick run right after its host-pick run, the same configuration
+    one_round = ["kite steps=4 mt=1", "llama graphs=on host", "llama graphs=on backend",
+                 "kite steps=4 mt=1", "llama graphs=off host", "llama graphs=off backend",
                  "kite steps=0 mt=1", "kite steps=0 mt=4", "kite steps=0 mt=4"]
     assert kinds == one_round * 2
-    for kite_run, llama_run in zip(runs, runs[1:], strict=False):
-        if llama_run[0] != "llama.cpp":
+    kite_run = None
+    for run in runs:
+        if run[0] != "llama.cpp":
+            kite_run = run
             continue
         for name in ("--model", "--prompt", "--steps", "--mt", "--iters", "--threads"):
-            assert _opt(llama_run, name) == _opt(kite_run, name), name
-        assert (_opt(llama_run, "--kv-type"), _opt(llama_run, "--flash-attn")) == ("f16", "auto")
-        assert "--json" in llama_run and _opt(kite_run, "--threads") == "3"
+            assert _opt(run, name) == _opt(kite_run, name), name
+        assert (_opt(run, "--kv-type"), _opt(run, "--flash-attn")) == ("f16", "auto")
+        assert "--json" in run and _opt(kite_run, "--threads") == "3"
 
 
 def test_llama_figures_beside_kites_in_table_and_json(bench_env, monkeypatch):
@@ -192,6 +196,8 @@ def test_llama_figures_beside_kites_in_table_and_json(bench_env, monkeypatch):
         assert kite[label]["copy_fraction"] == pytest.approx(4e6 / kite_ms / 1e6 / 20.0)
         r = llama["kite_over_llama"][label]
         assert r["rounds"] == pytest.approx([llama_ms / kite_ms] * 3)
+        pick_ms = llama_ms * 0.91  # the fake's backend pick: a tenth of the host's pick (0.1 of its step)
+        assert llama["backend_pick"][label]["copy_fraction"] == pytest.approx(4e6 / pick_ms / 1e6 / 20.0)
     table = (tmp_path / "b.md").read_text()
     assert "## kite and llama.cpp, same GGUF files" in table
     assert "`kite-llama run ... --kv-type f16 --flash-attn auto`: llama.cpp's own defaults), on Fake GPU, every layer" in table
@@ -247,6 +253,10 @@ def test_llama_must_be_the_adapter(bench_env, capsys):
     assert gpu_decode.main(["--kite", str(FAKE), "--llama", str(FAKE), "--no-llama-bench", "--models", str(model), "--no-copy",
                             "--rounds", "1", "--iters", "1", "--steps", "4", "--decode-only"]) == 1
     assert "backend.engine is None: --llama takes the llama.cpp adapter" in capsys.readouterr().err
+    # the adapter is asked whether its build has backend sampling: a binary that cannot answer stops the run
+    assert gpu_decode.main(["--kite", str(FAKE), "--llama", str(FAKE_BENCH), "--no-llama-bench", "--models", str(model),
+                            "--no-copy", "--rounds", "1", "--iters", "1", "--steps", "4", "--decode-only"]) == 1
+    assert f"gpu_decode.py: error: {FAKE_BENCH} info --json failed (1)" in capsys.readouterr().err
 
 
 @pytest.mark.skipif(not FAKE.is_file(), reason="fake engine not present")
@@ -291,8 +301,16 @@ def test_f3_reports_the_ratio_without_a_bar(tmp_path, capsys):
 def test_llama_bench_runs_right_after_the_adapter_with_its_prompt_and_steps(bench_env, monkeypatch):
     tmp_path, model = bench_env
     monkeypatch.setenv("FAKE_BENCH_LOG", str(tmp_path / "bench.log"))
+    monkeypatch.setenv("FAKE_LOG", str(tmp_path / "bench.log"))  # one log for kite, the adapter and llama-bench
     assert _llama_main(_bench("gpu_decode"), model, tmp_path, "--no-copy", "--rounds", "2", "--threads", "3") == 0
-    runs = [ln.split() for ln in (tmp_path / "bench.log").read_text().splitlines()]
+    lines = (tmp_path / "bench.log").read_text().splitlines()
+    # a decode configuration's round: kite, the adapter (host pick, then backend pick), llama-bench's two tests
+    kinds = ["kite" if ln.startswith("run ") else ln.split()[0] + ("+backend" if "--sampler backend" in ln else "")
+             for ln in lines]
+    decode = ["kite", "llama.cpp", "llama.cpp+backend", "graphs=on", "graphs=on"]
+    assert kinds == (decode + ["kite", "llama.cpp", "llama.cpp+backend", "graphs=off", "graphs=off"]
+                     + ["kite"] * 3) * 2
+    runs = [ln.split() for ln in lines if ln.startswith("graphs=")]
     one_round = [("on", "-d", "8"), ("on", "-pg", "8,4"), ("off", "-d", "8"), ("off", "-pg", "8,4")]
     assert [(a[0].split("=")[1], *(("-d", _opt(a, "-d")) if "-d" in a else ("-pg", _opt(a, "-pg")))) for a in runs] \
         == one_round * 2
@@ -306,11 +324,22 @@ def test_llama_bench_figures_beside_the_adapters_and_kites(bench_env):
     tmp_path, model = bench_env
     assert _llama_main(_bench("gpu_decode"), model, tmp_path, "--no-copy", "--rounds", "3") == 0
     bench = json.loads((tmp_path / "b.json").read_text())["results"][0]["llama"]["bench"]
-    # adapter 2.0 / 3.0 ms a step, llama-bench 1.5 / 2.25, kite 0.667 / 0.833 (graphs on / off)
-    for label, (adapter_ms, bench_ms, kite_ms) in {"graph": (2.0, 1.5, 2 / 3), "stream": (3.0, 2.25, 5 / 6)}.items():
+    pick = json.loads((tmp_path / "b.json").read_text())["results"][0]["llama"]["backend_pick"]
+    assert pick["args"] == ["--sampler", "backend"]
+    # adapter 2.0 / 3.0 ms a step (its backend pick 1.82 / 2.73), llama-bench 1.5 / 2.25, kite 0.667 / 0.833
+    # (graphs on / off)
+    for label, (adapter_ms, pick_ms, bench_ms, kite_ms) in {"graph": (2.0, 1.82, 1.5, 2 / 3),
+                                                             "stream": (3.0, 2.73, 2.25, 5 / 6)}.items():
         b = bench[label]
         assert b["bench_step_ms_rounds"] == pytest.approx([bench_ms] * 3)
         assert b["adapter_over_bench"]["median"] == pytest.approx(bench_ms / adapter_ms)
+        assert pick[label]["step_ms_rounds"] == pytest.approx([pick_ms] * 3)
+        assert len(pick[label]["step_ms_all"]) == 3 * 2
+        assert pick[label]["tokens_per_s"] == pytest.approx(1e3 / pick_ms)
+        assert pick[label]["weight_gbps"] == pytest.approx(4e6 / pick_ms / 1e6)
+        r = b["backend_pick_over_bench"]
+        assert r["rounds"] == pytest.approx([bench_ms / pick_ms] * 3)
+        assert (r["median"], r["min"], r["max"]) == pytest.approx((bench_ms / pick_ms,) * 3)
         assert b["kite_over_bench"]["median"] == pytest.approx(bench_ms / kite_ms, rel=1e-3)
         # -pg 8,4: 12 tokens over the prompt (0.25 ms a token) and the steps
         assert b["bench_request_tok_s_rounds"] == pytest.approx([12 / (2 + 4 * bench_ms) * 1e3] * 3)
@@ -318,8 +347,14 @@ def test_llama_bench_figures_beside_the_adapters_and_kites(bench_env):
     table = (tmp_path / "b.md").read_text()
     assert "## llama.cpp: the adapter beside llama-bench" in table
     assert "`llama-bench -m m-q8_0.gguf -p 0 -n 4 -d 8 -r 2 -o json -ngl 99`" in table
-    assert "| m-q8_0.gguf | on | 500 | 667 | 0.75x (0.75-0.75) | 2.25x (2.25-2.25) | 1000 | 1500 |" in table
-    assert "| m-q8_0.gguf | off | 333 | 444 | 0.75x (0.75-0.75) | 2.70x (2.70-2.70) | 750 | 1091 |" in table
+    assert ("| model | CUDA graphs | adapter tok/s | llama-bench tok/s | adapter / llama-bench "
+            "| adapter, backend pick tok/s | backend pick / llama-bench | kite / llama-bench "
+            "| adapter -pg tok/s | llama-bench -pg tok/s |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n") in table
+    assert ("| m-q8_0.gguf | on | 500 | 667 | 0.75x (0.75-0.75) | 549 | 0.82x (0.82-0.82) | 2.25x (2.25-2.25) "
+            "| 1000 | 1500 |") in table
+    assert ("| m-q8_0.gguf | off | 333 | 444 | 0.75x (0.75-0.75) | 366 | 0.82x (0.82-0.82) | 2.70x (2.70-2.70) "
+            "| 750 | 1091 |") in table
+    assert "Backend pick: the adapter again, right after that run (before llama-bench), with `--sampler backend`" in table
 
 
 def test_llama_bench_missing_or_off_the_gpu_is_an_error(bench_env, monkeypatch, capsys):
@@ -331,6 +366,70 @@ def test_llama_bench_missing_or_off_the_gpu_is_an_error(bench_env, monkeypatch, 
     monkeypatch.setenv("FAKE_LLAMA_BENCH_BACKENDS", "CPU")
     assert _llama_main(gpu_decode, model, tmp_path, "--no-copy", "--rounds", "1", "--decode-only") == 1
     assert "llama-bench, m-q8_0.gguf, graphs on: did not run on the GPU (backends 'CPU'" in capsys.readouterr().err
+
+
+def test_pick_problem_is_one_rule_for_host_and_backend_picks():
+    pick_problem = _bench("llama_ref").pick_problem
+
+    def meta(sampler, logits):
+        return {"outputs": {"sampler": sampler}, "nonfinite": {"h_out": 0, "logits": logits}}
+
+    assert pick_problem(meta("host", 0)) is None and pick_problem(meta("backend", None), "backend") is None
+    assert pick_problem({"nonfinite": {"logits": 0}}) is None  # an adapter older than --sampler: the host's
+    assert pick_problem(meta("host", 3)) == "3 non-finite logits"
+    # null passes only for the backend sampler's run: a host pick that checked no logits fails
+    assert pick_problem(meta("host", None)) == "nonfinite.logits is null: no logits were checked"
+    assert pick_problem({"outputs": {"sampler": "host"}}) == "nonfinite.logits is missing: no logits were checked"
+    # a run asked for the backend sampler must say so, and bring no logits to the host
+    assert pick_problem(meta("host", 0), "backend") == "outputs.sampler is 'host', not 'backend'"
+    assert pick_problem({"nonfinite": {"logits": None}}, "backend") == "outputs.sampler is 'host', not 'backend'"
+    assert pick_problem(meta("backend", 0), "backend") == "nonfinite.logits is 0, not null: logits reached the host"
+    assert pick_problem(meta("backend", None)) == "outputs.sampler is 'backend', not 'host'"
+
+
+def test_backend_pick_that_picked_on_the_host_fails_loudly(bench_env, monkeypatch, capsys):
+    """A build that takes --sampler backend and picks on the host anyway: its figure would be the host
+    pick's under the backend pick's name, so the benchmark (and cpu_llama.py, the same rule) stops."""
+    tmp_path, model = bench_env
+    monkeypatch.setenv("FAKE_LLAMA_SAMPLER_IGNORED", "1")
+    assert _llama_main(_bench("gpu_decode"), model, tmp_path, "--no-copy", "--rounds", "1", "--decode-only") == 1
+    out = capsys.readouterr()
+    assert ("gpu_decode.py: error: llama.cpp --sampler backend, m-q8_0.gguf, graphs on: "
+            "outputs.sampler is 'host', not 'backend'") in out.err
+    assert out.out == "" and not (tmp_path / "b.json").exists()
+    assert _bench("cpu_llama").main(["--adapter", str(FAKE_LLAMA), "--bench", str(FAKE_BENCH), "--model", str(model),
+                                     "--costs", "--rounds", "1", "--steps", "4", "--iters", "1"]) == 1
+    err = capsys.readouterr().err.rstrip()
+    assert err.startswith("cpu_llama.py: error: ") and "--sampler backend" in err
+    assert err.endswith(": outputs.sampler is 'host', not 'backend'")
+    monkeypatch.delenv("FAKE_LLAMA_SAMPLER_IGNORED")
+    monkeypatch.setenv("FAKE_LLAMA_NAN", "2")  # the host pick's own rule holds there too
+    assert _bench("cpu_llama").main(["--adapter", str(FAKE_LLAMA), "--bench", str(FAKE_BENCH), "--model", str(model),
+                                     "--rounds", "1", "--steps", "4", "--iters", "1"]) == 1
+    assert capsys.readouterr().err.rstrip().endswith(": 2 non-finite logits")
+
+
+@pytest.mark.parametrize("knob, extra, says", [
+    ({"FAKE_LLAMA_BACKEND_SAMPLING": "0"}, (),
+     "the adapter's build has no backend sampling (`kite-llama info --json`: backend_sampling false)"),
+    ({}, ("--no-backend-pick",), "left out (--no-backend-pick)"),
+])
+def test_no_backend_pick_leaves_its_columns_out_and_says_why(bench_env, monkeypatch, knob, extra, says):
+    tmp_path, model = bench_env
+    for k, v in knob.items():
+        monkeypatch.setenv(k, v)
+    assert _llama_main(_bench("gpu_decode"), model, tmp_path, "--no-copy", "--rounds", "2", *extra) == 0
+    llama_runs = [ln for ln in (tmp_path / "argv.log").read_text().splitlines() if ln.startswith("llama.cpp ")]
+    assert len(llama_runs) == 2 * 2 and not any("--sampler" in ln for ln in llama_runs)  # the host pick alone
+    llama = json.loads((tmp_path / "b.json").read_text())["results"][0]["llama"]
+    assert llama["backend_pick"] == {"not_run": says}
+    assert not any("backend_pick_over_bench" in b for b in llama["bench"].values())
+    table = (tmp_path / "b.md").read_text()
+    assert f"The adapter with llama.cpp's backend sampler (`--sampler backend`) is not in this table: {says}." in table
+    assert "backend pick" not in table
+    assert ("| model | CUDA graphs | adapter tok/s | llama-bench tok/s | adapter / llama-bench | kite / llama-bench "
+            "| adapter -pg tok/s | llama-bench -pg tok/s |\n|---|---|---:|---:|---:|---:|---:|---:|\n") in table
+    assert "| m-q8_0.gguf | on | 500 | 667 | 0.75x (0.75-0.75) | 2.25x (2.25-2.25) | 1000 | 1500 |" in table
 
 
 def test_cpu_llama_alternates_the_adapter_and_llama_bench_and_prints_ratios(bench_env, monkeypatch, capsys):

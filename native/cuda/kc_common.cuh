@@ -11,8 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kite_cuda.h"
-#include "kite_math.h"
+// by their path from here, so that a file outside native/cuda (bench/probe_lmhead.cu) builds the
+// module's headers with nvcc alone
+#include "../include/kite_cuda.h"
+#include "../include/kite_math.h"
 #include "timeline.cuh"
 
 #define KC_WARPS 8

@@ -43,7 +43,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from llama_ref import adapter_tok_s, bench_argv, bench_path, pick_problem, run_bench
+from llama_ref import BACKEND_PICK, adapter_tok_s, bench_argv, bench_path, pick_problem, run_bench
 
 REPO = Path(__file__).resolve().parents[1]
 LLAMA_DEFAULTS = ("--kv-type", "f16", "--flash-attn", "auto")
@@ -54,7 +54,7 @@ COSTS = {
     "+prompt_logits": ("--prompt-logits", "all"),
     "-threadpool": ("--threadpool", "off"),
     "dump_path": ("--embeddings", "on", "--keep-rows", "on", "--prompt-logits", "all", "--threadpool", "off"),
-    "backend_pick": ("--sampler", "backend"),
+    "backend_pick": BACKEND_PICK,
 }
 BENCH = "llama-bench"
 

@@ -55,7 +55,7 @@ from pathlib import Path
 
 from decode_report import (REQUIRE_RE, add_copy_fractions, claims, decode_summary, judge, markdown, median,
                            round_ratios)
-from llama_ref import adapter_info, adapter_tok_s, bench_argv, bench_path, pick_problem, run_bench
+from llama_ref import BACKEND_PICK, adapter_info, adapter_tok_s, bench_argv, bench_path, pick_problem, run_bench
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -129,8 +129,6 @@ LLAMA_ENV = {"graph": {}, "stream": {"GGML_CUDA_DISABLE_GRAPHS": "1"}}
 # llama.cpp's own defaults (the adapter's are kite's numerics), as its speed criteria run it
 LLAMA_ARGS = ("--kv-type", "f16", "--flash-attn", "auto")
 LLAMA_BENCH_NGL = 99  # llama-bench: every layer on the GPU, as the adapter's default
-# the adapter's second run of a configuration: llama.cpp's backend greedy sampler, no logits to the host
-LLAMA_BACKEND_PICK = ("--sampler", "backend")
 
 
 def _checked(label: str, mt: int, env: dict[str, str], c: dict) -> None:
@@ -215,7 +213,7 @@ def bench_model(
     per: dict[str, list[float]] = {}  # label -> the round medians (ms)
     llama_per: dict[str, list[float]] = {}  # the same for llama.cpp's decode configurations
     pick_per: dict[str, list[float]] = {}  # the same for the adapter's backend-pick runs
-    picker = Engine(llama.path, llama.extra + LLAMA_BACKEND_PICK) if llama and backend_pick else None
+    picker = Engine(llama.path, llama.extra + BACKEND_PICK) if llama and backend_pick else None
     decode = DECODE[:1] if decode_only else DECODE
     contexts = ((64, "ctx64"), (long_context, "ctx_long")) if long_context else ()
     for _ in range(rounds):
@@ -243,7 +241,7 @@ def bench_model(
                     pmeta = run_engine(picker, model, prompt[:plen], steps, mt, iters, LLAMA_ENV[label])
                     if check:
                         _checked_llama(label, model, pmeta, "backend")
-                    pres = lres.setdefault("backend_pick", {"args": list(LLAMA_BACKEND_PICK)})
+                    pres = lres.setdefault("backend_pick", {"args": list(BACKEND_PICK)})
                     _record_decode(pres.setdefault(label, {}), pick_per.setdefault(label, []), pmeta, steps)
                 else:
                     lres["backend_pick"] = {"not_run": backend_note or "not asked"}

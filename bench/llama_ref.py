@@ -88,6 +88,11 @@ def adapter_info(adapter: str | Path, timeout: float = 120) -> dict:
     return info
 
 
+# the adapter's argv for llama.cpp's backend greedy sampler: the token picked in its graph, no logits
+# to the host
+BACKEND_PICK = ("--sampler", "backend")
+
+
 def pick_problem(meta: dict, sampler: str = "host") -> str | None:
     """What keeps an adapter run's meta from showing the token pick it was asked for (`--sampler
     host`, the default, or `backend`); None if nothing. A host pick reads every step's logits on the

@@ -223,16 +223,23 @@ static double time_us(Work work) {
     return median(us);
 }
 
+// dev[0, n) filled with the byte fill, then run(), then dev[0, n) as the host sees it.
+template <class T, class Run>
+static std::vector<T> run_and_fetch(T *dev, int fill, size_t n, Run run) {
+    CK(cudaMemsetAsync(dev, fill, n * sizeof(T), g_stream));
+    run();
+    CK(cudaStreamSynchronize(g_stream));
+    CK(cudaGetLastError());
+    std::vector<T> got(n);
+    CK(cudaMemcpy(got.data(), dev, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return got;
+}
+
 // Rows whose logit differs from the reference after run() (logits first set to NaN: a row not
 // written counts).
 template <class Run>
 static int wrong_logits(const Head &h, Run run) {
-    CK(cudaMemsetAsync(h.logits, 0xff, (size_t)V * 4, g_stream));
-    run();
-    CK(cudaStreamSynchronize(g_stream));
-    CK(cudaGetLastError());
-    std::vector<float> got(V);
-    CK(cudaMemcpy(got.data(), h.logits, (size_t)V * 4, cudaMemcpyDeviceToHost));
+    const std::vector<float> got = run_and_fetch(h.logits, 0xff, (size_t)V, run);
     int wrong = 0;
     for (int r = 0; r < V; r++) wrong += !(got[r] == h.ref[r]);
     return wrong;
@@ -245,12 +252,7 @@ static bool sums_match(const Head &h, int entries, unsigned expect, Run run) {
         printf("%d per-warp sums: more than the scratch holds\n", entries);
         exit(1);
     }
-    CK(cudaMemsetAsync(h.sums, 0, (size_t)entries * 4, g_stream));
-    run();
-    CK(cudaStreamSynchronize(g_stream));
-    CK(cudaGetLastError());
-    std::vector<unsigned> got(entries);
-    CK(cudaMemcpy(got.data(), h.sums, (size_t)entries * 4, cudaMemcpyDeviceToHost));
+    const std::vector<unsigned> got = run_and_fetch(h.sums, 0, (size_t)entries, run);
     unsigned sum = 0;
     for (unsigned v : got) sum += v;
     return sum == expect;

@@ -11,7 +11,11 @@
 //   (c1) the module's kernel on one resident grid (its warps loop over rows: no waves of blocks);
 //   (c2) the streaming read in (a)'s launch shape and lane addresses, without its dots;
 //   and the 4 pieces back to back as the pass launches them: stream launches without and with
-//   PDL, and one CUDA graph with PDL.
+//   PDL, and one CUDA graph with PDL;
+//   (d)  when the tree has the candidate k_lm_head (native/cuda/lm_head_device.cuh, applied from
+//        bench/candidates/lm-head-stream.patch): its body on one piece for each (rows a group,
+//        groups in flight, CTAs an SM) that fits, and the module's own launch of it over the 4
+//        pieces in one graph with PDL. Reported, not judged by the bar.
 // Each row of the table is the median of REPS launches, each between its own pair of events.
 // A one-piece launch reads another piece than the launch before it (the 4 rotate: 203 MB between
 // two reads of a piece, 4 times the L2), so its bytes come from DRAM, as in the pass.
@@ -28,6 +32,11 @@
 #include "../native/cuda/matvec.cu"        // k_gemv, gemv_plan, gemv_launch, job_rows
 #include "../native/cuda/device_matrix.cu" // matrix_quant_row_bytes (job_rows)
 #include "../native/cuda/copy_threads.cu"  // lm_split, lm_piece_col: the pass's pieces
+#if __has_include("../native/cuda/lm_head_device.cuh")
+#define P6_CANDIDATE 1                            // the candidate's k_lm_head is in matvec.cu
+#else
+#define P6_CANDIDATE 0
+#endif
 #undef CK                                  // the module's returns a status; the probes' exits
 #include "probe_common.cuh"
 #include <string>
@@ -162,6 +171,15 @@ __global__ void k_stream_shape(const int8_t *quants, const uint16_t *scales, int
 }
 
 __global__ void k_empty() {}
+
+#if P6_CANDIDATE
+// (d): the candidate's body for Q8_0 with R rows a group and DEPTH groups in flight, as a kernel
+// of its own without PDL (the module's k_lm_head is one of these, with KC_LM_ROWS, KC_LM_DEPTH)
+template <int R, int DEPTH>
+__global__ void __launch_bounds__(KC_LM_THREADS) k_lm_candidate(LmHeadArgs a) {
+    lm_head_block<1, R, DEPTH>(a, block_at_launch(), PdlWait{});
+}
+#endif
 
 // ------------------------------------------------------------------------------------------------
 // Host
@@ -421,7 +439,7 @@ int main() {
 
     // correctness: each variant once over every piece (or the head)
     bool all_correct = true;
-    char verdicts[12][48];
+    char verdicts[32][48];
     int nv = 0;
     auto logits_verdict = [&](int wrong) {
         char *v = verdicts[nv++];
@@ -492,6 +510,61 @@ int main() {
                                g_stream));
         }));
 
+#if P6_CANDIDATE
+    // (d): each configuration that fits on an SM, one piece, checked over every piece first
+    struct Candidate {
+        void (*kernel)(LmHeadArgs);
+        int rows, depth;
+    };
+    const Candidate candidates[] = {{k_lm_candidate<4, 2>, 4, 2}, {k_lm_candidate<4, 3>, 4, 3},
+                                    {k_lm_candidate<2, 4>, 2, 4}, {k_lm_candidate<8, 2>, 8, 2}};
+    auto lm_args = [&](int p) {
+        MatvecJob w = job_rows(h.W, h.col[p], h.col[p + 1] - h.col[p], h.logits + h.col[p], V);
+        return LmHeadArgs{w, h.xq, h.xd};
+    };
+    static char what[8][96];
+    int nwhat = 0;
+    for (const Candidate &cd : candidates) {
+        cudaFuncAttributes ka;
+        CK(cudaFuncGetAttributes(&ka, cd.kernel));
+        int fit = 0;
+        CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, cd.kernel, KC_LM_THREADS, 0));
+        for (int per_sm = 1; per_sm <= 2 && per_sm <= fit && nwhat < 8; per_sm++) {
+            const unsigned grid = (unsigned)(sms * per_sm);
+            auto run = [&](int p) { launch(cd.kernel, dim3(grid), KC_LM_THREADS, 0, g_stream, false, lm_args(p)); };
+            const char *ok = logits_verdict(wrong_logits(h, [&] {
+                for (int p = 0; p < h.pieces; p++) run(p);
+            }));
+            snprintf(what[nwhat], sizeof what[nwhat], "(d) k_lm_head, %d rows a group, %d in flight, %d CTA%s an SM "
+                     "(%d registers)", cd.rows, cd.depth, per_sm, per_sm > 1 ? "s" : "", ka.numRegs);
+            add(what[nwhat++], shape(grid, KC_LM_THREADS), ok, piece_bytes, row_b, time_us(run));
+        }
+    }
+    // the module's own plan and launch of the candidate, the 4 pieces in one graph with PDL
+    unsigned lm_grid = 0;
+    const Prologue none = prologue(-1, nullptr, nullptr, 0, nullptr, 1, 0.0f);
+    if (!lm_head_takes(lm_args(0).w, 1, none, &lm_grid)) {
+        printf("lm_head_takes: the module would not take this head\n");
+        return 1;
+    }
+    cudaGraph_t lm_graph;
+    cudaGraphExec_t lm_exec;
+    CK(cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeThreadLocal));
+    for (int p = 0; p < h.pieces; p++) {
+        g_pdl = p > 0;
+        CK(lm_head_launch(lm_args(p), lm_grid));
+    }
+    g_pdl = 0;
+    CK(cudaStreamEndCapture(g_stream, &lm_graph));
+    CK(cudaGraphInstantiate(&lm_exec, lm_graph, 0));
+    CK(cudaGraphUpload(lm_exec, g_stream));
+    const char *ok_lm_graph = logits_verdict(wrong_logits(h, [&] { CK(cudaGraphLaunch(lm_exec, g_stream)); }));
+    add("(d) the module's k_lm_head, the 4 pieces back to back, one CUDA graph with PDL",
+        shape(lm_grid, KC_LM_THREADS, 4), ok_lm_graph, head_bytes, row_bh,
+        time_us([&](int) { CK(cudaGraphLaunch(lm_exec, g_stream)); }));
+#else
+    printf("(d): no candidate LM-head kernel in this tree (git apply bench/candidates/lm-head-stream.patch)\n\n");
+#endif
     printf("| variant | blocks x threads | us | GB/s of weight bytes | of (b) on the same bytes | correct |\n");
     printf("| --- | --- | ---: | ---: | ---: | --- |\n");
     for (const Row &r : rows) print_row(rows, r);
@@ -507,5 +580,9 @@ int main() {
                b.bytes / (b.us * 1e3));
     CK(cudaGraphExecDestroy(graph_exec));
     CK(cudaGraphDestroy(graph));
+#if P6_CANDIDATE
+    CK(cudaGraphExecDestroy(lm_exec));
+    CK(cudaGraphDestroy(lm_graph));
+#endif
     return all_correct ? 0 : 1;
 }

@@ -1,0 +1,78 @@
+"""Candidate kernel steps kept as patches until a GPU judges them (bench/candidates/, issue 48;
+docs/PERFORMANCE.md says how each is judged): each still applies to the tree, and what it claims
+on the CPU side holds when it is applied to a copy, compiled with the module's flags. The probe
+that measures the LM-head candidate (P6, bench/probe_lmhead.cu) builds with and without it."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+CANDIDATES = sorted((REPO / "bench" / "candidates").glob("*.patch"))
+LM_HEAD = REPO / "bench" / "candidates" / "lm-head-stream.patch"
+
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None or shutil.which("ptxas") is None
+                                or shutil.which("git") is None, reason="nvcc or git is not installed")
+
+
+def test_there_is_a_candidate_to_check():
+    assert CANDIDATES, "bench/candidates/ holds no patch: delete this test with the folder"
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+@pytest.mark.parametrize("patch", CANDIDATES, ids=lambda p: p.stem)
+def test_a_candidate_applies_to_the_tree(patch):
+    res = subprocess.run(["git", "apply", "--check", str(patch)], cwd=REPO, capture_output=True, text=True)
+    assert res.returncode == 0, f"{patch.name} no longer applies: {res.stderr.strip()}"
+
+
+@pytest.fixture(scope="module")
+def lm_head_tree(tmp_path_factory) -> Path:
+    """A copy of native/, bench/ and the kernel-fit test with the LM-head candidate applied."""
+    tree = tmp_path_factory.mktemp("lm-head-stream")
+    for part in ("native", "bench"):
+        shutil.copytree(REPO / part, tree / part)
+    (tree / "tests").mkdir()
+    shutil.copy2(REPO / "tests" / "test_kernel_fit.py", tree / "tests")
+    res = subprocess.run(["git", "apply", str(LM_HEAD)], cwd=tree, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    return tree
+
+
+@needs_nvcc
+def test_the_streamed_lm_head_fits_beside_itself_without_spills(lm_head_tree):
+    # the candidate's claims, from ptxas: the LM head's pieces run k_lm_head<1> on one CTA an SM
+    # whose registers leave room for the next piece's CTA; no spills; nothing read before the
+    # wait that an op before may write; no new pair of the step that cannot share an SM
+    fit = subprocess.run([sys.executable, str(lm_head_tree / "bench" / "kernel_fit.py")], cwd=lm_head_tree,
+                         capture_output=True, text=True, timeout=900)
+    assert fit.returncode == 0, fit.stdout[-2000:] + fit.stderr[-2000:]
+    row = re.search(r"^\| LM head piece 0 \| `k_lm_head<1>` \| 132 \| 256 \| (\d+) \| (\d+) \| (\d+) \|", fit.stdout,
+                    re.M)
+    assert row, fit.stdout
+    registers, cta_registers, spills = (int(g) for g in row.groups())
+    assert registers <= 128 and 2 * cta_registers <= 65536 and spills == 0, row.group(0)
+    assert "op pairs of the step that cannot share an SM: 1\n- in-proj -> deltanet head:" in fit.stdout
+    assert "kernels reading possibly-written memory before their wait: 0" in fit.stdout
+
+
+@needs_nvcc
+@pytest.mark.parametrize("applied", [False, True], ids=["main", "with-candidate"])
+def test_p6_builds_with_and_without_the_candidate(applied, lm_head_tree, tmp_path):
+    # the next GPU session's first call builds this probe: it must build on main (rows (a)-(c))
+    # and with the patch applied (rows (d) as well)
+    tree = lm_head_tree if applied else REPO
+    exe = tmp_path / "probe_lmhead"
+    res = subprocess.run(["nvcc", "-O3", "-arch=sm_90", "-o", str(exe), str(tree / "bench" / "probe_lmhead.cu")],
+                         capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert exe.stat().st_size > 0
+    strings = exe.read_bytes()
+    # the (d) rows are in the binary exactly when the candidate is applied
+    assert (b"k_lm_candidate" in strings) == applied

@@ -6,7 +6,9 @@ kernel's registers, shared memory and spills from ptxas (sm_90, the module's own
 shapes of the qwen35-0.8b M=1 step (grid, threads, dynamic shared memory, as plan_pass in
 native/cuda/forward.cu makes them) and the limits of an sm_90 SM, and says which consecutive ops
 cannot be resident together. It also lists the global loads that a kernel's PTX issues before
-its first griddepcontrol.wait: only immutable data may be read there.
+its first griddepcontrol.wait: only immutable data may be read there, and, from the SASS
+(nvdisasm), the immutable loads that ptxas kept ahead of the wait (ACQBULK): the weight loads
+that are to overlap the op before.
 
     python3 bench/kernel_fit.py            # the step's op pairs and the uniform chain's contract
 
@@ -18,6 +20,7 @@ import argparse
 import functools
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -115,6 +118,96 @@ def ptx_text(src: str) -> str:
         if proc.returncode != 0:
             raise RuntimeError(f"nvcc -ptx {src}: {proc.stderr[-2000:]}")
         return out.read_text()
+
+
+def nvdisasm() -> str | None:
+    """The SASS disassembler: on PATH, or from the nvidia-cuda-nvdisasm wheel (pyproject's test
+    extras), or None."""
+    found = shutil.which("nvdisasm")
+    if found:
+        return found
+    try:
+        import nvidia  # a namespace package: the wheel's files under nvidia/cu*/bin
+    except ImportError:
+        return None
+    for base in getattr(nvidia, "__path__", []):
+        for exe in sorted(Path(base).glob("cu*/bin/nvdisasm")):
+            return str(exe)
+    return None
+
+
+@functools.cache
+def sass_text(src: str) -> str:
+    """The SASS of one module source: its PTX through ptxas for sm_90, then nvdisasm."""
+    exe = nvdisasm()
+    if exe is None:
+        raise RuntimeError("nvdisasm not found (pip install nvidia-cuda-nvdisasm)")
+    with tempfile.TemporaryDirectory() as tmp:
+        ptx, cubin = Path(tmp) / "k.ptx", Path(tmp) / "k.cubin"
+        ptx.write_text(ptx_text(src))
+        for argv in (["ptxas", "-O3", "-arch=sm_90", str(ptx), "-o", str(cubin)], [exe, "-c", str(cubin)]):
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+            if proc.returncode != 0:
+                raise RuntimeError(f"{Path(argv[0]).name} {src}: {proc.stderr[-2000:]}")
+        return proc.stdout
+
+
+SASS_INSTRUCTION = re.compile(r"^/\*[0-9a-f]+\*/\s+(.*?)\s*;")
+SASS_LABEL = re.compile(r"^(\.L_x_\d+):")
+
+
+def sass_kernels(src: str) -> dict[str, list[str]]:
+    """{kernel: its SASS, one instruction or label (`.L_x_N:`) a line} of one module source."""
+    out = {}
+    for m in re.finditer(r"^//-+ \.text\.(\w+) +-+\n(.*?)(?=^//-+ \.text\.|\Z)", sass_text(src), re.S | re.M):
+        lines = []
+        for ln in m.group(2).splitlines():
+            ln = ln.strip()
+            if (lab := SASS_LABEL.match(ln)) or (ins := SASS_INSTRUCTION.match(ln)):
+                lines.append(lab.group(1) + ":" if lab else ins.group(1))
+        out[demangle(m.group(1))] = lines
+    return out
+
+
+def sass_loads_before_wait(lines: list[str]) -> list[str]:
+    """The global loads (LDG) that some path from the kernel's entry reaches before any ACQBULK
+    (griddepcontrol.wait): a walk over branches and labels, each path stopped at its first wait.
+    A branch to the label right after a wait is not followed: it is a body's `if (!waited)`
+    (matvec_device.cuh), not taken before the first wait, and following it would count the loads
+    that ptxas moved below the wait. Calls fall through (the module's callees are arithmetic helpers); an unconditional
+    BRA, EXIT or RET ends a path."""
+    labels = {ln[:-1]: i for i, ln in enumerate(lines) if ln.endswith(":")}
+    found, seen, todo = [], set(), [0]
+    while todo:
+        i = todo.pop()
+        while i < len(lines) and i not in seen:
+            seen.add(i)
+            ln = lines[i]
+            predicated = ln.startswith("@")
+            words = ln.split()[1:] if predicated else ln.split()
+            op = words[0] if words else ""
+            if op == "ACQBULK":
+                break
+            if op.startswith("LDG"):
+                found.append(ln)
+            target = re.search(r"`\((\.L_x_\d+)\)", ln)  # nvdisasm: BRA `(.L_x_12)
+            if op.startswith("BRA") and target:
+                to = labels[target.group(1)]
+                if lines[to - 1] != "ACQBULK":
+                    todo.append(to)
+                # BRA.DIV, or a predicate operand (BRA P1, ...), is conditional too
+                if op == "BRA" and not predicated and not re.match(r"!?U?P[T\d]", words[1]):
+                    break
+            if op.split(".")[0] in ("EXIT", "RET") and not predicated:
+                break
+            i += 1
+    return found
+
+
+def immutable_loads_before_wait(src: str) -> dict[str, int]:
+    """{kernel: the .CONSTANT loads (ld.global.nc: weights, norm weights) its SASS can issue
+    before its wait}: the loads meant to overlap the op before, which ptxas may move below it."""
+    return {k: sum("CONSTANT" in ln for ln in sass_loads_before_wait(lines)) for k, lines in sass_kernels(src).items()}
 
 
 @functools.cache
@@ -309,6 +402,15 @@ def main(argv: list[str] | None = None) -> int:
                 bad += 1
                 print(f"- {k}: {len(loads)} plain global loads before griddepcontrol.wait: {loads[:3]}")
     print(f"kernels reading possibly-written memory before their wait: {bad}")
+    if nvdisasm() is None:
+        print("\nSASS: nvdisasm not found (pip install nvidia-cuda-nvdisasm): immutable loads before the wait not read")
+    else:
+        step = {o.kernel for o in ops}
+        print("\nimmutable loads (weights) the SASS can issue before the wait, the step's kernels:")
+        for src in MODULE_KERNEL_SOURCES:
+            for k, n in sorted(immutable_loads_before_wait(src).items()):
+                if k in step:
+                    print(f"- `{k}`: {n}")
     return 1 if wins or bad else 0
 
 

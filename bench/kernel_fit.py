@@ -169,39 +169,60 @@ def sass_kernels(src: str) -> dict[str, list[str]]:
     return out
 
 
-def sass_loads_before_wait(lines: list[str]) -> list[str]:
-    """The global loads (LDG) that some path from the kernel's entry reaches before any ACQBULK
-    (griddepcontrol.wait): a walk over branches and labels, each path stopped at its first wait.
-    A branch to the label right after a wait is not followed: it is a body's `if (!waited)`
-    (matvec_device.cuh), not taken before the first wait, and following it would count the loads
-    that ptxas moved below the wait. Calls fall through (the module's callees are arithmetic helpers); an unconditional
-    BRA, EXIT or RET ends a path."""
-    labels = {ln[:-1]: i for i, ln in enumerate(lines) if ln.endswith(":")}
+@dataclass(frozen=True)
+class Insn:
+    """What one line of a kernel's code means to walk_to_wait."""
+    wait: bool = False          # the wait itself: the path stops before it
+    load: str | None = None     # a load to report
+    target: str | None = None   # a label it may branch to (None: none, or one not to follow)
+    ends: bool = False          # no fall-through: an unconditional branch, exit or return
+
+
+def walk_to_wait(lines: list[str], labels: dict[str, int], read) -> list[str]:
+    """The loads (read(line).load) that some path from the entry (line 0) reaches before its first
+    wait: a walk over branches and labels (labels: {label: its line}), each path stopped at the
+    first line that read() calls a wait. Path-insensitive: every branch may be taken or not."""
     found, seen, todo = [], set(), [0]
     while todo:
         i = todo.pop()
         while i < len(lines) and i not in seen:
             seen.add(i)
-            ln = lines[i]
-            predicated = ln.startswith("@")
-            words = ln.split()[1:] if predicated else ln.split()
-            op = words[0] if words else ""
-            if op == "ACQBULK":
+            ins = read(lines[i])
+            if ins.wait:
                 break
-            if op.startswith("LDG"):
-                found.append(ln)
-            target = re.search(r"`\((\.L_x_\d+)\)", ln)  # nvdisasm: BRA `(.L_x_12)
-            if op.startswith("BRA") and target:
-                to = labels[target.group(1)]
-                if lines[to - 1] != "ACQBULK":
-                    todo.append(to)
-                # BRA.DIV, or a predicate operand (BRA P1, ...), is conditional too
-                if op == "BRA" and not predicated and not re.match(r"!?U?P[T\d]", words[1]):
-                    break
-            if op.split(".")[0] in ("EXIT", "RET") and not predicated:
+            if ins.load:
+                found.append(ins.load)
+            if ins.target is not None:
+                todo.append(labels[ins.target])
+            if ins.ends:
                 break
             i += 1
     return found
+
+
+def sass_loads_before_wait(lines: list[str]) -> list[str]:
+    """The global loads (LDG) that some path from the kernel's entry reaches before any ACQBULK
+    (griddepcontrol.wait). A branch to the label right after a wait is not followed: it is a
+    body's `if (!waited)` (matvec_device.cuh), not taken before the first wait, and following it
+    would count the loads that ptxas moved below the wait. Calls fall through (the module's callees
+    are arithmetic helpers); an unconditional BRA, EXIT or RET ends a path."""
+    labels = {ln[:-1]: i for i, ln in enumerate(lines) if ln.endswith(":")}
+    after_wait = {label for label, i in labels.items() if i > 0 and lines[i - 1] == "ACQBULK"}
+
+    def read(ln: str) -> Insn:
+        predicated = ln.startswith("@")
+        words = ln.split()[1:] if predicated else ln.split()
+        op = words[0] if words else ""
+        target = re.search(r"`\((\.L_x_\d+)\)", ln)  # nvdisasm: BRA `(.L_x_12)
+        if op.startswith("BRA") and target:
+            # BRA.DIV, or a predicate operand (BRA P1, ...), is conditional too
+            conditional = predicated or op != "BRA" or bool(re.match(r"!?U?P[T\d]", words[1]))
+            label = target.group(1)
+            return Insn(target=None if label in after_wait else label, ends=not conditional)
+        return Insn(wait=op == "ACQBULK", load=ln if op.startswith("LDG") else None,
+                    ends=op.split(".")[0] in ("EXIT", "RET") and not predicated)
+
+    return walk_to_wait(lines, labels, read)
 
 
 def immutable_loads_before_wait(src: str) -> dict[str, int]:
@@ -350,31 +371,20 @@ def ptx_kernels(src: str) -> dict[str, str]:
 
 def loads_before_wait(body: str) -> list[str]:
     """The plain global loads (not .nc) that some path from the kernel's entry reaches before any
-    griddepcontrol.wait: a walk over the PTX's basic blocks (labels, branches), each path stopped
-    at its first wait."""
+    griddepcontrol.wait, in the PTX."""
     lines = [ln.strip() for ln in body.splitlines()]
     labels = {ln[:-1]: i for i, ln in enumerate(lines) if re.match(r"^\$\w+:$", ln)}
     load = re.compile(r"^(?:@!?%p\d+\s+)?(ld\.global(?!\.nc)[\w.]*\s[^;]*);")
-    found, seen, todo = [], set(), [0]
-    while todo:
-        i = todo.pop()
-        while i < len(lines) and i not in seen:
-            seen.add(i)
-            ln = lines[i]
-            if ln.startswith("griddepcontrol.wait"):
-                break
-            m = load.match(ln)
-            if m:
-                found.append(m.group(1))
-            b = re.match(r"^(@!?%p\d+\s+)?bra(?:\.uni)?\s+(\$\w+);", ln)
-            if b:
-                todo.append(labels[b.group(2)])
-                if not b.group(1):
-                    break  # unconditional: no fall-through
-            if ln.startswith("ret;") or ln.startswith("exit;"):
-                break
-            i += 1
-    return found
+
+    def read(ln: str) -> Insn:
+        b = re.match(r"^(@!?%p\d+\s+)?bra(?:\.uni)?\s+(\$\w+);", ln)
+        if b:
+            return Insn(target=b.group(2), ends=not b.group(1))
+        m = load.match(ln)
+        return Insn(wait=ln.startswith("griddepcontrol.wait"), load=m.group(1) if m else None,
+                    ends=ln.startswith(("ret;", "exit;")))
+
+    return walk_to_wait(lines, labels, read)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -308,6 +308,23 @@ def blocked_pairs(ops: list[Op], res: dict[str, Resources]) -> list[tuple[str, s
     return out
 
 
+def crowded_pairs(ops: list[Op], res: dict[str, Resources]) -> list[tuple[str, str, int, int, int]]:
+    """Consecutive ops (a, b) of one wave each where some, but not all, of b's CTAs of an evenly
+    spread first wave (ceil(b.grid / SMS) an SM) fit beside a's CTAs on a's busiest SM: (a, b, CTAs
+    that fit, CTAs wanted, SMs that run a's CTAs). The rest start there only as a's CTAs exit, or
+    crowd onto the SMs that a leaves free."""
+    out = []
+    for a, b in zip(ops, ops[1:], strict=False):
+        ra, rb = res[a.kernel], res[b.kernel]
+        if not (one_wave(ra, a) and one_wave(rb, b)):
+            continue
+        fa, wanted = footprint(ra, a), footprint(rb, b).ctas
+        fit = max((n for n in range(wanted + 1) if not fits([fa, footprint(rb, b, ctas=n)])), default=0)
+        if 0 < fit < wanted:
+            out.append((a.name, b.name, fit, wanted, min(a.grid, SMS)))
+    return list(dict.fromkeys(out))  # an FFN pair once, though both layer kinds end with it
+
+
 def blocked_windows(ops: list[Op], res: dict[str, Resources]) -> list[tuple[tuple[str, ...], list[str]]]:
     """Windows of three consecutive ops whose CTAs (one an SM each) do not fit on one SM."""
     out = []
@@ -401,6 +418,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nop pairs of the step that cannot share an SM: {len(pairs)}")
     for a, b, over in pairs:
         print(f"- {a} -> {b}: {'; '.join(over)}")
+    crowded = crowded_pairs(ops, res)
+    print(f"op pairs where only some of the second op's CTAs fit beside the first's: {len(crowded)}")
+    for a, b, fit, wanted, sms in crowded:
+        print(f"- {a} -> {b}: {fit} of {wanted} an SM, on the {sms} SMs that run {a}")
     chain, cres = chain_contract_ops()
     wins = blocked_windows(chain, cres)
     print(f"\nthe uniform chain at its contract's limits: {len(wins)} windows of three that do not fit")

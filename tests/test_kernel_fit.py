@@ -57,6 +57,14 @@ def test_narrow_residual_blocks_fit_beside_the_head_and_gate_up():
     assert f"#define KC_GEMV_NARROW_THREADS {kf.RESIDUAL_THREADS}" in header
 
 
+@needs_nvcc
+def test_calculator_names_the_pairs_where_only_some_ctas_fit_beside():
+    # an evenly spread wave of 512 residual blocks wants 4 an SM (26,624 registers): beside a
+    # k_gemv_glu block (45,056) 3 fit, beside a k_deltanet_head block (57,344) 1
+    crowded = kf.crowded_pairs(kf.step_ops_m1(), kf.compiled_resources())
+    assert crowded == [("deltanet head", "out + residual", 1, 4, 16), ("gate/up + SwiGLU", "down + residual", 3, 4, 112)]
+
+
 # Gates read from the compiled module. The M=1 step's kernels keep no spills; the instances that
 # run with three CTAs an SM (in-proj, qkv, LM head) stay at <= 80 registers; the residual
 # products' y[r] preload (issue 48) took k_gemv<1, 1, false> from 95 to 97 registers (104 as

@@ -16,6 +16,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 CANDIDATES = sorted((REPO / "bench" / "candidates").glob("*.patch"))
 LM_HEAD = REPO / "bench" / "candidates" / "lm-head-stream.patch"
+GLU_CAP = REPO / "bench" / "candidates" / "glu-cap.patch"
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None or shutil.which("ptxas") is None
                                 or shutil.which("git") is None, reason="nvcc or git is not installed")
@@ -32,26 +33,33 @@ def test_a_candidate_applies_to_the_tree(patch):
     assert res.returncode == 0, f"{patch.name} no longer applies: {res.stderr.strip()}"
 
 
+def applied_tree(root: Path, patch: Path) -> Path:
+    """A copy of native/, bench/ and the kernel-fit test under root with the patch applied."""
+    for part in ("native", "bench"):
+        shutil.copytree(REPO / part, root / part)
+    (root / "tests").mkdir()
+    shutil.copy2(REPO / "tests" / "test_kernel_fit.py", root / "tests")
+    res = subprocess.run(["git", "apply", str(patch)], cwd=root, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    return root
+
+
+def kernel_fit_output(tree: Path) -> str:
+    """bench/kernel_fit.py's output on a tree (it must exit 0)."""
+    fit = subprocess.run([sys.executable, str(tree / "bench" / "kernel_fit.py")], cwd=tree,
+                         capture_output=True, text=True, timeout=900)
+    assert fit.returncode == 0, fit.stdout[-2000:] + fit.stderr[-2000:]
+    return fit.stdout
+
+
 @pytest.fixture(scope="module")
 def lm_head_tree(tmp_path_factory) -> Path:
-    """A copy of native/, bench/ and the kernel-fit test with the LM-head candidate applied."""
-    tree = tmp_path_factory.mktemp("lm-head-stream")
-    for part in ("native", "bench"):
-        shutil.copytree(REPO / part, tree / part)
-    (tree / "tests").mkdir()
-    shutil.copy2(REPO / "tests" / "test_kernel_fit.py", tree / "tests")
-    res = subprocess.run(["git", "apply", str(LM_HEAD)], cwd=tree, capture_output=True, text=True)
-    assert res.returncode == 0, res.stderr
-    return tree
+    return applied_tree(tmp_path_factory.mktemp("lm-head-stream"), LM_HEAD)
 
 
 @pytest.fixture(scope="module")
 def lm_head_fit(lm_head_tree) -> str:
-    """bench/kernel_fit.py's output on the candidate's tree (it exits 0)."""
-    fit = subprocess.run([sys.executable, str(lm_head_tree / "bench" / "kernel_fit.py")], cwd=lm_head_tree,
-                         capture_output=True, text=True, timeout=900)
-    assert fit.returncode == 0, fit.stdout[-2000:] + fit.stderr[-2000:]
-    return fit.stdout
+    return kernel_fit_output(lm_head_tree)
 
 
 @needs_nvcc
@@ -92,3 +100,15 @@ def test_p6_builds_with_and_without_the_candidate(applied, lm_head_tree, tmp_pat
     strings = exe.read_bytes()
     # the (d) rows are in the binary exactly when the candidate is applied
     assert (b"k_lm_candidate" in strings) == applied
+
+
+@needs_nvcc
+def test_the_capped_glu_lets_every_down_block_fit_beside_it(tmp_path):
+    # the glu-cap candidate's claims, from ptxas: k_gemv_glu at 64 registers (spilling at most
+    # 120 bytes), and gate/up -> down leaves the list of pairs where only some CTAs fit beside
+    fit = kernel_fit_output(applied_tree(tmp_path, GLU_CAP))
+    row = re.search(r"^\| gate/up \+ SwiGLU \| `k_gemv_glu` \| 112 \| 512 \| (\d+) \| (\d+) \| (\d+) \|", fit, re.M)
+    assert row, fit
+    registers, cta_registers, spills = (int(g) for g in row.groups())
+    assert registers <= 64 and cta_registers + 4 * 6656 <= 65536 and spills <= 120, row.group(0)
+    assert "only some of the second op's CTAs fit beside the first's: 1\n- deltanet head -> out" in fit

@@ -150,8 +150,10 @@ def markdown(results: list[dict], copy: dict | None, args: argparse.Namespace) -
     for r in results:
         g = r["graph"]
         pct = f", {100 * g['weight_gbps'] / copy['gbps_rw']:.0f}% of copy" if copy else ""
+        pick = (f"; the host's greedy pick {g['greedy_ms']:.3f} ms a step, {100 * g['greedy_share']:.1f}% of its "
+                "request's decode window (medians over every request)") if "greedy_ms" in g else ""
         lines.append(f"- {r['model']}: graph decode {g['tokens_per_s']:.0f} tok/s, {g['weight_gbps']:.0f} GB/s of "
-                     f"weights{pct}.")
+                     f"weights{pct}{pick}.")
         lc = r.get("long_context")
         if lc:
             lines.append(f"  Decode after {lc['tokens']} prompt tokens over after 64: "

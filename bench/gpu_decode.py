@@ -190,9 +190,16 @@ def _record_bench(lres: dict, label: str, bench: Path, model: Path, plen: int, s
 
 
 def _record_decode(entry: dict, rounds: list[float], meta: dict, steps: int) -> None:
-    """One run of a decode configuration: its step times (ms) into the entry, their median into rounds."""
+    """One run of a decode configuration: its step times (ms) into the entry, their median into rounds,
+    and the host's greedy pick a step (ms), where the engine reports its picks (timings.step_greedy_ms)."""
     dec = [d / steps for d in meta["timings"]["decode_ms"]]
     entry.setdefault("step_ms_all", []).extend(dec)
+    if "step_greedy_ms" in meta["timings"]:
+        greedy = meta["timings"]["step_greedy_ms"]
+        entry.setdefault("greedy_ms_all", []).extend(g / steps for g in greedy)
+        entry.setdefault("greedy_share_all", []).extend(g / d for g, d in zip(greedy, meta["timings"]["decode_ms"], strict=True))
+        entry["greedy_ms"] = median(entry["greedy_ms_all"])
+        entry["greedy_share"] = median(entry["greedy_share_all"])
     entry["counters"] = meta["counters"]
     rounds.append(median(dec))
 

@@ -16,6 +16,7 @@ outputs, and has knobs (environment variables) to misbehave:
   FAKE_NO_GPU_STEPS=1      counters claim no GPU step even with a device
   FAKE_REQUEST_MS=X        base request time (default 10), FAKE_NOISE=0.02 relative noise (seeded
                            by a run count kept in the file FAKE_NOISE_STATE)
+  FAKE_GREEDY_SHARE=X      the greedy picks' share of each decode window (default 0.05)
   FAKE_SELFTEST_FAIL=N     N selftest checks fail (FAKE_SELFTEST_PAD=N: N bytes of lines before)
   FAKE_LOG=FILE            append one line per invocation (argv)
   FAKE_HANG_AT=N           with FAKE_LOG: sleep forever when this invocation writes line N of it
@@ -222,7 +223,9 @@ def cmd_run(argv):
             "backend": info, "counters": counters,
             "timings": {"load_ms": 1.0, "prepare_ms": 0.5, "request_ms": req, "step_ms": [r / rows for r in req],
                         "prefill_ms": [r * len(prompt) / rows for r in req],
-                        "decode_ms": [r * steps / rows for r in req]}}
+                        "decode_ms": [r * steps / rows for r in req],
+                        "step_greedy_ms": [float(os.environ.get("FAKE_GREEDY_SHARE", "0.05")) * r * steps / rows
+                                           for r in req]}}
     bufs = {"h_out": struct.pack(f"<{len(h)}f", *h), "logits": struct.pack(f"<{len(lg)}f", *lg)}
     for knob in ("FAKE_FLIP_ULP", "FAKE_NAN"):
         if os.environ.get(knob):

@@ -139,6 +139,8 @@ def test_run_json_and_dump(kite_bin, qwen35_fixtures, tmp_path):
         assert key in c
     t = meta["timings"]
     assert len(t["request_ms"]) == 2 and len(t["prefill_ms"]) == 2 and len(t["decode_ms"]) == 2
+    # the greedy picks are a part of the decode window
+    assert len(t["step_greedy_ms"]) == 2 and all(0 <= g <= d for g, d in zip(t["step_greedy_ms"], t["decode_ms"], strict=True))
     assert len(t["step_ms"]) == 7
     assert t["load_ms"] >= 0 and t["prepare_ms"] >= 0
     assert meta["backend"]["reason"] == "built without KITE_CUDA"
@@ -165,6 +167,8 @@ def test_step_delay_inside_window(kite_bin, qwen35_fixtures):
     assert meta["timings"]["request_ms"][0] >= 6 * 20.0
     assert meta["timings"]["prefill_ms"][0] >= 4 * 20.0
     assert min(meta["timings"]["step_ms"]) >= 20.0
+    # the delay is in the window but not in the picks: picks + 2 delays fit in the decode window
+    assert meta["timings"]["step_greedy_ms"][0] + 2 * 20.0 <= meta["timings"]["decode_ms"][0]
 
 
 def test_runtime_errors_exit_1(kite_bin, qwen35_fixtures):

@@ -90,6 +90,12 @@ def test_rounds_alternate_and_table_shows_ranges(tmp_path, monkeypatch):
     assert seq == [("4", "1"), ("4", "1"), ("0", "1"), ("0", "4"), ("0", "4")] * 3
     table = md.read_text()
     assert "3 round(s)" in table and "x (" in table
+    # the host's greedy pick a step, from the engine's timings.step_greedy_ms: 5 % of the fake's steps
+    g = res["graph"]
+    assert len(g["greedy_ms_all"]) == 3 * 2
+    assert g["greedy_ms"] == pytest.approx(statistics.median(0.05 * s for s in g["step_ms_all"]))
+    assert g["greedy_share"] == pytest.approx(0.05)
+    assert re.search(r"the host's greedy pick \d\.\d{3} ms a step, 5\.0% of its request's decode window", table)
 
 
 

@@ -269,6 +269,7 @@ typedef struct run_outputs {
     int32_t *gen;              /* [steps] generated tokens */
     double *step_ms;           /* [P + N] per row, last iteration */
     double *request_ms, *prefill_ms, *decode_ms; /* [iters] */
+    double *greedy_ms;         /* [iters] the decode window's greedy picks, summed */
     double load_ms, prepare_ms;
 } run_outputs;
 
@@ -282,8 +283,9 @@ static int outputs_alloc(run_outputs *out, const run_opts *o, const kt_model *md
     out->request_ms = calloc((size_t)o->iters, sizeof(double));
     out->prefill_ms = calloc((size_t)o->iters, sizeof(double));
     out->decode_ms = calloc((size_t)o->iters, sizeof(double));
+    out->greedy_ms = calloc((size_t)o->iters, sizeof(double));
     if (!out->h_all || !out->l_all || !out->gen || !out->step_ms || !out->request_ms ||
-        !out->prefill_ms || !out->decode_ms)
+        !out->prefill_ms || !out->decode_ms || !out->greedy_ms)
         return -1;
     /* touch the output pages now, outside the request window (no page faults in a step) */
     memset(out->h_all, 0, out->rows_kept * E * sizeof(float));
@@ -293,7 +295,7 @@ static int outputs_alloc(run_outputs *out, const run_opts *o, const kt_model *md
 
 static void outputs_free(run_outputs *out) {
     free(out->h_all); free(out->l_all); free(out->gen); free(out->step_ms);
-    free(out->request_ms); free(out->prefill_ms); free(out->decode_ms);
+    free(out->request_ms); free(out->prefill_ms); free(out->decode_ms); free(out->greedy_ms);
 }
 
 /* The model file loaded and checked against the request; 0, or -1 after the message (the model
@@ -343,10 +345,13 @@ static int run_request(kt_model *md, kt_state *st, const run_opts *o, run_output
     for (int i = 0; i < P; i++)
         out->step_ms[i] = (w1 - w0) / P;
     const float *last_logits = out->l_all + (size_t)((P - 1) % (int)out->rows_kept) * V;
+    double greedy_ms = 0.0; /* the host's share of the window: picking each next token */
     for (int s = 0; s < o->steps; s++) {
         const int row = P + s;
         const size_t slot = o->dump ? (size_t)row : 0;
+        double g0 = kt_now_ms();
         int32_t tok = (int32_t)vec_argmax(last_logits, (int)V);
+        greedy_ms += kt_now_ms() - g0;
         out->gen[s] = tok;
         double s0 = kt_now_ms();
         if (kt_process_rows(md, st, &tok, 1, out->h_all + slot * E, out->l_all + slot * V, err,
@@ -361,6 +366,7 @@ static int run_request(kt_model *md, kt_state *st, const run_opts *o, run_output
     double w2 = kt_now_ms();
     out->prefill_ms[it] = w1 - w0;
     out->decode_ms[it] = w2 - w1;
+    out->greedy_ms[it] = greedy_ms;
     out->request_ms[it] = w2 - w0;
     return 0;
 }
@@ -474,6 +480,7 @@ static void write_meta(kt_json *j, const kt_model *md, const run_opts *o, const 
     json_nums(j, "step_ms", out->step_ms, R);
     json_nums(j, "prefill_ms", out->prefill_ms, o->iters);
     json_nums(j, "decode_ms", out->decode_ms, o->iters);
+    json_nums(j, "step_greedy_ms", out->greedy_ms, o->iters);
     json_obj_end(j);
     json_obj_end(j);
 }

@@ -15,7 +15,7 @@
 #   4. meanwhile compute-sanitizer memcheck, racecheck and synccheck on the qwen35-0.8b Q8_0
 #      decode, graph and stream, over the kernels named KITE_STEP_KERNEL (default k_deltanet_head);
 #   5. the per-layer timeline of this tree (bench/pass_timeline.py --layers), if time is left.
-# OUTDIR gets summary.md (written as the steps end), ab.md, bytes.md, f5.md, sanitize.md,
+# OUTDIR gets summary.md (written as the steps end), ab.md (with the host's greedy pick), bytes.md, f5.md, sanitize.md,
 # timeline.md and logs.tgz (the logs); the work folder is KITE_STEP_WORK (default a temp dir).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -123,6 +123,18 @@ for q in ("Q8_0", "Q4_0"):
         print(f"\n{q}: base median {statistics.median(base):.0f}, new median {statistics.median(new):.0f} tok/s; "
               f"new / base median {statistics.median(ratio):.3f}, new faster in {sum(x > 1 for x in ratio)} "
               f"of {len(ratio)} rounds")
+# the host's greedy pick in the graph decode window (timings.step_greedy_ms; docs/PERFORMANCE.md's 3 % bar)
+for side in ("base", "new"):
+    picks = {}
+    for r, _, _ in rows:
+        d = json.loads((work / f"ab-r{r}" / f"ab-1-{side}.json").read_text())
+        for m in d["results"]:
+            g = m["graph"]
+            if "greedy_share" in g:
+                picks.setdefault("Q8_0" if "q8_0" in m["model"] else "Q4_0", []).append((g["greedy_ms"], g["greedy_share"]))
+    for q, v in sorted(picks.items()):
+        print(f"\nhost greedy pick, {side}, {q}: {statistics.median(x for x, _ in v):.3f} ms a step, "
+              f"{100 * statistics.median(y for _, y in v):.1f} % of the decode window (medians over {len(v)} rounds)")
 EOF2
   sed 's/^/    /' "$out/ab.md" >> "$summary"
 else

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import os
 import re
 import shutil
 import subprocess
@@ -137,19 +136,31 @@ def nvdisasm() -> str | None:
 
 
 @functools.cache
+def assembled(src: str) -> tuple[str, bytes]:
+    """One module source's PTX through ptxas for sm_90, once: (ptxas -v's report, the cubin)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        ptx, cubin = Path(tmp) / "k.ptx", Path(tmp) / "k.cubin"
+        ptx.write_text(ptx_text(src))
+        proc = subprocess.run(["ptxas", "-O3", "-arch=sm_90", "-v", str(ptx), "-o", str(cubin)],
+                              capture_output=True, text=True, timeout=600)
+        if proc.returncode != 0:
+            raise RuntimeError(f"ptxas {src}: {proc.stderr[-2000:]}")
+        return proc.stderr, cubin.read_bytes()
+
+
+@functools.cache
 def sass_text(src: str) -> str:
-    """The SASS of one module source: its PTX through ptxas for sm_90, then nvdisasm."""
+    """The SASS of one module source: its cubin through nvdisasm."""
     exe = nvdisasm()
     if exe is None:
         raise RuntimeError("nvdisasm not found (pip install nvidia-cuda-nvdisasm)")
     with tempfile.TemporaryDirectory() as tmp:
-        ptx, cubin = Path(tmp) / "k.ptx", Path(tmp) / "k.cubin"
-        ptx.write_text(ptx_text(src))
-        for argv in (["ptxas", "-O3", "-arch=sm_90", str(ptx), "-o", str(cubin)], [exe, "-c", str(cubin)]):
-            proc = subprocess.run(argv, capture_output=True, text=True, timeout=600)
-            if proc.returncode != 0:
-                raise RuntimeError(f"{Path(argv[0]).name} {src}: {proc.stderr[-2000:]}")
-        return proc.stdout
+        cubin = Path(tmp) / "k.cubin"
+        cubin.write_bytes(assembled(src)[1])
+        proc = subprocess.run([exe, "-c", str(cubin)], capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        raise RuntimeError(f"nvdisasm {src}: {proc.stderr[-2000:]}")
+    return proc.stdout
 
 
 SASS_INSTRUCTION = re.compile(r"^/\*[0-9a-f]+\*/\s+(.*?)\s*;")
@@ -236,14 +247,7 @@ def compiled_resources(sources: tuple[str, ...] = MODULE_KERNEL_SOURCES) -> dict
     """Resources of every kernel of the given module sources: their PTX through ptxas for sm_90."""
     res: dict[str, Resources] = {}
     for src in sources:
-        with tempfile.TemporaryDirectory() as tmp:
-            ptx = Path(tmp) / "k.ptx"
-            ptx.write_text(ptx_text(src))
-            proc = subprocess.run(["ptxas", "-O3", "-arch=sm_90", "-v", str(ptx), "-o", os.devnull],
-                                  capture_output=True, text=True, timeout=600)
-        if proc.returncode != 0:
-            raise RuntimeError(f"ptxas {src}: {proc.stderr[-2000:]}")
-        res.update(parse_ptxas(proc.stderr))
+        res.update(parse_ptxas(assembled(src)[0]))
     return res
 
 

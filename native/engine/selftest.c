@@ -893,7 +893,9 @@ static void test_device_gemm(void) {
 
 /* The whole model on the device against the CPU forward pass: pass by pass (kt_process_rows)
  * with 1 and 4 rows, and as one prompt call (kt_process_prompt, passes queued back to back)
- * with 1, 2 and 4 rows, the last of 2 and 4 into a ring of one pass's rows. */
+ * with 1, 2 and 4 rows, the last of 2 and 4 into a ring of one pass's rows. Pass by pass with
+ * one row, the device's greedy pick too: one a step with KITE_CUDA_PICK on, vec_argmax's index
+ * of the step's logits; none with it off. */
 static void test_device_model(const uint8_t *data, size_t size, const char *tag) {
     kt_model md;
     char err[512], name[96];
@@ -903,6 +905,8 @@ static void test_device_model(const uint8_t *data, size_t size, const char *tag)
         return;
     }
     const int n = 11, E = md.hp.n_embd, V = md.hp.n_vocab;
+    kc_info ci;
+    kc_get_info(&ci);
     int32_t tok[11];
     for (int i = 0; i < n; i++)
         tok[i] = (int32_t)(rng_u32() % (uint32_t)V);
@@ -924,16 +928,20 @@ static void test_device_model(const uint8_t *data, size_t size, const char *tag)
         }
         kt_session_reset(&st, &md);
         kt_counters before = md.counters;
-        int ok = 1;
+        int ok = 1, picks = 0, picks_wrong = 0;
         memset(hd, 0, (size_t)n * E * 4);
         memset(ld, 0, (size_t)n * V * 4);
         if (prompt)
             ok = kt_process_prompt(&md, &st, tok, n, m, hd, ld, ring, err, sizeof err) == 0;
         for (int p = 0; p < n && ok && !prompt; p += m) {
             int mm = n - p < m ? n - p : m;
-            ok = kt_process_rows(&md, &st, tok + p, mm, hd + (size_t)p * E, ld + (size_t)p * V, err,
-                                 sizeof err) == 0;
+            int32_t pick = -1;
+            ok = kt_process_rows(&md, &st, tok + p, mm, hd + (size_t)p * E, ld + (size_t)p * V,
+                                 mm == 1 ? &pick : NULL, err, sizeof err) == 0;
+            picks += pick >= 0;
+            picks_wrong += pick >= 0 && pick != vec_argmax(ld + (size_t)p * V, V);
         }
+        const int picks_due = !prompt && m == 1 && ci.gate_pick ? n : 0;
         /* a ring of one pass holds the last pass from its row 0 (its first row is a multiple of m) */
         const size_t r0 = ring < n ? (size_t)(n - 1) / ring * ring : 0, nr = (size_t)n - r0;
         int on_device = md.counters.cpu_steps == before.cpu_steps;
@@ -943,6 +951,9 @@ static void test_device_model(const uint8_t *data, size_t size, const char *tag)
         else if (!on_device)
             check(0, name, "the device refused rows (%lld ran on the CPU)",
                   (long long)(md.counters.cpu_steps - before.cpu_steps));
+        else if (picks != picks_due || picks_wrong)
+            check(0, name, "the device picked %d of %d steps (KITE_CUDA_PICK %d), %d not vec_argmax's index",
+                  picks, picks_due, ci.gate_pick, picks_wrong);
         else
             check(memcmp(hc + r0 * E, hd, nr * E * 4) == 0 && memcmp(lc + r0 * V, ld, nr * V * 4) == 0,
                   name, "bytes differ from the CPU: h_out max %u ulp, logits max %u ulp",

@@ -139,9 +139,9 @@ KCUDA_API int32_t kcuda_seq_reset(kcuda_model *mdl)
 }
 
 KCUDA_API int32_t kcuda_step(kcuda_model *mdl, int32_t token, int32_t pos, float *h_out,
-                             float *logits)
+                             float *logits, int32_t *pick)
 {
-    (void)mdl; (void)token; (void)pos; (void)h_out; (void)logits;
+    (void)mdl; (void)token; (void)pos; (void)h_out; (void)logits; (void)pick;
     return KCUDA_E_NODEVICE;
 }
 

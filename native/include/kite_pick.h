@@ -14,13 +14,22 @@
  *       p = kite_pick_combine(p, kite_pick_span(v + first, len, first));
  *   p.index is the row's pick.
  *
- * Host code only; plain C99 / C++ (no intrinsics), so both halves compile the same rule.
+ * Host code only, C and C++, so both halves compile the same rule.
  */
 #ifndef KITE_PICK_H
 #define KITE_PICK_H
 
 #include <math.h> /* INFINITY, NAN */
 #include <stdint.h>
+
+/* SSE2 (every x86-64) takes the two passes below 16 and 4 values at a time; a device pass of
+ * nvcc or hipcc sees the plain loops alone (host code only, never called there). */
+#if (defined(__SSE2__) || defined(_M_X64)) && !defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__)
+#  include <emmintrin.h>
+#  define KITE_PICK_SSE2 1
+#else
+#  define KITE_PICK_SSE2 0
+#endif
 
 typedef struct kite_pick {
     float value;   /* the largest value seen; NaN when a part has no value that can win */
@@ -37,26 +46,49 @@ static inline kite_pick kite_pick_row_start(const float *row, int32_t n) {
 
 /* The pick of one part v[0..n) lying at index `first` of its row: its largest value that is not
  * NaN and the first index holding it; {NaN, first} when every value is NaN (or n is 0), which
- * never wins a combine. The maximum is kept in 8 running lanes (the order in which values are
- * compared does not change a maximum), then the first value equal to it is found. */
+ * never wins a combine. Two passes, as vec_argmax: the maximum, then its first index. */
 static inline kite_pick kite_pick_span(const float *v, int32_t n, int32_t first) {
-    float lane[8];
-    for (int k = 0; k < 8; k++)
-        lane[k] = -INFINITY;
+    /* 1. the largest value that is not NaN, -inf if none: a value replaces the maximum only if
+     * larger, which a NaN never is; the order of the comparisons does not change a maximum, so
+     * running lanes may take them */
+    float max = -INFINITY;
     int32_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int k = 0; k < 8; k++)
-            lane[k] = v[i + k] > lane[k] ? v[i + k] : lane[k];
-    float max = lane[0];
-    for (int k = 1; k < 8; k++)
-        max = lane[k] > max ? lane[k] : max;
+#if KITE_PICK_SSE2
+    if (n >= 16) {
+        __m128 a = _mm_set1_ps(max), b = a, c = a, d = a;
+        for (; i + 16 <= n; i += 16) { /* _mm_max_ps(x, m) is x > m ? x : m: m on a NaN */
+            a = _mm_max_ps(_mm_loadu_ps(v + i), a);
+            b = _mm_max_ps(_mm_loadu_ps(v + i + 4), b);
+            c = _mm_max_ps(_mm_loadu_ps(v + i + 8), c);
+            d = _mm_max_ps(_mm_loadu_ps(v + i + 12), d);
+        }
+        float lane[16];
+        _mm_storeu_ps(lane, a);
+        _mm_storeu_ps(lane + 4, b);
+        _mm_storeu_ps(lane + 8, c);
+        _mm_storeu_ps(lane + 12, d);
+        for (int k = 0; k < 16; k++)
+            max = lane[k] > max ? lane[k] : max;
+    }
+#endif
     for (; i < n; i++)
         max = v[i] > max ? v[i] : max;
+    /* 2. the first value equal to it: never a NaN; -0 equals +0, as in vec_argmax */
+    i = 0;
+#if KITE_PICK_SSE2
+    const __m128 m4 = _mm_set1_ps(max);
+    for (; i + 16 <= n; i += 16) {
+        const __m128 e01 = _mm_or_ps(_mm_cmpeq_ps(_mm_loadu_ps(v + i), m4), _mm_cmpeq_ps(_mm_loadu_ps(v + i + 4), m4));
+        const __m128 e23 = _mm_or_ps(_mm_cmpeq_ps(_mm_loadu_ps(v + i + 8), m4), _mm_cmpeq_ps(_mm_loadu_ps(v + i + 12), m4));
+        if (_mm_movemask_ps(_mm_or_ps(e01, e23)))
+            break;
+    }
+#endif
     kite_pick p;
     p.value = NAN;
     p.index = first;
-    for (i = 0; i < n; i++)
-        if (v[i] == max) { /* never true for a NaN; -0 equals +0, as in vec_argmax */
+    for (; i < n; i++)
+        if (v[i] == max) {
             p.value = v[i];
             p.index = first + i;
             break;

@@ -9,6 +9,12 @@
 # and Q4_0, each round base first, then this tree (KITE_CUDA_LIB picks the module), with the SM
 # clock read before each run. Writes OUTDIR/ab.md (tok/s a round, median, new / base within each
 # round) and the runs' JSON.
+#
+# One setting A/B'd on one module: BASEDIR `.` is this tree, so both sides run this tree's module
+# (build/default; no base build), and KITE_AB_NEW_ENV, a space-separated list of NAME=VALUE, is
+# set for the new side's runs alone, e.g.
+#   KITE_AB_NEW_ENV="KITE_CUDA_PICK=1" scripts/gpu-ab.sh OUTDIR . 4
+# (KITE_AB_NEW_ENV works with any BASEDIR; unset, both sides run in the same environment.)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${1:?usage: scripts/gpu-ab.sh OUTDIR BASEDIR [ROUNDS] [--no-build]}"
@@ -16,9 +22,15 @@ base="${2:?usage: scripts/gpu-ab.sh OUTDIR BASEDIR [ROUNDS] [--no-build]}"
 rounds="${3:-4}"
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
+# the new side's own settings: NAME=VALUE words, checked before anything runs
+read -r -a new_env <<< "${KITE_AB_NEW_ENV:-}"
+for kv in "${new_env[@]}"; do
+  [[ "$kv" =~ ^[A-Za-z_][A-Za-z0-9_]*=.*$ ]] || { echo "KITE_AB_NEW_ENV: '$kv' is not NAME=VALUE" >&2; exit 2; }
+done
+same=0; [ "$base" = . ] && same=1 # this tree on both sides
 case " $* " in *" --no-build "*) ;; *)
   python3 -m harness build default stub > "$out/build.log" 2>&1 || { tail -20 "$out/build.log"; exit 1; }
-  cmake -S "$base/native/cuda" -B build/ab-base/cuda -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  [ "$same" = 1 ] || cmake -S "$base/native/cuda" -B build/ab-base/cuda -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DKITE_OUTPUT_DIR="$PWD/build/ab-base/bin" -DKITE_CUDA_TEST_MODULES=OFF -DKITE_CUDA_PROBE=OFF \
     > "$out/build-base.log" 2>&1 && cmake --build build/ab-base/cuda >> "$out/build-base.log" 2>&1 \
     || { tail -20 "$out/build-base.log"; exit 1; } ;;
@@ -26,15 +38,23 @@ esac
 models=()
 for t in q8_0 q4_0; do models+=("$(python3 -m harness models gen qwen35-0.8b --type "$t" | tail -1)"); done
 declare -A lib=([base]="$PWD/build/ab-base/bin/libkite_cuda.so" [new]="$PWD/build/default/bin/libkite_cuda.so")
+[ "$same" = 1 ] && lib[base]="${lib[new]}"
 for r in $(seq 1 "$rounds"); do
   for side in base new; do
     clock=$(nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader 2>/dev/null)
-    echo "== round $r $side ($clock)"
-    KITE_CUDA_LIB="${lib[$side]}" python3 bench/gpu_decode.py --kite build/default/bin/kite --models "${models[@]}" \
-      --decode-only --rounds 1 --iters 5 --steps 64 --no-copy --json "$out/ab-$r-$side.json" 2>&1 | grep -E "graph decode|rror"
+    side_env=()
+    [ "$side" = new ] && side_env=("${new_env[@]}")
+    echo "== round $r $side ($clock)${side_env[*]:+ ${side_env[*]}}"
+    env "${side_env[@]}" KITE_CUDA_LIB="${lib[$side]}" python3 bench/gpu_decode.py --kite build/default/bin/kite \
+      --models "${models[@]}" --decode-only --rounds 1 --iters 5 --steps 64 --no-copy --json "$out/ab-$r-$side.json" 2>&1 \
+      | grep -E "graph decode|rror"
   done
 done | tee "$out/ab.log"
-python3 - "$out" "$rounds" <<'EOF' | tee "$out/ab.md"
+{
+  echo "base: ${lib[base]}; new: ${lib[new]}${new_env[*]:+, with ${new_env[*]}}"
+  echo
+} > "$out/ab.md"
+python3 - "$out" "$rounds" <<'EOF' | tee -a "$out/ab.md"
 import json, statistics, sys
 from pathlib import Path
 out, rounds = Path(sys.argv[1]), int(sys.argv[2])

@@ -17,6 +17,10 @@
 #   5. the per-layer timeline of this tree (bench/pass_timeline.py --layers), if time is left.
 # OUTDIR gets summary.md (written as the steps end), ab.md (with the host's greedy pick), bytes.md, f5.md, sanitize.md,
 # timeline.md and logs.tgz (the logs); the work folder is KITE_STEP_WORK (default a temp dir).
+# One setting instead of a kernel (as gpu-ab.sh): BASEDIR `.` runs this tree's module on both sides
+# of the A/B rounds (no base build), and KITE_AB_NEW_ENV (NAME=VALUE words) is set for the new side
+# there and for steps 3-5, which judge the new side, e.g.
+#   KITE_AB_NEW_ENV="KITE_CUDA_PICK=1" scripts/gpu-step.sh OUTDIR .
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${1:?usage: scripts/gpu-step.sh OUTDIR [BASEDIR]}"
@@ -26,6 +30,7 @@ rounds="${KITE_STEP_ROUNDS:-6}"
 kernel="${KITE_STEP_KERNEL:-k_deltanet_head}"
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
+read -r -a new_env <<< "${KITE_AB_NEW_ENV:-}" # the new side's settings (gpu-ab.sh checks them)
 work="${KITE_STEP_WORK:-$(mktemp -d /tmp/gpu-step.XXXXXX)}"
 mkdir -p "$work"
 export PYTHONUNBUFFERED=1
@@ -40,7 +45,7 @@ limit() { local l=$(($(left) - $2)); [ "$l" -gt "$1" ] && l=$1; [ "$l" -lt 1 ] &
   echo "# GPU step at $(git rev-parse --short HEAD 2>/dev/null || echo 'this tree'), $(date -u '+%Y-%m-%d %H:%M UTC')"
   echo
   echo "- device: $(nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader 2>&1 | head -1)"
-  echo "- base: $base; budget ${budget} s; rounds $rounds"
+  echo "- base: $base; budget ${budget} s; rounds $rounds${new_env[*]:+; new side with ${new_env[*]}}"
   echo
 } > "$summary"
 
@@ -61,10 +66,12 @@ module_build() { # SRC BUILD OUTDIR [cmake args]: one module, configured and bui
   cmake -S "$src" -B "$bdir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKITE_OUTPUT_DIR="$odir" \
     -DKITE_CUDA_TEST_MODULES=OFF -DKITE_CUDA_PROBE=OFF "$@" && timeout "$lim" cmake --build "$bdir"
 }
-base_pid=
-if [ -d "$base/native/cuda" ]; then
+base_pid= have_base=0
+if [ "$base" = . ]; then
+  have_base=1 # this tree's module on both sides: nothing more to build
+elif [ -d "$base/native/cuda" ]; then
   module_build "$base/native/cuda" build/ab-base/cuda "$PWD/build/ab-base/bin" > "$work/build-base.log" 2>&1 &
-  base_pid=$!
+  base_pid=$! have_base=1
 fi
 module_build native/cuda build/timeline/cuda "$PWD/build/timeline/bin" -DKITE_CUDA_TIMELINE=ON \
   > "$work/build-timeline.log" 2>&1 &
@@ -84,9 +91,9 @@ q8=$(sed -n 1p "$work/models.txt")
 # as many as the budget leaves time for, up to $rounds, keeping 200 s for the steps after
 wait "$tl_pid"
 trc=$?
-if [ -n "$base_pid" ]; then
-  wait "$base_pid"
-  brc=$?
+if [ "$have_base" = 1 ]; then
+  brc=0
+  if [ -n "$base_pid" ]; then wait "$base_pid"; brc=$?; fi
   note "- build (base module): exit $brc; timeline module: exit $trc; at ${SECONDS} s"
   r=0
   while [ "$brc" -eq 0 ] && [ "$r" -lt "$rounds" ]; do
@@ -146,7 +153,7 @@ fi
 verify() { # NAME LIMIT IDS...: harness verify of these criteria, its report as OUTDIR/NAME.md
   local name=$1 lim=$2; shift 2
   if [ "$lim" -lt 30 ]; then echo "- verify $*: not run (${lim} s left for it)"; return; fi
-  timeout "$lim" python3 -m harness verify --no-build --reports "$work/runs-$name" --only "$@" \
+  env "${new_env[@]}" timeout "$lim" python3 -m harness verify --no-build --reports "$work/runs-$name" --only "$@" \
     > "$work/verify-$name.log" 2>&1
   local rc=$? run
   run=$(find "$work/runs-$name" -mindepth 1 -maxdepth 1 -type d -name '2*' 2>/dev/null | sort | tail -1)
@@ -174,13 +181,13 @@ for run in memcheck:graph racecheck:graph synccheck:graph memcheck:stream racech
   graph=1; [ "$mode" = stream ] && graph=0
   log="$work/sanitize-$tool-$mode.log"
   filter=(--kernel-name "kns=$kernel")
-  KITE_CUDA_GRAPH=$graph timeout "$lim" "$cs" --tool "$tool" "${filter[@]}" --error-exitcode 99 \
+  KITE_CUDA_GRAPH=$graph env "${new_env[@]}" timeout "$lim" "$cs" --tool "$tool" "${filter[@]}" --error-exitcode 99 \
     build/default/bin/kite run --model "$q8" --prompt 3,1,4,1,5 --steps 3 > "$log" 2>&1
   rc=$?
   if ! grep -qE "ERROR SUMMARY|RACECHECK SUMMARY" "$log" && grep -qiE "unrecognized|unknown option|invalid" "$log"; then
     mode="$mode, every kernel" # this compute-sanitizer does not take the filter: the whole decode
     lim=$(limit 60 60)
-    KITE_CUDA_GRAPH=$graph timeout "$lim" "$cs" --tool "$tool" --error-exitcode 99 \
+    KITE_CUDA_GRAPH=$graph env "${new_env[@]}" timeout "$lim" "$cs" --tool "$tool" --error-exitcode 99 \
       build/default/bin/kite run --model "$q8" --prompt 3,1,4,1,5 --steps 3 >> "$log" 2>&1
     rc=$?
   fi
@@ -196,7 +203,7 @@ cat "$work/verify-summary.md" >> "$summary"
 lim=$(limit 60 10)
 if [ "$trc" -eq 0 ] && [ "$lim" -ge 20 ] && [ -x build/default/bin/kite ]; then
   cp build/default/bin/kite build/timeline/bin/
-  KITE_CUDA_TIMELINE="$work/steps.txt" timeout "$lim" build/timeline/bin/kite run --model "$q8" \
+  KITE_CUDA_TIMELINE="$work/steps.txt" env "${new_env[@]}" timeout "$lim" build/timeline/bin/kite run --model "$q8" \
     --prompt "$(seq -s, 1 64)" --steps 64 > "$work/timeline-run.log" 2>&1
   python3 bench/pass_timeline.py "$work/steps.txt" --layers > "$out/timeline.md" 2> "$work/timeline.log"
   note "- timeline: exit $? at ${SECONDS} s"

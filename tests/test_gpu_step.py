@@ -1,15 +1,20 @@
 """scripts/gpu-step.sh's A/B summary (its ab.md), which a kernel candidate is kept or dropped by
 (docs/PERFORMANCE.md): the table of rounds, the medians, how many rounds the new module was
 faster in, and the host's greedy pick of each side. The script itself needs a GPU; its summary
-is the Python it runs over gpu-ab.sh's JSON files, run here on files written for the test."""
+is the Python it runs over gpu-ab.sh's JSON files, run here on files written for the test.
+scripts/gpu-ab.sh's sides (which module, which environment) run with a stand-in for python3."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -55,3 +60,69 @@ def test_summary_without_the_picks_says_nothing_of_them(tmp_path):
     out = subprocess.run([sys.executable, "-c", summary_code(), str(tmp_path), "1"], capture_output=True, text=True,
                          check=True).stdout
     assert "new faster in 1 of 1 rounds" in out and "greedy pick" not in out
+
+
+# ---- gpu-ab.sh's sides, with a stand-in for python3 (no GPU, no model, no engine run) --------------
+
+FAKE_PYTHON = r"""#!/usr/bin/env bash
+# python3 as gpu-ab.sh calls it: the model generator prints a path; bench/gpu_decode.py records its
+# module and KITE_CUDA_PICK, and writes its JSON (1530 tok/s with the pick, else 1500); the rest is
+# the real interpreter (the summary)
+if [ "$1 $2 $3" = "-m harness models" ]; then echo "models/qwen35-0.8b-$7.gguf"; exit 0; fi
+if [ "$1" = bench/gpu_decode.py ]; then
+  json= prev=
+  for a in "$@"; do [ "$prev" = --json ] && json=$a; prev=$a; done
+  echo "$KITE_CUDA_LIB ${KITE_CUDA_PICK:-unset}" >> "$FAKE_LOG"
+  tok=1500; [ "${KITE_CUDA_PICK:-}" = 1 ] && tok=1530
+  printf '{"results": [{"model": "qwen35-0.8b-q8_0.gguf", "graph": {"tokens_per_s": %s}},
+    {"model": "qwen35-0.8b-q4_0.gguf", "graph": {"tokens_per_s": %s}}]}' "$tok" "$tok" > "$json"
+  echo "graph decode $tok tok/s"
+  exit 0
+fi
+exec REAL_PYTHON "$@"
+"""
+
+
+def run_ab(tmp_path: Path, base: str, new_env: str | None) -> tuple[subprocess.CompletedProcess, list[str]]:
+    """scripts/gpu-ab.sh OUT BASE 2 --no-build with the stand-in first on PATH; its result and the
+    runs it made, one line each: the module and KITE_CUDA_PICK."""
+    if shutil.which("bash") is None or sys.platform == "win32":
+        pytest.skip("gpu-ab.sh is a bash script")
+    fake = tmp_path / "fakebin"
+    fake.mkdir()
+    (fake / "python3").write_text(FAKE_PYTHON.replace("REAL_PYTHON", sys.executable))
+    (fake / "python3").chmod(0o755)
+    log = tmp_path / "runs.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KITE_")}
+    env.update(PATH=f"{fake}{os.pathsep}{env['PATH']}", FAKE_LOG=str(log))
+    if new_env is not None:
+        env["KITE_AB_NEW_ENV"] = new_env
+    res = subprocess.run(["bash", str(REPO / "scripts" / "gpu-ab.sh"), str(tmp_path / "out"), base, "2", "--no-build"],
+                         capture_output=True, text=True, env=env, timeout=120)
+    return res, log.read_text().splitlines() if log.exists() else []
+
+
+def test_gpu_ab_one_setting_on_this_trees_module(tmp_path):
+    """BASEDIR `.`: this tree's module on both sides; KITE_AB_NEW_ENV on the new side's runs alone."""
+    res, runs = run_ab(tmp_path, ".", "KITE_CUDA_PICK=1")
+    assert res.returncode == 0, res.stderr
+    lib = str(REPO / "build" / "default" / "bin" / "libkite_cuda.so")
+    assert runs == [f"{lib} unset", f"{lib} 1"] * 2
+    ab = (tmp_path / "out" / "ab.md").read_text()
+    assert f"base: {lib}; new: {lib}, with KITE_CUDA_PICK=1" in ab
+    assert "new / base within a round: 1.020, 1.020 (median 1.020)" in ab
+    assert "== round 1 new () KITE_CUDA_PICK=1" in (tmp_path / "out" / "ab.log").read_text()
+
+
+def test_gpu_ab_default_is_two_modules_in_one_environment(tmp_path):
+    res, runs = run_ab(tmp_path, str(tmp_path / "base"), None)
+    assert res.returncode == 0, res.stderr
+    base, new = (str(REPO / "build" / d / "bin" / "libkite_cuda.so") for d in ("ab-base", "default"))
+    assert runs == [f"{base} unset", f"{new} unset"] * 2
+    assert "new / base within a round: 1.000, 1.000" in (tmp_path / "out" / "ab.md").read_text()
+
+
+def test_gpu_ab_refuses_a_setting_that_is_not_name_value(tmp_path):
+    res, runs = run_ab(tmp_path, ".", "KITE_CUDA_PICK=1 oops")
+    assert res.returncode == 2 and "KITE_AB_NEW_ENV: 'oops' is not NAME=VALUE" in res.stderr
+    assert runs == []

@@ -356,7 +356,8 @@ def step_ops_m1(residual_threads: int = RESIDUAL_THREADS) -> list[Op]:
     attention = [Op("attn norm", "k_actq", 4, 256), Op("qkv", g14, 160, 256), Op("qkprep", "k_qkprep", 12, 256, 1024),
                  Op("scores", "k_attn_scores", 128, 256), Op("values", "k_attn_values", 64, 1024),
                  Op("attn out + residual", g11, *res), *ffn]
-    head = [Op("final norm", "k_actq", 4, 256)] + [Op(f"LM head piece {p}", g14, 1940, 256) for p in range(4)]
+    head = [Op("final norm", "k_actq", 4, 256)]
+    head += [Op(f"LM head piece {p}", "k_lm_head<1>", 2 * SMS, 256) for p in range(4)]  # KC_LM_CTAS_PER_SM 2
     return deltanet + attention + head
 
 

@@ -12,8 +12,8 @@
 //   (c2) the streaming read in (a)'s launch shape and lane addresses, without its dots;
 //   and the 4 pieces back to back as the pass launches them: stream launches without and with
 //   PDL, and one CUDA graph with PDL;
-//   (d)  when the tree has the candidate k_lm_head (native/cuda/lm_head_device.cuh, applied from
-//        bench/candidates/lm-head-stream.patch): its body on one piece for each (rows a group,
+//   (d)  when the tree has the module's streamed k_lm_head (native/cuda/lm_head_device.cuh, kept from
+//        the candidate patch judged on 2026-12-05): its body on one piece for each (rows a group,
 //        groups in flight, CTAs an SM) that fits, and the module's own launch of it over the 4
 //        pieces in one graph with PDL. Reported, not judged by the bar.
 // Each row of the table is the median of REPS launches, each between its own pair of events.

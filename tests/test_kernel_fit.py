@@ -6,6 +6,7 @@ module's flags, the step's shapes from plan_pass, the limits from an sm_90 SM (i
 from __future__ import annotations
 
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -45,14 +46,17 @@ def test_uniform_chain_contract_fits_three_to_an_sm():
 def test_calculator_flags_the_three_pairs_of_the_step_before_narrow_residual_blocks():
     # the residual products in 256-thread blocks, as up to issue 48: the review's three pairs
     pairs = {(a, b) for a, b, _ in kf.blocked_pairs(kf.step_ops_m1(256), kf.compiled_resources())}
-    assert pairs == {("in-proj", "deltanet head"), ("deltanet head", "out + residual"),
-                     ("gate/up + SwiGLU", "down + residual")}
+    lm_head = {(f"LM head piece {p}", f"LM head piece {p + 1}") for p in range(3)}
+    assert pairs - lm_head == {("in-proj", "deltanet head"), ("deltanet head", "out + residual"),
+                               ("gate/up + SwiGLU", "down + residual")}
 
 
 @needs_nvcc
 def test_narrow_residual_blocks_fit_beside_the_head_and_gate_up():
+    # and the streamed LM head's pieces, two CTAs an SM each (53,248 registers): the next piece's
+    # CTAs start as this piece's leave, the price of the second CTA, which P6 measured faster
     pairs = {(a, b) for a, b, _ in kf.blocked_pairs(kf.step_ops_m1(), kf.compiled_resources())}
-    assert pairs == {("in-proj", "deltanet head")}
+    assert pairs == {("in-proj", "deltanet head"), *((f"LM head piece {p}", f"LM head piece {p + 1}") for p in range(3))}
     header = (kf.CUDA_DIR / "matvec.cuh").read_text()
     assert f"#define KC_GEMV_NARROW_THREADS {kf.RESIDUAL_THREADS}" in header
 
@@ -66,7 +70,7 @@ def test_calculator_names_the_pairs_where_only_some_ctas_fit_beside():
 
 
 # Gates read from the compiled module. The M=1 step's kernels keep no spills; the instances that
-# run with three CTAs an SM (in-proj, qkv, LM head) stay at <= 80 registers; the residual
+# run with three CTAs an SM (in-proj, qkv) stay at <= 80 registers; the residual
 # products' y[r] preload (issue 48) took k_gemv<1, 1, false> from 95 to 97 registers (104 as
 # allocated); a kernel named k_chain_* is of the uniform chain and keeps its contract.
 @needs_nvcc
@@ -77,6 +81,8 @@ def test_register_spill_and_shared_gates():
     assert {k: res[k].spill_bytes for k in step if res[k].spill_bytes} == {}
     assert res["k_gemv<1, 4, false>"].registers <= 80
     assert res["k_gemv<1, 1, false>"].registers <= 104
+    # the streamed LM head: two CTAs an SM, both in the register file (2 x 32,768)
+    assert res["k_lm_head<1>"].registers <= 128 and res["k_lm_head<2>"].registers <= 128
     for name, r in res.items():
         if name.startswith("k_chain"):
             assert r.registers <= kf.CHAIN_MAX_REGISTERS and r.spill_bytes == 0, (name, r)
@@ -128,6 +134,9 @@ def test_weight_loads_stay_ahead_of_the_wait_in_the_sass():
     assert {k: n for k, n in loads.items() if k.endswith("true>") and n} == {}
     # k_actq's norm weight, loaded before the wait (activation_device.cuh)
     assert kf.immutable_loads_before_wait("activation.cu")["k_actq"] >= 1
+    # the streamed LM head's first 4 groups (2 rows of two 16-byte halves and a scale each): all 24
+    # loads ahead of ACQBULK
+    assert kf.immutable_loads_before_wait("matvec.cu")["k_lm_head<1>"] >= 24
 
 
 def test_sass_walk_skips_the_branch_over_a_wait_and_stops_at_it():
@@ -139,3 +148,14 @@ def test_sass_walk_skips_the_branch_over_a_wait_and_stops_at_it():
     # .L_x_2's is reached by a branch that skips none; the load after the unconditional BRA is not
     assert kf.sass_loads_before_wait(lines) == ["LDG.E.128.CONSTANT R4, desc[UR4][R2.64]",
                                                 "LDG.E.U16.CONSTANT R9, desc[UR4][R6.64]"]
+
+
+@needs_nvcc
+def test_p6_builds_with_the_module_lm_head(tmp_path):
+    # bench/probe_lmhead.cu (P6) measures the module's k_lm_head beside k_gemv<1, 4> (its (d) rows,
+    # present when native/cuda/lm_head_device.cuh is): a GPU call builds it first
+    exe = tmp_path / "probe_lmhead"
+    res = subprocess.run(["nvcc", "-O3", "-arch=sm_90", "-o", str(exe), str(kf.REPO / "bench" / "probe_lmhead.cu")],
+                         capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert b"k_lm_candidate" in exe.read_bytes()

@@ -192,7 +192,14 @@ int32_t plan_pass(kcuda_model *md, int m, int s, std::vector<PassOp> *ops) {
         const int col0 = lm_piece_col(p, chunks, pieces, V), col1 = lm_piece_col(p + 1, chunks, pieces, V);
         if (col1 > col0) {
             js.j[0] = job_rows(W, col0, col1 - col0, out.logits + col0, V);
-            CKS(add_gemv(ops, js, m, a));
+            unsigned grid = 0;
+            if (lm_head_takes(js.j[0], m, a.P, &grid)) {
+                PassOp o = pass_op(OP_LM_HEAD, (int)grid, 1, 1, KC_LM_THREADS, 0);
+                o.lm = LmHeadArgs{js.j[0], a.q, a.d};
+                ops->push_back(o);
+            } else {
+                CKS(add_gemv(ops, js, m, a));
+            }
             a.P.out2 = nullptr; // h_out: written once (by a prologue of the first piece, if any)
         }
         PassOp done = pass_op(OP_PIECE_DONE, 0, 0, 0, 0, 0);
@@ -211,6 +218,7 @@ static int32_t run_op(kcuda_model *md, const PassOp &o, cudaStreamCaptureStatus 
     case OP_ACTQ: CK(klaunch(k_actq, g, b, o.smem, o.act)); break;
     case OP_GEMV: CK(gemv_launch(GemvCall{o.gemv, o.MT, o.RPW, (unsigned)o.gx, (size_t)o.smem, o.threads})); break;
     case OP_GEMV_GLU: CK(klaunch(k_gemv_glu, g, b, o.smem, o.glu)); break;
+    case OP_LM_HEAD: CK(lm_head_launch(o.lm, (unsigned)o.gx)); break;
     case OP_DELTANET: CK(klaunch(k_deltanet, g, b, o.smem, o.deltanet)); break;
     case OP_DELTANET_HEAD: CK(klaunch(k_deltanet_head, g, b, o.smem, o.deltanet)); break;
     case OP_QKPREP: CK(klaunch(k_qkprep, g, b, o.smem, o.qkprep)); break;

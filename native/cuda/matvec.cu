@@ -1,4 +1,5 @@
 #include "matvec_device.cuh"
+#include "lm_head_device.cuh"
 
 
 // smem layout: int8 xq[MT][k], float xd[MT][k/32], float sc[MT][heads]
@@ -17,6 +18,11 @@ k_gemv(GemvArgs a KC_TL_PARAMS) {
 
 __global__ void __launch_bounds__(KC_GLU_THREADS) k_gemv_glu(GluArgs a KC_TL_PARAMS) {
     KC_PASS_KERNEL(a, gemv_glu_block);
+}
+
+template <int QT>
+__global__ void __launch_bounds__(KC_LM_THREADS) k_lm_head(LmHeadArgs a KC_TL_PARAMS) {
+    KC_PASS_KERNEL(a, lm_head_block<QT, KC_LM_ROWS, KC_LM_DEPTH>);
 }
 
 // Host side: launches on g_stream, no host synchronisation (capturable).
@@ -121,6 +127,18 @@ int32_t gemv_plan(MatvecJobs js, int m, Prologue P, const int8_t *gq, const floa
         calls->push_back(c);
     }
     return 0;
+}
+
+bool lm_head_takes(const MatvecJob &w, int m, const Prologue &P, unsigned *grid) {
+    if (m != 1 || P.mode >= 0 || !lm_head_fits(w.k) || (w.type != KCUDA_T_Q8_0 && w.type != KCUDA_T_Q4_0))
+        return false;
+    *grid = (unsigned)(g_sms * KC_LM_CTAS_PER_SM);
+    return true;
+}
+
+cudaError_t lm_head_launch(const LmHeadArgs &a, unsigned grid) {
+    if (a.w.type == KCUDA_T_Q8_0) return klaunch(k_lm_head<1>, dim3(grid), dim3(KC_LM_THREADS), 0, a);
+    return klaunch(k_lm_head<2>, dim3(grid), dim3(KC_LM_THREADS), 0, a);
 }
 
 int32_t gemv_run(MatvecJobs js, int m, Prologue P, const int8_t *gq, const float *gd, const float *gf, int ldx) {

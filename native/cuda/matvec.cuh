@@ -78,6 +78,28 @@ struct GluArgs {
 };
 __global__ void k_gemv_glu(GluArgs a KC_TL_PARAMS);
 
+// The M=1 LM head streamed (lm_head_device.cuh): a resident grid whose warps loop over groups of
+// KC_LM_ROWS rows with KC_LM_DEPTH groups' weights in flight, instead of k_gemv<1, 4>'s 1940
+// blocks a piece. For quantized heads whose rows are at most 32 blocks (lm_head_fits).
+#define KC_LM_ROWS 2
+#define KC_LM_DEPTH 4
+#ifndef KC_LM_CTAS_PER_SM
+#define KC_LM_CTAS_PER_SM 2
+#endif
+#define KC_LM_THREADS 256
+// The rows of one head piece: y[r] = W[r,:] . x for r < w.n; x quantized in global memory (xq:
+// int8 [k], xd: f32 [k / 32]) by the op before. w: Q8_0 or Q4_0 with at most 32 blocks a row
+// (lm_head_fits), so that lane l owns block l of every row.
+struct LmHeadArgs {
+    MatvecJob w;
+    const int8_t *xq;
+    const float *xd;
+};
+static inline bool lm_head_fits(int k) { return k % 32 == 0 && k / 32 <= 32; }
+// Whether k_lm_head takes this job (m rows; activations quantized in global memory), and its grid.
+bool lm_head_takes(const MatvecJob &w, int m, const Prologue &P, unsigned *grid);
+cudaError_t lm_head_launch(const LmHeadArgs &a, unsigned grid);
+
 // One matrix as a job writing y (row stride ldy), added to y when add is set.
 MatvecJob job(const DeviceMatrix &w, float *y, int ldy, int add);
 // Rows r0 .. r0 + n - 1 of w as a job of their own (its output y is row r0's).

@@ -18,6 +18,7 @@ enum PassOpKind {
     OP_QKPREP,       // k_qkprep
     OP_ATTN_SCORES,  // k_attn_scores
     OP_ATTN_VALUES,  // k_attn_values
+    OP_LM_HEAD,      // k_lm_head<QT>: the M=1 LM head streamed by a resident grid
     OP_PIECE_DONE,   // no kernel: the event lm_piece_done[piece] (a piece of the LM head is done)
 };
 
@@ -33,6 +34,7 @@ struct PassOp {
         ActArgs act;
         GemvArgs gemv;
         GluArgs glu;
+        LmHeadArgs lm;
         DeltanetArgs deltanet;
         QkprepArgs qkprep;
         ScoresArgs scores;

@@ -13,6 +13,7 @@ static const char *op_name(int kind) {
     case OP_ACTQ: return "actq";
     case OP_GEMV: return "gemv";
     case OP_GEMV_GLU: return "gemv_glu";
+    case OP_LM_HEAD: return "lm_head";
     case OP_DELTANET: return "deltanet";
     case OP_DELTANET_HEAD: return "deltanet_head";
     case OP_QKPREP: return "qkprep";

@@ -13,7 +13,7 @@
 # One setting A/B'd on one module: BASEDIR `.` is this tree, so both sides run this tree's module
 # (build/default; no base build), and KITE_AB_NEW_ENV, a space-separated list of NAME=VALUE, is
 # set for the new side's runs alone, e.g.
-#   KITE_AB_NEW_ENV="KITE_CUDA_PICK=1" scripts/gpu-ab.sh OUTDIR . 4
+#   KITE_AB_NEW_ENV="KITE_CUDA_GRAPH_M=1" scripts/gpu-ab.sh OUTDIR . 4
 # (KITE_AB_NEW_ENV works with any BASEDIR; unset, both sides run in the same environment.)
 set -uo pipefail
 cd "$(dirname "$0")/.."

@@ -99,7 +99,6 @@ def module_info():
     stub = os.environ.get("FAKE_STUB") == "1"
     gates = {"graph": os.environ.get("KITE_CUDA_GRAPH", "1") != "0",
              "graph_m": os.environ.get("KITE_CUDA_GRAPH_M", "0") not in ("", "0"),
-             "pick": os.environ.get("KITE_CUDA_PICK", "0") not in ("", "0"),
              "force_cpu": os.environ.get("KITE_CUDA_FORCE_CPU", "0") not in ("", "0"),
              "flops_min": 1000000}
     info = {"compiled": not stub, "search": [], "loaded_path": "", "bound": False, "engine_abi": ABI,

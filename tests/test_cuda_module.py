@@ -305,8 +305,6 @@ def test_refused_whole_with_note(layout, which, needle):
         ({}, "graph_m", False),
         ({"KITE_CUDA_GRAPH_M": "1"}, "graph_m", True),
         ({"KITE_CUDA_GRAPH_M": "0"}, "graph_m", False),
-        ({}, "pick", False),
-        ({"KITE_CUDA_PICK": "1"}, "pick", True),
         ({}, "force_cpu", False),
         ({"KITE_CUDA_FORCE_CPU": "0"}, "force_cpu", False),
         ({"KITE_CUDA_FORCE_CPU": ""}, "force_cpu", False),

@@ -32,7 +32,7 @@ def test_info_text_and_json(kite_bin):
     assert cuda["compiled"] is False and cuda["available"] is False
     assert cuda["reason"] == "built without KITE_CUDA"
     assert cuda["device"] is None
-    assert set(cuda["gates"]) == {"graph", "graph_m", "pick", "force_cpu", "flops_min"}
+    assert set(cuda["gates"]) == {"graph", "graph_m", "force_cpu", "flops_min"}
 
 
 def test_info_reads_threads_and_gates(kite_bin):

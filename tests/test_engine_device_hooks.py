@@ -6,10 +6,6 @@ prompt's passes) that reaches REFUSE_AT is refused whole. The engine must then s
 its CPU state from position 0 and carry on: every row from REFUSE_AT on, and the generated
 tokens, must be byte-identical to a CPU-only run. REFUSE_AT = 0 means the device refuses the
 first row: the whole sequence runs on the CPU.
-
-With KCUDA_OPT_PICK on (KITE_CUDA_PICK=1), its M=1 step reports PICK_AS as the step's greedy pick:
-on purpose not the index of its placeholder logits' maximum (3), so that a test sees which pick
-the engine used.
 """
 
 from __future__ import annotations
@@ -31,7 +27,7 @@ MODULE_C = r"""
 #include "kite_cuda.h"
 #include <string.h>
 
-static int dummy, n_embd, n_vocab, uploads, opt_pick;
+static int dummy, n_embd, n_vocab, uploads;
 static void copy(char *d, int32_t n, const char *s) { if (d && n > 0) { strncpy(d, s, (size_t)n - 1); d[n - 1] = 0; } }
 static void fill(float *h, float *l, int m) {
     for (int i = 0; i < m * n_embd; i++) h[i] = 0.5f;
@@ -43,7 +39,7 @@ KCUDA_API void kcuda_shutdown(void) {}
 KCUDA_API int32_t kcuda_device_info(char *name, int32_t len, int32_t *ma, int32_t *mi, int64_t *mem,
                                     int32_t *drv, int32_t *rt) {
     copy(name, len, "emulated"); *ma = 9; *mi = 0; *mem = 1; *drv = 1; *rt = 1; return 0; }
-KCUDA_API int32_t kcuda_set_option(int32_t k, int64_t v) { if (k == KCUDA_OPT_PICK) opt_pick = v != 0; return 0; }
+KCUDA_API int32_t kcuda_set_option(int32_t k, int64_t v) { (void)k; (void)v; return 0; }
 KCUDA_API int32_t kcuda_gemm_gw(int32_t t, const void *w, int64_t wb, int32_t n, int32_t k,
                                 const int8_t *xq, const float *xd, int32_t m, float *y) {
     (void)t; (void)w; (void)wb; (void)n; (void)k; (void)xq; (void)xd; (void)m; (void)y;
@@ -60,12 +56,10 @@ KCUDA_API int32_t kcuda_model_set_rope(kcuda_model *m, const float *c, const flo
     (void)m; (void)c; (void)s; (void)p; (void)h; return 0; }
 KCUDA_API int32_t kcuda_model_prepare(kcuda_model *m, int32_t mm) { (void)m; (void)mm; return uploads > 0 ? 0 : KCUDA_E_STATE; }
 KCUDA_API int32_t kcuda_seq_reset(kcuda_model *m) { (void)m; return 0; }
-KCUDA_API int32_t kcuda_step(kcuda_model *m, int32_t tok, int32_t pos, float *h, float *l, int32_t *pick) {
+KCUDA_API int32_t kcuda_step(kcuda_model *m, int32_t tok, int32_t pos, float *h, float *l) {
     (void)m; (void)tok;
     if (pos >= REFUSE_AT) return KCUDA_E_UNSUPPORTED;
-    fill(h, l, 1);
-    if (pick) *pick = opt_pick ? PICK_AS : -1;
-    return 0; }
+    fill(h, l, 1); return 0; }
 KCUDA_API int32_t kcuda_step_m(kcuda_model *m, const int32_t *t, int32_t mm, int32_t pos, float *h, float *l) {
     (void)m; (void)t;
     if (pos + mm > REFUSE_AT) return KCUDA_E_UNSUPPORTED;
@@ -89,7 +83,7 @@ def kite_loader_bin():
     return build_engine("default")
 
 
-def _module(tmp_path, refuse_at: int, pick_as: int = 5):
+def _module(tmp_path, refuse_at: int):
     from engine_build import REPO
 
     cc = shutil.which("cc") or shutil.which("gcc")
@@ -97,7 +91,7 @@ def _module(tmp_path, refuse_at: int, pick_as: int = 5):
         pytest.skip("no C compiler for the emulated module")
     src = tmp_path / "emulated.c"
     src.write_text(MODULE_C)
-    out = tmp_path / f"libemulated_{refuse_at}_{pick_as}.so"
+    out = tmp_path / f"libemulated_{refuse_at}.so"
     subprocess.run(
         [
             cc,
@@ -105,7 +99,6 @@ def _module(tmp_path, refuse_at: int, pick_as: int = 5):
             "-fPIC",
             "-O1",
             f"-DREFUSE_AT={refuse_at}",
-            f"-DPICK_AS={pick_as}",
             f"-I{REPO / 'native' / 'include'}",
             str(src),
             "-o",
@@ -170,20 +163,6 @@ def test_device_refusal_falls_back_to_cpu(kite_bin, kite_loader_bin, qwen35_fixt
     assert m1["tokens"] == m0["tokens"]
 
 
-@pytest.mark.parametrize("pick,mt", [("0", 1), ("1", 1), ("1", 4)])
-def test_device_pick_decides_the_step_token(kite_loader_bin, qwen35_fixtures, tmp_path, pick, mt):
-    """KITE_CUDA_PICK=1: the token after an M=1 step done on the device is the module's pick
-    (kcuda_step's pick); the token after the prompt call (no pick there) is the host's vec_argmax
-    of its logits (3); with the gate off every token is the host's. The gate shows in `gates`."""
-    fx = qwen35_fixtures / "tiny-b"
-    lib = _module(tmp_path, 100000, pick_as=5)
-    _, _, meta, _ = _run(kite_loader_bin, fx / "tiny-b-q8_0.gguf", tokens_of(fx), tmp_path / "dev", "--mt", str(mt),
-                         env={"KITE_CUDA_LIB": str(lib), "KITE_CUDA_PICK": pick})
-    assert meta["backend"]["gates"]["pick"] is (pick == "1")
-    assert meta["counters"]["gpu_steps"] >= 4 and meta["counters"]["cpu_steps"] == 0
-    assert meta["tokens"] == ([3, 5, 5, 5] if pick == "1" else [3, 3, 3, 3])
-
-
 def test_selftest_device_checks_fail_on_wrong_bytes(kite_loader_bin, tmp_path):
     """selftest's whole-model device checks (pass by pass and as one prompt call, rings included)
     compare bytes: a device that answers with placeholders must fail each of them, not pass."""
@@ -197,13 +176,3 @@ def test_selftest_device_checks_fail_on_wrong_bytes(kite_loader_bin, tmp_path):
     assert want <= failed, sorted(failed)
     assert all("bytes differ from the CPU" in ln for ln in res.stdout.splitlines()
                if ln.startswith("FAIL model_random_device"))
-
-
-def test_selftest_device_checks_fail_on_a_wrong_pick(kite_loader_bin, tmp_path):
-    """With KITE_CUDA_PICK=1, selftest's one-row device check also asks each step's pick to be
-    vec_argmax's index of the step's logits: a module whose pick is another index fails it."""
-    lib = _module(tmp_path, 100000, pick_as=5)
-    res = run_kite(kite_loader_bin, "selftest", env={"KITE_CUDA_LIB": str(lib), "KITE_CUDA_PICK": "1"})
-    assert res.returncode == 1, res.stdout[-2000:]
-    line = next(ln for ln in res.stdout.splitlines() if ln.startswith("FAIL model_random_device_m1:"))
-    assert "the device picked 11 of 11 steps (KITE_CUDA_PICK 1), 11 not vec_argmax's index" in line, line

@@ -37,7 +37,6 @@ GOOD = [
     ("KITE_CUDA_FLOPS_MIN", "12345", "flops_min", 12345),
     ("KITE_CUDA_GRAPH", "0", "graph", False),
     ("KITE_CUDA_GRAPH_M", "1", "graph_m", True),
-    ("KITE_CUDA_PICK", "1", "pick", True),
     ("KITE_CUDA_FORCE_CPU", "1", "force_cpu", True),
     ("KITE_CUDA_FORCE_CPU", "", "force_cpu", False),  # empty = unset
     ("KITE_THREADS", "3", "threads_default", 3),
@@ -50,7 +49,6 @@ BAD = [
     ("KITE_CUDA_GRAPH", "off", "graph", True),
     ("KITE_CUDA_GRAPH", "2", "graph", True),
     ("KITE_CUDA_GRAPH_M", "yes", "graph_m", False),
-    ("KITE_CUDA_PICK", "2", "pick", False),
     ("KITE_CUDA_FORCE_CPU", "abc", "force_cpu", False),
     ("KITE_THREADS", "abc", "threads_default", None),
     ("KITE_THREADS", "-5", "threads_default", None),

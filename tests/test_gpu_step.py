@@ -66,14 +66,14 @@ def test_summary_without_the_picks_says_nothing_of_them(tmp_path):
 
 FAKE_PYTHON = r"""#!/usr/bin/env bash
 # python3 as gpu-ab.sh calls it: the model generator prints a path; bench/gpu_decode.py records its
-# module and KITE_CUDA_PICK, and writes its JSON (1530 tok/s with the pick, else 1500); the rest is
+# module and KITE_CUDA_GRAPH_M, and writes its JSON (1530 tok/s with the setting, else 1500); the rest is
 # the real interpreter (the summary)
 if [ "$1 $2 $3" = "-m harness models" ]; then echo "models/qwen35-0.8b-$7.gguf"; exit 0; fi
 if [ "$1" = bench/gpu_decode.py ]; then
   json= prev=
   for a in "$@"; do [ "$prev" = --json ] && json=$a; prev=$a; done
-  echo "$KITE_CUDA_LIB ${KITE_CUDA_PICK:-unset}" >> "$FAKE_LOG"
-  tok=1500; [ "${KITE_CUDA_PICK:-}" = 1 ] && tok=1530
+  echo "$KITE_CUDA_LIB ${KITE_CUDA_GRAPH_M:-unset}" >> "$FAKE_LOG"
+  tok=1500; [ "${KITE_CUDA_GRAPH_M:-}" = 1 ] && tok=1530
   printf '{"results": [{"model": "qwen35-0.8b-q8_0.gguf", "graph": {"tokens_per_s": %s}},
     {"model": "qwen35-0.8b-q4_0.gguf", "graph": {"tokens_per_s": %s}}]}' "$tok" "$tok" > "$json"
   echo "graph decode $tok tok/s"
@@ -85,7 +85,7 @@ exec REAL_PYTHON "$@"
 
 def run_ab(tmp_path: Path, base: str, new_env: str | None) -> tuple[subprocess.CompletedProcess, list[str]]:
     """scripts/gpu-ab.sh OUT BASE 2 --no-build with the stand-in first on PATH; its result and the
-    runs it made, one line each: the module and KITE_CUDA_PICK."""
+    runs it made, one line each: the module and KITE_CUDA_GRAPH_M."""
     if shutil.which("bash") is None or sys.platform == "win32":
         pytest.skip("gpu-ab.sh is a bash script")
     fake = tmp_path / "fakebin"
@@ -104,14 +104,14 @@ def run_ab(tmp_path: Path, base: str, new_env: str | None) -> tuple[subprocess.C
 
 def test_gpu_ab_one_setting_on_this_trees_module(tmp_path):
     """BASEDIR `.`: this tree's module on both sides; KITE_AB_NEW_ENV on the new side's runs alone."""
-    res, runs = run_ab(tmp_path, ".", "KITE_CUDA_PICK=1")
+    res, runs = run_ab(tmp_path, ".", "KITE_CUDA_GRAPH_M=1")
     assert res.returncode == 0, res.stderr
     lib = str(REPO / "build" / "default" / "bin" / "libkite_cuda.so")
     assert runs == [f"{lib} unset", f"{lib} 1"] * 2
     ab = (tmp_path / "out" / "ab.md").read_text()
-    assert f"base: {lib}; new: {lib}, with KITE_CUDA_PICK=1" in ab
+    assert f"base: {lib}; new: {lib}, with KITE_CUDA_GRAPH_M=1" in ab
     assert "new / base within a round: 1.020, 1.020 (median 1.020)" in ab
-    assert "== round 1 new () KITE_CUDA_PICK=1" in (tmp_path / "out" / "ab.log").read_text()
+    assert "== round 1 new () KITE_CUDA_GRAPH_M=1" in (tmp_path / "out" / "ab.log").read_text()
 
 
 def test_gpu_ab_default_is_two_modules_in_one_environment(tmp_path):
@@ -123,6 +123,6 @@ def test_gpu_ab_default_is_two_modules_in_one_environment(tmp_path):
 
 
 def test_gpu_ab_refuses_a_setting_that_is_not_name_value(tmp_path):
-    res, runs = run_ab(tmp_path, ".", "KITE_CUDA_PICK=1 oops")
+    res, runs = run_ab(tmp_path, ".", "KITE_CUDA_GRAPH_M=1 oops")
     assert res.returncode == 2 and "KITE_AB_NEW_ENV: 'oops' is not NAME=VALUE" in res.stderr
     assert runs == []

@@ -23,7 +23,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 SUITES = ["regressions/suite.yaml", "regressions/graph-default.yaml", "regressions/determinism.yaml"]
-GPU_IDS = {"E2c", "E5", "E6", "E7", "E8a", "E8b", "E8c", "G1", "G2", "G3", "D4", "D5", "D6", "D7"}
+GPU_IDS = {"E2c", "E5", "E6", "E7", "E8a", "E8b", "E8c", "G1", "G2", "G3", "D4", "D5", "D6"}
 
 pytestmark = [
     pytest.mark.native,

@@ -34,8 +34,7 @@ static int lm_col(int c, int chunks, int V) {
 // and in the copies back
 int lm_piece_col(int p, int chunks, int pieces, int V) { return lm_col(p * (chunks / pieces), chunks, V); }
 
-// chunks of this thread's share: wait for each, copy it out of the staging and, for a step's
-// greedy pick, pick the chunk (kite_pick.h) while it is in this thread's cache
+// chunks of this thread's share: wait for each, copy it out of the staging
 int32_t copy_share(kcuda_model *md, int who, int nthr) {
     int32_t err = 0;
     for (int c = who; c < md->copy_chunks; c += nthr) {
@@ -46,23 +45,13 @@ int32_t copy_share(kcuda_model *md, int who, int nthr) {
             break;
         }
         const int v0 = lm_col(c, md->copy_chunks, md->copy_vocab), v1 = lm_col(c + 1, md->copy_chunks, md->copy_vocab);
-        if (md->copy_logits_to && v1 > v0)
-            for (int mi = 0; mi < md->copy_rows; mi++) {
-                const size_t o = (size_t)mi * md->copy_vocab + v0;
-                memcpy(md->copy_logits_to + o, s.pin_logits + o, (size_t)(v1 - v0) * 4);
-            }
-        if (md->copy_pick) md->copy_picks[c] = kite_pick_span(s.pin_logits + v0, v1 - v0, v0);
+        if (!md->copy_logits_to || v1 <= v0) continue;
+        for (int mi = 0; mi < md->copy_rows; mi++) {
+            const size_t o = (size_t)mi * md->copy_vocab + v0;
+            memcpy(md->copy_logits_to + o, s.pin_logits + o, (size_t)(v1 - v0) * 4);
+        }
     }
     return err;
-}
-
-// The greedy pick of the job's one row: its chunks' picks combined in row order, from the row's
-// first value (kite_pick.h), once every chunk is copied out
-int32_t copy_picked(const kcuda_model *md) {
-    const Slot &s = md->sl[md->copy_slot];
-    kite_pick p = kite_pick_row_start(s.pin_logits, md->copy_vocab);
-    for (int c = 0; c < md->copy_chunks; c++) p = kite_pick_combine(p, md->copy_picks[c]);
-    return p.index;
 }
 
 // h_out of the job's pass, once it is in the staging

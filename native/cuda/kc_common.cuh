@@ -15,7 +15,6 @@
 // module's headers with nvcc alone
 #include "../include/kite_cuda.h"
 #include "../include/kite_math.h"
-#include "../include/kite_pick.h"
 #include "timeline.cuh"
 
 #define KC_WARPS 8
@@ -113,7 +112,6 @@ extern int g_device;
 extern cudaStream_t g_stream;    // every kernel of the module runs on it
 extern int g_opt_graph;          // KCUDA_OPT_GRAPH
 extern int g_opt_graph_m;        // KCUDA_OPT_GRAPH_M
-extern int g_opt_pick;           // KCUDA_OPT_PICK
 extern int g_cc_major;
 extern int g_pdl;                // launches of the current forward pass carry the PDL attribute
 

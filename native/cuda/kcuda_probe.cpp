@@ -1,8 +1,7 @@
 // kcuda_probe.cpp - a developer probe of the module alone (no engine, no model file): builds a
 // random-weight model of a given shape, then checks graph == stream, M-row == M=1 sequential,
 // per-M graphs == stream, the prompt call (kcuda_prompt: passes back to back, M=1 and M rows,
-// stream and graphs) == M=1, the M=1 step's greedy pick (KCUDA_OPT_PICK) against kite_pick.h's
-// rule over its logits, gemm_gw against a scalar CPU reference (bitwise), and times the M=1
+// stream and graphs) == M=1, gemm_gw against a scalar CPU reference (bitwise), and times the M=1
 // step (graph on / off) and M-row prefill. Not shipped; links the module directly.
 //
 //   kcuda_probe [--shape tiny|0.8b] [--type q8_0|q4_0] [--steps N] [--mt M] [--iters K]
@@ -15,7 +14,6 @@
 
 #include "kite_cuda.h"
 #include "kite_math.h"
-#include "kite_pick.h"
 
 extern "C" {
 #define KP_DECL(ret, name, params) ret name params;
@@ -171,12 +169,11 @@ int main(int argc, char **argv) {
         lg.assign((size_t)P * V, 0.f);
         if (kcuda_seq_reset(md)) { printf("reset failed\n"); exit(2); }
     };
-    // picks: NULL, or each step's greedy pick
-    auto run1 = [&](std::vector<float> &h, std::vector<float> &lg, double *ms, int32_t *picks) {
+    auto run1 = [&](std::vector<float> &h, std::vector<float> &lg, double *ms) {
         fresh(h, lg);
         double t0 = now_ms();
         for (int p = 0; p < P; p++) {
-            int s = kcuda_step(md, toks[p], p, &h[(size_t)p * E], &lg[(size_t)p * V], picks ? picks + p : nullptr);
+            int s = kcuda_step(md, toks[p], p, &h[(size_t)p * E], &lg[(size_t)p * V]);
             if (s) { printf("step failed %d\n", s); exit(2); }
         }
         if (ms) *ms = (now_ms() - t0) / P;
@@ -201,9 +198,9 @@ int main(int argc, char **argv) {
     double tg = 1e30, ts = 1e30, tm = 1e30, t1 = 1e30, x;
     kcuda_set_option(KCUDA_OPT_GRAPH, 1);
     kcuda_set_option(KCUDA_OPT_GRAPH_M, 0);
-    for (int it = 0; it < iters; it++) { run1(hg, lgg, &x, nullptr); if (x < tg) tg = x; }
+    for (int it = 0; it < iters; it++) { run1(hg, lgg, &x); if (x < tg) tg = x; }
     kcuda_set_option(KCUDA_OPT_GRAPH, 0);
-    for (int it = 0; it < iters; it++) { run1(hs, lgs, &x, nullptr); if (x < ts) ts = x; }
+    for (int it = 0; it < iters; it++) { run1(hs, lgs, &x); if (x < ts) ts = x; }
     // h_out and logits of a run against those of another
     auto check2 = [&](const std::string &what, const std::vector<float> &h, const std::vector<float> &lg,
                       const std::vector<float> &h0, const std::vector<float> &lg0) {
@@ -211,26 +208,6 @@ int main(int argc, char **argv) {
         check((what + " logits").c_str(), lg, lg0);
     };
     check2("graph == stream", hg, lgg, hs, lgs);
-    // the step's greedy pick, graph and stream: the rule's index of each row, the logits unchanged;
-    // -1 with the option off
-    for (int graph = 1; graph >= 0; graph--)
-        for (int on = 1; on >= 0; on--) {
-            std::vector<int32_t> picks((size_t)P, -2);
-            kcuda_set_option(KCUDA_OPT_GRAPH, graph);
-            kcuda_set_option(KCUDA_OPT_PICK, on);
-            run1(hm, lgm, nullptr, picks.data());
-            int wrong = 0;
-            for (int p = 0; p < P; p++) wrong += picks[p] != (on ? kite_pick_row(&lgm[(size_t)p * V], V) : -1);
-            std::string what = std::string("M=1 pick ") + (on ? "on" : "off") + (graph ? ", graph" : ", stream");
-            if (wrong) {
-                printf("FAIL %s: %d of %d steps picked another index\n", what.c_str(), wrong, P);
-                fails++;
-            } else {
-                printf("PASS %s (%d steps)\n", what.c_str(), P);
-            }
-            check2(what + " == stream", hm, lgm, hs, lgs);
-        }
-    kcuda_set_option(KCUDA_OPT_PICK, 0);
     kcuda_set_option(KCUDA_OPT_GRAPH, 1); // M=1 gate on must not refuse the M-row entry
     for (int it = 0; it < iters; it++) { runm(mt, hm, lgm, &x); if (x < tm) tm = x; }
     check2("M-row == M=1", hm, lgm, hs, lgs);

@@ -254,7 +254,6 @@ KCUDA_API int32_t kcuda_model_prepare(kcuda_model *md, int32_t max_m) {
     }
     md->opt_graph = g_opt_graph;
     md->opt_graph_m = g_opt_graph_m;
-    md->opt_pick = g_opt_pick;
     // Warm-up, outside any request window: one pass for each kernel instance the steps use
     // (gemv row tiles 1, 2, 4, 8), so that lazy module loading and first-launch costs do not
     // land in the first request. kcuda_seq_reset zeroes the state these passes leave behind.
@@ -287,7 +286,6 @@ KCUDA_API int32_t kcuda_seq_reset(kcuda_model *md) {
     // graphs: captured here (never in a step), each behind its own gate
     md->opt_graph = g_opt_graph;
     md->opt_graph_m = g_opt_graph_m;
-    md->opt_pick = g_opt_pick;
     for (int s = 0; s < KC_SLOTS; s++) {
         Slot &sl = md->sl[s];
         if (md->opt_graph && !sl.graph_m1) CKS(capture(md, 1, s, &sl.graph_m1));

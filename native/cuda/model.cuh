@@ -44,7 +44,7 @@ struct kcuda_model {
     float *cos_tab = nullptr, *sin_tab = nullptr; // [rope_max_pos][half_tab]
     int rope_max_pos = 0, half_tab = 0;
     int max_m = 0, prepared = 0;      // rows a pass may hold
-    int opt_graph = 1, opt_graph_m = 0, opt_pick = 0;
+    int opt_graph = 1, opt_graph_m = 0;
     // state
     float *k_cache = nullptr, *v_cache = nullptr; // [nfull][max_pos][Hkv * D]
     float *ring = nullptr;                        // [nrec][ring_rows][C]: conv inputs by position
@@ -89,12 +89,10 @@ struct kcuda_model {
     // the copy-out job (copy_job), set before copy_generation is bumped: slot copy_slot's outputs
     // of copy_rows rows to copy_hout_to [copy_rows][copy_embd] and copy_logits_to
     // [copy_rows][copy_vocab], in copy_chunks chunks of vocabulary columns, copy_chunks_per_piece
-    // to an LM head piece; copy_alone: the copy threads do it all; copy_pick: each chunk of the
-    // one row is also picked (kite_pick.h) into copy_picks[chunk] as it is copied out
+    // to an LM head piece; copy_alone: the copy threads do it all
     float *copy_logits_to = nullptr, *copy_hout_to = nullptr;
     int copy_chunks = 0, copy_chunks_per_piece = 1, copy_rows = 0, copy_vocab = 0, copy_embd = 0;
-    int copy_slot = 0, copy_alone = 0, copy_pick = 0;
-    kite_pick copy_picks[KC_NCHUNK] = {};
+    int copy_slot = 0, copy_alone = 0;
     int copy_pending_rows = 0; // rows of the pass the copy threads are copying out on their own (0: none)
     int64_t counters[KCUDA_C_COUNT] = {};
     std::vector<void *> allocs;
@@ -123,7 +121,6 @@ int32_t capture(kcuda_model *md, int m, int s, cudaGraphExec_t *out);
 void lm_split(int m, int V, int *chunks, int *pieces);
 int lm_piece_col(int p, int chunks, int pieces, int V);
 int32_t copy_share(kcuda_model *md, int who, int nthr);
-int32_t copy_picked(const kcuda_model *md);
 int32_t copy_hout(kcuda_model *md);
 void copy_worker(kcuda_model *md, int who);
 void copy_threads_stop(kcuda_model *md);

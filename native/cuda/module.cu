@@ -7,7 +7,6 @@ int g_device = 0;
 cudaStream_t g_stream = 0;
 int g_opt_graph = 1;
 int g_opt_graph_m = 0;
-int g_opt_pick = 0;
 int g_cc_major = 0;
 int g_pdl = 0;
 
@@ -116,7 +115,6 @@ KCUDA_API int32_t kcuda_set_option(int32_t key, int64_t value) {
     // without external event nodes (HIP, kc_gpu.cuh) the passes run as streams: same bytes
     if (key == KCUDA_OPT_GRAPH) g_opt_graph = value != 0 && KC_HAS_GRAPH_EXT_EVENT;
     else if (key == KCUDA_OPT_GRAPH_M) g_opt_graph_m = value != 0 && KC_HAS_GRAPH_EXT_EVENT;
-    else if (key == KCUDA_OPT_PICK) g_opt_pick = value != 0;
     else return KCUDA_E_UNSUPPORTED;
     return 0;
 }

@@ -56,9 +56,8 @@ static int32_t pass_queue(kcuda_model *md, const int32_t *tokens, int32_t m, int
 }
 
 // The copy-out of the pass queued into slot s (m rows) to the caller's h_out[m][E] and
-// logits[m][V] (either may be NULL), as the copy threads' next job, with each chunk picked when
-// pick is set (one row); returns its chunks.
-static int copy_job(kcuda_model *md, int32_t m, int s, float *h_out, float *logits, int async, int pick) {
+// logits[m][V] (either may be NULL), as the copy threads' next job; returns its chunks.
+static int copy_job(kcuda_model *md, int32_t m, int s, float *h_out, float *logits, int async) {
     const int V = md->hp[KCUDA_HP_N_VOCAB];
     int chunks = 1, pieces = 1;
     lm_split(m, V, &chunks, &pieces);
@@ -71,7 +70,6 @@ static int copy_job(kcuda_model *md, int32_t m, int s, float *h_out, float *logi
     md->copy_embd = md->hp[KCUDA_HP_N_EMBD];
     md->copy_slot = s;
     md->copy_alone = async;
-    md->copy_pick = pick && m == 1;
     return chunks;
 }
 
@@ -98,11 +96,10 @@ static void count_pass(kcuda_model *md, int32_t m) {
 
 // Wait for the pass queued into slot s and copy its outputs out of the staging: the host copies
 // the chunks of a piece out while the pieces after it are still in flight, with the copy threads
-// for M rows. pick (NULL, or one row): the greedy pick of the logits when KCUDA_OPT_PICK is on,
-// each chunk picked as it is copied out, else -1.
-static int32_t pass_collect(kcuda_model *md, int32_t m, int s, float *h_out, float *logits, int32_t *pick) {
-    const int chunks = copy_job(md, m, s, h_out, logits, 0, pick && md->opt_pick);
-    // helpers for M rows only: at M=1 the logits are picked next (here, or by the caller), and a
+// for M rows.
+static int32_t pass_collect(kcuda_model *md, int32_t m, int s, float *h_out, float *logits) {
+    const int chunks = copy_job(md, m, s, h_out, logits, 0);
+    // helpers for M rows only: at M=1 the caller reads the logits next (greedy pick), and a
     // copy by this thread leaves them in its own cache
     const int threads = (chunks > 1 && m > 1) ? (int)md->copy_threads.size() + 1 : 1;
     if (threads > 1) copy_wake(md, threads - 1);
@@ -113,7 +110,6 @@ static int32_t pass_collect(kcuda_model *md, int32_t m, int s, float *h_out, flo
         if (!err) err = e;
     }
     if (err) return err;
-    if (pick) *pick = md->copy_pick ? copy_picked(md) : -1;
     count_pass(md, m);
     return 0;
 }
@@ -121,8 +117,8 @@ static int32_t pass_collect(kcuda_model *md, int32_t m, int s, float *h_out, flo
 // The same copy-out done by the copy threads alone while this thread queues the next pass
 // (kcuda_prompt); collect_end waits for it. Without copy threads, this thread does it now.
 static int32_t collect_begin(kcuda_model *md, int32_t m, int s, float *h_out, float *logits) {
-    if (md->copy_threads.empty()) return pass_collect(md, m, s, h_out, logits, nullptr);
-    copy_job(md, m, s, h_out, logits, 1, 0);
+    if (md->copy_threads.empty()) return pass_collect(md, m, s, h_out, logits);
+    copy_job(md, m, s, h_out, logits, 1);
     md->copy_pending_rows = m;
     copy_wake(md, (int)md->copy_threads.size());
     return 0;
@@ -138,19 +134,18 @@ static int32_t collect_end(kcuda_model *md) {
 }
 
 static int32_t run_rows(kcuda_model *md, const int32_t *tokens, int32_t m, int32_t pos, float *h_out,
-                        float *logits, int32_t *pick) {
+                        float *logits) {
     CKS(rows_check(md, tokens, m, m, pos));
     CKS(pass_queue(md, tokens, m, pos, 0));
-    CKS(pass_collect(md, m, 0, h_out, logits, pick));
+    CKS(pass_collect(md, m, 0, h_out, logits));
     return m == 1 ? timeline_append(md) : 0;
 }
 
 extern "C" {
 
-KCUDA_API int32_t kcuda_step(kcuda_model *md, int32_t token, int32_t pos, float *h_out, float *logits,
-                             int32_t *pick) {
+KCUDA_API int32_t kcuda_step(kcuda_model *md, int32_t token, int32_t pos, float *h_out, float *logits) {
     if (!md) return KCUDA_E_STATE;
-    return run_rows(md, &token, 1, pos, h_out, logits, pick);
+    return run_rows(md, &token, 1, pos, h_out, logits);
 }
 
 // n rows in passes of m queued back to back. Pass i + 1 is queued before pass i is copied out,
@@ -189,5 +184,5 @@ KCUDA_API int32_t kcuda_prompt(kcuda_model *md, const int32_t *tokens, int32_t n
 int32_t kcuda_impl_step_m(kcuda_model *md, const int32_t *tokens, int32_t m, int32_t pos, float *h_out,
                           float *logits) {
     if (!md) return KCUDA_E_STATE;
-    return run_rows(md, tokens, m, pos, h_out, logits, nullptr);
+    return run_rows(md, tokens, m, pos, h_out, logits);
 }

@@ -158,7 +158,6 @@ static void read_env(void) {
     const kt_env *env = kt_env_get();
     g_info.gate_graph = env->cuda_graph;
     g_info.gate_graph_m = env->cuda_graph_m;
-    g_info.gate_pick = env->cuda_pick;
     g_info.force_cpu = env->cuda_force_cpu;
     g_info.flops_min = env->cuda_flops_min;
 }
@@ -325,7 +324,6 @@ void kc_init(void) {
     g_info.runtime_version = rv;
     g_fn.kcuda_set_option(KCUDA_OPT_GRAPH, g_info.gate_graph);
     g_fn.kcuda_set_option(KCUDA_OPT_GRAPH_M, g_info.gate_graph_m);
-    g_fn.kcuda_set_option(KCUDA_OPT_PICK, g_info.gate_pick);
     g_info.available = 1;
     g_info.reason[0] = 0;
 }
@@ -409,7 +407,6 @@ int kc_model_begin(const int32_t *hp, int n_hp, const int32_t *layer_recurrent, 
     drop_model();
     g_fn.kcuda_set_option(KCUDA_OPT_GRAPH, g_info.gate_graph);
     g_fn.kcuda_set_option(KCUDA_OPT_GRAPH_M, g_info.gate_graph_m);
-    g_fn.kcuda_set_option(KCUDA_OPT_PICK, g_info.gate_pick);
     g_model = g_fn.kcuda_model_create(hp, (int32_t)n_hp, layer_recurrent, eps);
     return g_model != NULL;
 }
@@ -446,14 +443,10 @@ int kc_seq_reset(void) {
     return 1;
 }
 
-int kc_step(int token, int pos, float *h_out, float *logits, int32_t *pick) {
-    if (pick)
-        *pick = -1;
+int kc_step(int token, int pos, float *h_out, float *logits) {
     if (!g_model || !g_info.resident || g_info.force_cpu)
         return 0;
-    if (g_fn.kcuda_step(g_model, token, pos, h_out, logits, pick) != 0) {
-        if (pick)
-            *pick = -1; /* the CPU recomputes the step: a pick made before the failure is not its pick */
+    if (g_fn.kcuda_step(g_model, token, pos, h_out, logits) != 0) {
         drop_model();
         return 0;
     }

@@ -42,7 +42,6 @@ typedef struct kc_info {
     int driver_version, runtime_version;
     int gate_graph;            /* KITE_CUDA_GRAPH   (default 1) */
     int gate_graph_m;          /* KITE_CUDA_GRAPH_M (default 0) */
-    int gate_pick;             /* KITE_CUDA_PICK    (default 0) */
     int force_cpu;             /* KITE_CUDA_FORCE_CPU */
     int64_t flops_min;         /* KITE_CUDA_FLOPS_MIN */
     int resident;              /* a model is uploaded and prepared */
@@ -79,9 +78,7 @@ int kc_model_tensor(int layer, int role, int type, const void *data, int64_t ne0
 int kc_model_ready(const float *cos_tab, const float *sin_tab, int max_pos, int half_rot,
                    int max_m);
 int kc_seq_reset(void);        /* outside the request window; captures graphs */
-/* pick: NULL, or where the module's greedy pick of the step's logits goes (KITE_CUDA_PICK on);
- * -1 when it made none (gate off, or the step not done on the device): the caller picks. */
-int kc_step(int token, int pos, float *h_out, float *logits, int32_t *pick);
+int kc_step(int token, int pos, float *h_out, float *logits);
 int kc_step_m(const int32_t *tokens, int m, int pos, float *h_out, float *logits);
 /* n tokens in passes of m rows queued back to back; row r's outputs at row r % ring */
 int kc_prompt(const int32_t *tokens, int n, int m, int pos, float *h_out, float *logits, int ring);

@@ -27,7 +27,6 @@ void kc_get_info(kc_info *out) {
     const kt_env *env = kt_env_get();
     out->gate_graph = env->cuda_graph;
     out->gate_graph_m = env->cuda_graph_m;
-    out->gate_pick = env->cuda_pick;
     out->force_cpu = env->cuda_force_cpu;
     out->flops_min = env->cuda_flops_min;
     out->resident = 0;
@@ -62,10 +61,8 @@ int kc_model_ready(const float *cos_tab, const float *sin_tab, int max_pos, int 
 
 int kc_seq_reset(void) { return 0; }
 
-int kc_step(int token, int pos, float *h_out, float *logits, int32_t *pick) {
+int kc_step(int token, int pos, float *h_out, float *logits) {
     (void)token; (void)pos; (void)h_out; (void)logits;
-    if (pick)
-        *pick = -1;
     return 0;
 }
 

@@ -50,7 +50,6 @@ const kt_env *kt_env_get(void) {
     env_read = 1;
     env.cuda_graph = read_flag("KITE_CUDA_GRAPH", 1);
     env.cuda_graph_m = read_flag("KITE_CUDA_GRAPH_M", 0);
-    env.cuda_pick = read_flag("KITE_CUDA_PICK", 0);
     env.cuda_force_cpu = read_flag("KITE_CUDA_FORCE_CPU", 0);
     env.cuda_flops_min = read_number("KITE_CUDA_FLOPS_MIN", 0, INT64_MAX, KT_FLOPS_MIN_DEFAULT);
     env.threads = (int)read_number("KITE_THREADS", 1, KT_THREADS_MAX, kt_cpu_count());

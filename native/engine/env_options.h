@@ -17,7 +17,6 @@
 typedef struct kt_env {
     int cuda_graph;          /* KITE_CUDA_GRAPH     0 or 1, default 1 */
     int cuda_graph_m;        /* KITE_CUDA_GRAPH_M   0 or 1, default 0 */
-    int cuda_pick;           /* KITE_CUDA_PICK      0 or 1, default 0 */
     int cuda_force_cpu;      /* KITE_CUDA_FORCE_CPU 0 or 1, default 0 */
     int64_t cuda_flops_min;  /* KITE_CUDA_FLOPS_MIN 0 or more, default KT_FLOPS_MIN_DEFAULT */
     int threads;             /* KITE_THREADS        1 .. KT_THREADS_MAX, default the online cores */

@@ -118,7 +118,6 @@ static void write_backend(kt_json *j, const char *key) {
     json_obj_begin(j, "gates");
     json_bool(j, "graph", ci.gate_graph);
     json_bool(j, "graph_m", ci.gate_graph_m);
-    json_bool(j, "pick", ci.gate_pick);
     json_bool(j, "force_cpu", ci.force_cpu);
     json_int(j, "flops_min", ci.flops_min);
     json_obj_end(j);
@@ -182,8 +181,8 @@ static int cmd_info(int argc, char **argv) {
         printf("  device: %s, cc %d.%d, %lld bytes, driver %d, runtime %d\n", ci.device_name,
                ci.cc_major, ci.cc_minor, (long long)ci.mem_total, ci.driver_version,
                ci.runtime_version);
-    printf("  gates: graph %d, graph_m %d, pick %d, force_cpu %d, flops_min %lld\n", ci.gate_graph,
-           ci.gate_graph_m, ci.gate_pick, ci.force_cpu, (long long)ci.flops_min);
+    printf("  gates: graph %d, graph_m %d, force_cpu %d, flops_min %lld\n", ci.gate_graph,
+           ci.gate_graph_m, ci.force_cpu, (long long)ci.flops_min);
     return 0;
 }
 
@@ -346,20 +345,17 @@ static int run_request(kt_model *md, kt_state *st, const run_opts *o, run_output
     for (int i = 0; i < P; i++)
         out->step_ms[i] = (w1 - w0) / P;
     const float *last_logits = out->l_all + (size_t)((P - 1) % (int)out->rows_kept) * V;
-    /* the device's pick of last_logits (an M=1 step on the device with KITE_CUDA_PICK on: made
-     * inside its step, as the logits came back), or -1: the host picks */
-    int32_t device_pick = -1;
     double greedy_ms = 0.0; /* the host's share of the window: picking each next token */
     for (int s = 0; s < o->steps; s++) {
         const int row = P + s;
         const size_t slot = o->dump ? (size_t)row : 0;
         double g0 = kt_now_ms();
-        int32_t tok = device_pick >= 0 ? device_pick : (int32_t)vec_argmax(last_logits, (int)V);
+        int32_t tok = (int32_t)vec_argmax(last_logits, (int)V);
         greedy_ms += kt_now_ms() - g0;
         out->gen[s] = tok;
         double s0 = kt_now_ms();
-        if (kt_process_rows(md, st, &tok, 1, out->h_all + slot * E, out->l_all + slot * V,
-                            &device_pick, err, sizeof err)) {
+        if (kt_process_rows(md, st, &tok, 1, out->h_all + slot * E, out->l_all + slot * V, err,
+                            sizeof err)) {
         runtime_error(err);
         return -1;
     }

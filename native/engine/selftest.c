@@ -17,7 +17,6 @@
 #include "gguf_writer.h"
 #include "kernels.h"
 #include "kite_math.h"
-#include "kite_pick.h"
 #include "model.h"
 #include "platform.h"
 #include "session.h"
@@ -436,44 +435,30 @@ static void test_elementwise(const float *x, int n) {
     check(ok, "silu_vs_scalar", "bytes differ");
 }
 
-/* Trial t of the greedy pick's cases in v[0..n): random values, or signed zeros, with NaN (also
- * at index 0, or everywhere), infinities, all -inf, and ties at the maximum. */
-static void argmax_case(float *v, int n, int trial) {
-    const float nan = kite_bits_f32(0x7fc00000u), inf = kite_bits_f32(0x7f800000u);
-    for (int i = 0; i < n; i++)
-        v[i] = trial % 4 == 3 ? -0.0f : rng_uniform(-4.0f, 4.0f);
-    if (trial % 4 == 3)
-        v[(trial * 131) % n] = 0.0f;
-    if (trial % 5 == 1)
-        v[(trial * 977) % n] = nan;
-    if (trial % 5 == 2)
-        v[0] = nan;
-    if (trial % 7 == 3)
-        v[(trial * 613) % n] = inf, v[(trial * 389) % n] = inf;
-    if (trial % 7 == 4)
-        for (int i = 0; i < n; i++)
-            v[i] = -inf;
-    if (trial % 3 == 0) /* ties at the maximum */
-        v[(trial * 37) % n] = v[(trial * 53) % n] = 4.5f;
-    if (trial % 11 == 5) { /* NaN everywhere but at 0 and in a stretch after NaN (parts that start with NaN) */
-        for (int i = 0; i < n; i++)
-            v[i] = i >= n / 3 && i < n / 3 + 9 ? rng_uniform(-1.0f, 1.0f) : nan;
-        v[0] = -8.0f;
-    }
-    if (trial % 13 == 6)
-        for (int i = 0; i < n; i++)
-            v[i] = nan;
-}
-
 /* The greedy pick at every SIMD level against the plain loop `if (v[i] > v[best]) best = i`:
  * ties, NaN (also at index 0), infinities and signed zeros, lengths around the vector widths. */
 static void test_argmax(void) {
     enum { N = 4099 };
     float *v = malloc(sizeof(float) * N);
     const int lens[] = {1, 2, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 1000, N};
+    const float nan = kite_bits_f32(0x7fc00000u), inf = kite_bits_f32(0x7f800000u);
     int ok = 1;
     for (int trial = 0; trial < 40 && ok; trial++) {
-        argmax_case(v, N, trial);
+        for (int i = 0; i < N; i++)
+            v[i] = trial % 4 == 3 ? -0.0f : rng_uniform(-4.0f, 4.0f);
+        if (trial % 4 == 3)
+            v[(trial * 131) % N] = 0.0f;
+        if (trial % 5 == 1)
+            v[(trial * 977) % N] = nan;
+        if (trial % 5 == 2)
+            v[0] = nan;
+        if (trial % 7 == 3)
+            v[(trial * 613) % N] = inf, v[(trial * 389) % N] = inf;
+        if (trial % 7 == 4)
+            for (int i = 0; i < N; i++)
+                v[i] = -inf;
+        if (trial % 3 == 0) /* ties at the maximum */
+            v[(trial * 37) % N] = v[(trial * 53) % N] = 4.5f;
         for (int li = 0; li < (int)(sizeof lens / sizeof lens[0]); li++) {
             const int n = lens[li];
             int best = 0;
@@ -491,48 +476,6 @@ static void test_argmax(void) {
     free(v);
 }
 
-/* The pick of a row made in parts (kite_pick.h: each part on its own, then combined in row
- * order, as the module picks the chunks of the logits it copies back) against vec_argmax at
- * every SIMD level, for the cases above and splits into 1 to 16 parts, even and uneven, with
- * empty parts and parts shorter than the 8 lanes; n = 0 too. */
-static void test_pick_parts(void) {
-    enum { N = 4099 };
-    float *v = malloc(sizeof(float) * N);
-    const int lens[] = {1, 2, 7, 9, 17, 64, 1000, N};
-    const int parts[] = {1, 2, 3, 4, 7, 16};
-    int ok = vec_argmax(v, 0) == 0 && kite_pick_row(v, 0) == 0, bad_trial = -1, bad_n = 0, bad_parts = 0;
-    for (int trial = 0; trial < 60 && ok; trial++) {
-        argmax_case(v, N, trial);
-        for (int li = 0; li < (int)(sizeof lens / sizeof lens[0]) && ok; li++) {
-            const int n = lens[li];
-            for (int pi = 0; pi < (int)(sizeof parts / sizeof parts[0]) && ok; pi++) {
-                /* even parts as lm_col splits the vocabulary (the last ones may be empty), then
-                 * uneven ones cut at random */
-                for (int uneven = 0; uneven < 2 && ok; uneven++) {
-                    const int np = parts[pi], width = (n + np - 1) / np;
-                    kite_pick p = kite_pick_row_start(v, n);
-                    int first = 0;
-                    for (int k = 0; k < np; k++) {
-                        int end = k == np - 1 ? n : uneven ? first + (int)(rng_u32() % (uint32_t)(n - first + 1))
-                                                           : (k + 1) * width < n ? (k + 1) * width : n;
-                        p = kite_pick_combine(p, kite_pick_span(v + first, end - first, first));
-                        first = end;
-                    }
-                    for (int level = 0; level <= kernels_simd_max(); level++) {
-                        kernels_use_simd(level);
-                        ok &= p.index == vec_argmax(v, n) && kite_pick_row(v, n) == p.index;
-                    }
-                    if (!ok)
-                        bad_trial = trial, bad_n = n, bad_parts = np;
-                }
-            }
-        }
-    }
-    kernels_use_simd(KT_SIMD_BEST);
-    check(ok, "pick_parts_vs_argmax", "trial %d, n %d, %d parts: another index", bad_trial, bad_n, bad_parts);
-    free(v);
-}
-
 static void test_kernels(void) {
     const int n = 32 * 72; /* 72 blocks: 2 x 32 + 8, no tail; shorter lengths below have tails */
     float *x = malloc(sizeof(float) * n), *wf = malloc(sizeof(float) * n);
@@ -544,7 +487,6 @@ static void test_kernels(void) {
         test_kernels_quant(level, x, wf, n);
     test_elementwise(x, n);
     test_argmax();
-    test_pick_parts();
     int have = (kernels_simd_max() >= KT_SIMD_AVX2);
     const char *types[3] = {"f32", "f16", "bf16"};
     int tids[3] = {GGUF_T_F32, GGUF_T_F16, GGUF_T_BF16};
@@ -893,9 +835,7 @@ static void test_device_gemm(void) {
 
 /* The whole model on the device against the CPU forward pass: pass by pass (kt_process_rows)
  * with 1 and 4 rows, and as one prompt call (kt_process_prompt, passes queued back to back)
- * with 1, 2 and 4 rows, the last of 2 and 4 into a ring of one pass's rows. Pass by pass with
- * one row, the device's greedy pick too: one a step with KITE_CUDA_PICK on, vec_argmax's index
- * of the step's logits; none with it off. */
+ * with 1, 2 and 4 rows, the last of 2 and 4 into a ring of one pass's rows. */
 static void test_device_model(const uint8_t *data, size_t size, const char *tag) {
     kt_model md;
     char err[512], name[96];
@@ -905,8 +845,6 @@ static void test_device_model(const uint8_t *data, size_t size, const char *tag)
         return;
     }
     const int n = 11, E = md.hp.n_embd, V = md.hp.n_vocab;
-    kc_info ci;
-    kc_get_info(&ci);
     int32_t tok[11];
     for (int i = 0; i < n; i++)
         tok[i] = (int32_t)(rng_u32() % (uint32_t)V);
@@ -928,20 +866,16 @@ static void test_device_model(const uint8_t *data, size_t size, const char *tag)
         }
         kt_session_reset(&st, &md);
         kt_counters before = md.counters;
-        int ok = 1, picks = 0, picks_wrong = 0;
+        int ok = 1;
         memset(hd, 0, (size_t)n * E * 4);
         memset(ld, 0, (size_t)n * V * 4);
         if (prompt)
             ok = kt_process_prompt(&md, &st, tok, n, m, hd, ld, ring, err, sizeof err) == 0;
         for (int p = 0; p < n && ok && !prompt; p += m) {
             int mm = n - p < m ? n - p : m;
-            int32_t pick = -1;
-            ok = kt_process_rows(&md, &st, tok + p, mm, hd + (size_t)p * E, ld + (size_t)p * V,
-                                 mm == 1 ? &pick : NULL, err, sizeof err) == 0;
-            picks += pick >= 0;
-            picks_wrong += pick >= 0 && pick != vec_argmax(ld + (size_t)p * V, V);
+            ok = kt_process_rows(&md, &st, tok + p, mm, hd + (size_t)p * E, ld + (size_t)p * V, err,
+                                 sizeof err) == 0;
         }
-        const int picks_due = !prompt && m == 1 && ci.gate_pick ? n : 0;
         /* a ring of one pass holds the last pass from its row 0 (its first row is a multiple of m) */
         const size_t r0 = ring < n ? (size_t)(n - 1) / ring * ring : 0, nr = (size_t)n - r0;
         int on_device = md.counters.cpu_steps == before.cpu_steps;
@@ -951,9 +885,6 @@ static void test_device_model(const uint8_t *data, size_t size, const char *tag)
         else if (!on_device)
             check(0, name, "the device refused rows (%lld ran on the CPU)",
                   (long long)(md.counters.cpu_steps - before.cpu_steps));
-        else if (picks != picks_due || picks_wrong)
-            check(0, name, "the device picked %d of %d steps (KITE_CUDA_PICK %d), %d not vec_argmax's index",
-                  picks, picks_due, ci.gate_pick, picks_wrong);
         else
             check(memcmp(hc + r0 * E, hd, nr * E * 4) == 0 && memcmp(lc + r0 * V, ld, nr * V * 4) == 0,
                   name, "bytes differ from the CPU: h_out max %u ulp, logits max %u ulp",

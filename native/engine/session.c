@@ -105,14 +105,12 @@ static void rows_done_on_device(kt_model *md, kt_state *st, const int32_t *token
 }
 
 int kt_process_rows(kt_model *md, kt_state *st, const int32_t *tokens, int m, float *h_out,
-                    float *logits, int32_t *pick, char *err, size_t errlen) {
+                    float *logits, char *err, size_t errlen) {
     const int pos = st->pos;
-    if (pick)
-        *pick = -1;
     if (rows_check(md, st, tokens, m, m, err, errlen))
         return -1;
     if (md->resident && st->device != 0) {
-        int done = m == 1 ? kc_step(tokens[0], pos, h_out, logits, pick)
+        int done = m == 1 ? kc_step(tokens[0], pos, h_out, logits)
                           : kc_step_m(tokens, m, pos, h_out, logits);
         if (done) {
             rows_done_on_device(md, st, tokens, m, m);
@@ -152,7 +150,7 @@ int kt_process_prompt(kt_model *md, kt_state *st, const int32_t *tokens, int n, 
     for (int r = 0; r < n; r += m) {
         const size_t o = (size_t)(r % ring);
         if (kt_process_rows(md, st, tokens + r, n - r < m ? n - r : m, h_out + o * E,
-                            logits + o * V, NULL, err, errlen))
+                            logits + o * V, err, errlen))
             return -1;
     }
     return 0;

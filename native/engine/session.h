@@ -25,11 +25,9 @@ int kt_session_prepare(kt_model *md, int n_threads, int max_m, char *err, size_t
 void kt_session_reset(kt_state *st, kt_model *md);
 
 /* m tokens (1 <= m <= max_m) at positions st->pos .. st->pos + m - 1. h_out [m][E],
- * logits [m][V]. pick: NULL, or the greedy pick of the logits when the device made it (one row
- * done on the device with KITE_CUDA_PICK on), else -1: the caller picks (vec_argmax).
- * 0 on success, -1 with a message (positions past max_pos, out of memory). */
+ * logits [m][V]. 0 on success, -1 with a message (positions past max_pos, out of memory). */
 int kt_process_rows(kt_model *md, kt_state *st, const int32_t *tokens, int m, float *h_out,
-                    float *logits, int32_t *pick, char *err, size_t errlen);
+                    float *logits, char *err, size_t errlen);
 
 /* n tokens in passes of m rows, one call: on the device the passes are queued back to back
  * (kc_prompt), else each pass is kt_process_rows. Row r's outputs go to row r % ring of h_out

@@ -3,8 +3,10 @@
 
 #include "kernels_tier.h"
 #include "kite_math.h"
-#include "kite_pick.h"
 
+#if defined(__SSE2__) || defined(_M_X64)
+#  include <emmintrin.h> /* the portable greedy pick */
+#endif
 #if KITE_HAVE_AVX2_CODE
 #  include <immintrin.h>
 #endif
@@ -36,8 +38,44 @@ static void vec_mul_silu_scalar(float *y, const float *a, const float *z, int n)
         y[i] = a[i] * kite_siluf(z[i]);
 }
 
-/* the portable pick is the rule itself (kite_pick.h), which the module also runs */
-static int vec_argmax_portable(const float *v, int n) { return (int)kite_pick_row(v, (int32_t)n); }
+static int vec_argmax_portable(const float *v, int n) {
+    if (n <= 0 || v[0] != v[0])
+        return 0;
+    float m = v[0];
+    int i = 0;
+#if defined(__SSE2__) || defined(_M_X64)
+    if (n >= 16) {
+        __m128 a = _mm_set1_ps(m), b = a, c = a, d = a;
+        for (; i + 16 <= n; i += 16) {
+            a = _mm_max_ps(_mm_loadu_ps(v + i), a);
+            b = _mm_max_ps(_mm_loadu_ps(v + i + 4), b);
+            c = _mm_max_ps(_mm_loadu_ps(v + i + 8), c);
+            d = _mm_max_ps(_mm_loadu_ps(v + i + 12), d);
+        }
+        float t[16];
+        _mm_storeu_ps(t, a);
+        _mm_storeu_ps(t + 4, b);
+        _mm_storeu_ps(t + 8, c);
+        _mm_storeu_ps(t + 12, d);
+        for (int l = 0; l < 16; l++)
+            m = t[l] > m ? t[l] : m;
+    }
+#endif
+    for (; i < n; i++)
+        m = v[i] > m ? v[i] : m;
+    i = 0;
+#if defined(__SSE2__) || defined(_M_X64)
+    const __m128 mm = _mm_set1_ps(m);
+    for (; i + 4 <= n; i += 4)
+        if (_mm_movemask_ps(_mm_cmpeq_ps(_mm_loadu_ps(v + i), mm)))
+            break;
+#endif
+    for (; i < n; i++)
+        if (v[i] == m)
+            return i;
+    return 0;
+}
+
 
 /* ---- AVX2 ------------------------------------------------------------------------------------- */
 

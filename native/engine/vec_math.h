@@ -7,7 +7,7 @@
 void vec_add_scaled(float *y, const float *x, float a, int n);
 /* y[i] = y[i] + a[i] * b[i], element-wise (likewise). */
 void vec_mul_add(float *y, const float *a, const float *b, int n);
-int vec_argmax(const float *v, int n); /* first index of the maximum; NaN never wins (kite_pick.h) */
+int vec_argmax(const float *v, int n); /* first index of the maximum; NaN never wins */
 
 /* Element-wise SiLU (kite_siluf), y may alias the inputs:
  *   vec_silu:      y[i] = silu(x[i])

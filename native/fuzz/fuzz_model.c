@@ -58,8 +58,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             if (h && l) {
                 int32_t tok[2] = {0, V - 1};
                 kt_session_reset(&st, &md);
-                (void)kt_process_rows(&md, &st, tok, 2, h, l, NULL, err, sizeof err);
-                (void)kt_process_rows(&md, &st, tok, 1, h, l, NULL, err, sizeof err);
+                (void)kt_process_rows(&md, &st, tok, 2, h, l, err, sizeof err);
+                (void)kt_process_rows(&md, &st, tok, 1, h, l, err, sizeof err);
             }
             free(h);
             free(l);

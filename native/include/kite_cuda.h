@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define KCUDA_ABI_VERSION 3
+#define KCUDA_ABI_VERSION 2
 
 #if defined(_WIN32)
 #  if defined(KCUDA_BUILD)
@@ -56,8 +56,7 @@ enum {
  * host; the module never reads the environment). One gate per feature. */
 enum {
     KCUDA_OPT_GRAPH = 1,   /* CUDA graph for the M=1 step (default 1) */
-    KCUDA_OPT_GRAPH_M = 2, /* per-M graphs for the M-row step (default 0) */
-    KCUDA_OPT_PICK = 3     /* kcuda_step's greedy pick, made as the logits come back (default 0) */
+    KCUDA_OPT_GRAPH_M = 2  /* per-M graphs for the M-row step (default 0) */
 };
 
 /* Hyper-parameters, passed as an int32 array indexed by these. */
@@ -142,7 +141,7 @@ enum {
     X(int32_t, kcuda_model_prepare, (kcuda_model *mdl, int32_t max_m))                         \
     X(int32_t, kcuda_seq_reset, (kcuda_model *mdl))                                            \
     X(int32_t, kcuda_step, (kcuda_model *mdl, int32_t token, int32_t pos, float *h_out,        \
-                            float *logits, int32_t *pick))                                     \
+                            float *logits))                                                    \
     X(int32_t, kcuda_step_m, (kcuda_model *mdl, const int32_t *tokens, int32_t m, int32_t pos, \
                               float *h_out, float *logits))                                    \
     X(int32_t, kcuda_prompt, (kcuda_model *mdl, const int32_t *tokens, int32_t n, int32_t m,   \
@@ -168,11 +167,6 @@ enum {
  *  kcuda_seq_reset     zero KV cache and recurrent state, position 0; captures the M=1 graph
  *                      (and per-M graphs) here when their gates are on: never in a step.
  *  kcuda_step          one token at position pos: h_out[E] (final-norm hidden) and logits[V].
- *                      pick: NULL, or where the greedy pick of this step's logits goes (the
- *                      rule of kite_pick.h, the engine's vec_argmax: the first index of the
- *                      maximum, NaN never winning) when KCUDA_OPT_PICK is on, made chunk by
- *                      chunk as the logits are copied back; -1 when the option is off (the
- *                      caller picks). The logits are the same bytes either way.
  *  kcuda_step_m        m tokens at positions pos..pos+m-1: h_out[m][E], logits[m][V]; same
  *                      bytes as m calls of kcuda_step.
  *  kcuda_prompt        n tokens at positions pos..pos+n-1 in passes of m rows (the last one

@@ -139,9 +139,9 @@ KCUDA_API int32_t kcuda_seq_reset(kcuda_model *mdl)
 }
 
 KCUDA_API int32_t kcuda_step(kcuda_model *mdl, int32_t token, int32_t pos, float *h_out,
-                             float *logits, int32_t *pick)
+                             float *logits)
 {
-    (void)mdl; (void)token; (void)pos; (void)h_out; (void)logits; (void)pick;
+    (void)mdl; (void)token; (void)pos; (void)h_out; (void)logits;
     return KCUDA_E_NODEVICE;
 }
 

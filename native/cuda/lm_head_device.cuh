@@ -3,7 +3,7 @@
 // bytes, computes and exits. Here a resident grid's warps loop over groups of R rows and keep
 // DEPTH groups' weights in flight (registers) while one group is computed.
 #pragma once
-#include "matvec_device.cuh" // use_before_wait, half_bits_to_f32, warp_sum32_scatter
+#include "matvec_device.cuh" // use_before_wait, block_idot, half_bits_to_f32, warp_sum32_scatter
 
 // The weights of one group of R rows, lane l's block of each: Q8_0 32 bytes (a, c), Q4_0 16 (a).
 template <int QT, int R>
@@ -54,29 +54,7 @@ __device__ __forceinline__ void lm_store(const LmStage<QT, R> &s, const MatvecJo
     float acc[R];
 #pragma unroll
     for (int rr = 0; rr < R; rr++) {
-        int is = 0;
-        if (QT == 1) {
-            const int4 a = s.a[rr], c = s.c[rr];
-            is = __dp4a(a.x, x0.x, is);
-            is = __dp4a(a.y, x0.y, is);
-            is = __dp4a(a.z, x0.z, is);
-            is = __dp4a(a.w, x0.w, is);
-            is = __dp4a(c.x, x1.x, is);
-            is = __dp4a(c.y, x1.y, is);
-            is = __dp4a(c.z, x1.z, is);
-            is = __dp4a(c.w, x1.w, is);
-        } else {
-            const int4 q = s.a[rr];
-            is = __dp4a(q.x & 0x0F0F0F0F, x0.x, is);
-            is = __dp4a(q.y & 0x0F0F0F0F, x0.y, is);
-            is = __dp4a(q.z & 0x0F0F0F0F, x0.z, is);
-            is = __dp4a(q.w & 0x0F0F0F0F, x0.w, is);
-            is = __dp4a((q.x >> 4) & 0x0F0F0F0F, x1.x, is);
-            is = __dp4a((q.y >> 4) & 0x0F0F0F0F, x1.y, is);
-            is = __dp4a((q.z >> 4) & 0x0F0F0F0F, x1.z, is);
-            is = __dp4a((q.w >> 4) & 0x0F0F0F0F, x1.w, is);
-            is = is - 8 * xsum;
-        }
+        const int is = block_idot(QT == 1, s.a[rr], s.c[rr], x0, x1, xsum);
         const float p = (float)is * (s.d[rr] * xs);
         acc[rr] = 0.0f;
         const float sum = acc[rr] + p;
@@ -110,23 +88,13 @@ __device__ __forceinline__ void lm_head_block(const LmHeadArgs &a, const BlockAt
     wait();
     int4 x0 = make_int4(0, 0, 0, 0), x1 = x0;
     float xs = 0.0f;
-    int xsum = 0;
     if (lane < nb) {
         const int4 *xp = (const int4 *)(a.xq + (size_t)lane * 32);
         x0 = xp[0];
         x1 = xp[1];
         xs = a.xd[lane];
     }
-    if (QT == 2) {
-        xsum = __dp4a(0x01010101, x0.x, xsum);
-        xsum = __dp4a(0x01010101, x0.y, xsum);
-        xsum = __dp4a(0x01010101, x0.z, xsum);
-        xsum = __dp4a(0x01010101, x0.w, xsum);
-        xsum = __dp4a(0x01010101, x1.x, xsum);
-        xsum = __dp4a(0x01010101, x1.y, xsum);
-        xsum = __dp4a(0x01010101, x1.z, xsum);
-        xsum = __dp4a(0x01010101, x1.w, xsum);
-    }
+    const int xsum = QT == 2 ? block_qsum(x0, x1) : 0;
     for (int g = g0; g < groups; g += DEPTH * stride) {
 #pragma unroll
         for (int s = 0; s < DEPTH; s++) {

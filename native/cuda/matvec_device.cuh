@@ -16,6 +16,49 @@ __device__ __forceinline__ void use_before_wait(int f) {
 #endif
 }
 
+// The sum of the 32 activation quants of one block (x0: values 0-15, x1: 16-31); Q4_0's block dot
+// subtracts 8 times it (its quants are stored + 8).
+__device__ __forceinline__ int block_qsum(int4 x0, int4 x1) {
+    int xsum = 0;
+    xsum = __dp4a(0x01010101, x0.x, xsum);
+    xsum = __dp4a(0x01010101, x0.y, xsum);
+    xsum = __dp4a(0x01010101, x0.z, xsum);
+    xsum = __dp4a(0x01010101, x0.w, xsum);
+    xsum = __dp4a(0x01010101, x1.x, xsum);
+    xsum = __dp4a(0x01010101, x1.y, xsum);
+    xsum = __dp4a(0x01010101, x1.z, xsum);
+    xsum = __dp4a(0x01010101, x1.w, xsum);
+    return xsum;
+}
+
+// The integer dot of one 32-value weight block with the activations' block x0, x1: Q8_0's two
+// 16-byte halves lo, hi; or Q4_0's 16 packed bytes lo (low nibbles: values 0-15, high: 16-31; hi
+// unused), less 8 * xsum (block_qsum).
+__device__ __forceinline__ int block_idot(bool q8, int4 lo, int4 hi, int4 x0, int4 x1, int xsum) {
+    int is = 0;
+    if (q8) {
+        is = __dp4a(lo.x, x0.x, is);
+        is = __dp4a(lo.y, x0.y, is);
+        is = __dp4a(lo.z, x0.z, is);
+        is = __dp4a(lo.w, x0.w, is);
+        is = __dp4a(hi.x, x1.x, is);
+        is = __dp4a(hi.y, x1.y, is);
+        is = __dp4a(hi.z, x1.z, is);
+        is = __dp4a(hi.w, x1.w, is);
+    } else {
+        is = __dp4a(lo.x & 0x0F0F0F0F, x0.x, is);
+        is = __dp4a(lo.y & 0x0F0F0F0F, x0.y, is);
+        is = __dp4a(lo.z & 0x0F0F0F0F, x0.z, is);
+        is = __dp4a(lo.w & 0x0F0F0F0F, x0.w, is);
+        is = __dp4a((lo.x >> 4) & 0x0F0F0F0F, x1.x, is);
+        is = __dp4a((lo.y >> 4) & 0x0F0F0F0F, x1.y, is);
+        is = __dp4a((lo.z >> 4) & 0x0F0F0F0F, x1.z, is);
+        is = __dp4a((lo.w >> 4) & 0x0F0F0F0F, x1.w, is);
+        is = is - 8 * xsum;
+    }
+    return is;
+}
+
 // Lane partials of quantized weights. QT is the weight kind: 1 Q8_0, 2 Q4_0 (the M-row passes:
 // one kernel body per kind, so a pair issues only its own block dot, half the instructions at
 // M = 4), or 0: chosen per row at run time (the M=1 step: both block dots issued, one predicated
@@ -100,42 +143,10 @@ __device__ __forceinline__ void warp_rows_q(const MatvecJob &J, int r0, int k, i
                 if (QT == 0 ? b0 + 32 * u >= nb || mm >= m : u > 0 && u >= nu) continue;
                 const bool ok = QT == 0 || u == 0 || b0 + 32 * u < nb;
                 const int4 x0 = xa[g], x1 = xb[g];
-                int xsum = 0;
-                if (!q8) {
-                    xsum = __dp4a(0x01010101, x0.x, xsum);
-                    xsum = __dp4a(0x01010101, x0.y, xsum);
-                    xsum = __dp4a(0x01010101, x0.z, xsum);
-                    xsum = __dp4a(0x01010101, x0.w, xsum);
-                    xsum = __dp4a(0x01010101, x1.x, xsum);
-                    xsum = __dp4a(0x01010101, x1.y, xsum);
-                    xsum = __dp4a(0x01010101, x1.z, xsum);
-                    xsum = __dp4a(0x01010101, x1.w, xsum);
-                }
+                const int xsum = q8 ? 0 : block_qsum(x0, x1);
 #pragma unroll
                 for (int rr = 0; rr < RPW; rr++) {
-                    int is = 0;
-                    if (q8) {
-                        const int4 a = w0[rr][u], c = w1[rr][u];
-                        is = __dp4a(a.x, x0.x, is);
-                        is = __dp4a(a.y, x0.y, is);
-                        is = __dp4a(a.z, x0.z, is);
-                        is = __dp4a(a.w, x0.w, is);
-                        is = __dp4a(c.x, x1.x, is);
-                        is = __dp4a(c.y, x1.y, is);
-                        is = __dp4a(c.z, x1.z, is);
-                        is = __dp4a(c.w, x1.w, is);
-                    } else {
-                        const int4 w = w0[rr][u];
-                        is = __dp4a(w.x & 0x0F0F0F0F, x0.x, is);
-                        is = __dp4a(w.y & 0x0F0F0F0F, x0.y, is);
-                        is = __dp4a(w.z & 0x0F0F0F0F, x0.z, is);
-                        is = __dp4a(w.w & 0x0F0F0F0F, x0.w, is);
-                        is = __dp4a((w.x >> 4) & 0x0F0F0F0F, x1.x, is);
-                        is = __dp4a((w.y >> 4) & 0x0F0F0F0F, x1.y, is);
-                        is = __dp4a((w.z >> 4) & 0x0F0F0F0F, x1.z, is);
-                        is = __dp4a((w.w >> 4) & 0x0F0F0F0F, x1.w, is);
-                        is = is - 8 * xsum;
-                    }
+                    const int is = block_idot(q8, w0[rr][u], w1[rr][u], x0, x1, xsum);
                     const float p = (float)is * (wd[rr][u] * xs[g]);
                     const float sum = acc[rr][mm] + p;
                     acc[rr][mm] = ok ? sum : acc[rr][mm];

@@ -84,7 +84,7 @@ rc=$?
 note "- build (this tree): exit $rc at ${SECONDS} s"
 [ "$rc" -ne 0 ] && tail -30 "$work/build.log" | sed 's/^/    /' >> "$summary"
 wait "$models_pid"
-note "- models: exit $? at ${SECONDS} s: $(tr '\n' ' ' < "$work/models.txt")"
+note "- models: exit $? at ${SECONDS} s: $(sed "s#^$PWD/##" "$work/models.txt" | tr '\n' ' ')" # paths in the tree
 q8=$(sed -n 1p "$work/models.txt")
 
 # 2. speed first, on a quiet machine: A/B rounds of one base and one new run each (scripts/gpu-ab.sh),

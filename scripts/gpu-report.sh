@@ -10,10 +10,13 @@
 # KITE_LLAMA_ONLY="L13 L17 L18" runs only those of llama.cpp's criteria (a partial report, so named).
 # KITE_VERIFY_TIMEOUT / KITE_BENCH_TIMEOUT bound each step, in seconds. KITE_EXTERNAL_PACK: a pack of
 # scripts/pack_external.py, for a host that can neither fetch nor receive the whole archive.
+# KITE_REPORT_RUNS: where verify's run folders go (default OUTDIR; each holds every criterion's logs
+# and dumps, thousands of files): OUTDIR keeps only the reports and logs named below.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${1:?usage: scripts/gpu-report.sh OUTDIR [--no-build]}"; shift
 mkdir -p "$out"
+runs="${KITE_REPORT_RUNS:-$out}"
 # an offline host handed llama.cpp's source packed (scripts/pack_external.py): unpacked into a cache
 if [ -n "${KITE_EXTERNAL_PACK:-}" ]; then
   export KITE_CACHE="${KITE_CACHE:-$(mktemp -d)}"
@@ -33,29 +36,29 @@ if want build; then
 fi
 rc=0
 if want suites; then
-  timeout "${KITE_VERIFY_TIMEOUT:-1800}" python3 -m harness verify --reports "$out/runs" "$@" 2>&1 | tee "$out/verify.log"
+  timeout "${KITE_VERIFY_TIMEOUT:-1800}" python3 -m harness verify --reports "$runs/runs" "$@" 2>&1 | tee "$out/verify.log"
   rc=${PIPESTATUS[0]}
 fi
 newest() { find "$1" -mindepth 1 -maxdepth 1 -type d -name '2*' 2>/dev/null | sort | tail -1; } # a run's folder: its start time
-suites=$(newest "$out/runs")
+suites=$(newest "$runs/runs")
 # llama.cpp's criteria in a report of their own (the CPU ones too: L7 needs both builds), then one
 # report of both; a partial run never moves reports/latest, so each run's folder is named here.
 # Without either llama.cpp build (an offline machine without its source archive: KITE_SDIST_DIR)
 # they are not run, and the log says so.
-llama_run=$(newest "$out/runs-llama")
+llama_run=$(newest "$runs/runs-llama")
 if ! want llama; then :
 elif [ -x build/llamacpp-cuda/bin/kite-llama ] || [ -x build/llamacpp/bin/kite-llama ]; then
   only=(); [ -n "${KITE_LLAMA_ONLY:-}" ] && only=(--only $KITE_LLAMA_ONLY)
-  timeout "${KITE_VERIFY_TIMEOUT:-1800}" python3 -m harness verify --no-build --reports "$out/runs-llama" \
+  timeout "${KITE_VERIFY_TIMEOUT:-1800}" python3 -m harness verify --no-build --reports "$runs/runs-llama" \
     regressions/engines/llamacpp.yaml ${only[@]+"${only[@]}"} 2>&1 | tee "$out/verify-llama.log"
   [ "${PIPESTATUS[0]}" -ne 0 ] && rc=1
-  llama_run=$(newest "$out/runs-llama")
+  llama_run=$(newest "$runs/runs-llama")
 else
   echo "llama.cpp's criteria not run: neither llama.cpp build is there (see build-llamacpp*.log)" | tee "$out/verify-llama.log"
 fi
 if [ -n "$suites" ] && [ -n "$llama_run" ]; then
-  python3 -m harness merge "$suites" "$llama_run" -o "$out/merged" 2>&1 | tail -2
-  cp "$out"/merged/report.md "$out"/merged/report.json "$out"/merged/junit.xml "$out/" 2>/dev/null || true
+  python3 -m harness merge "$suites" "$llama_run" -o "$runs/merged" 2>&1 | tail -2
+  cp "$runs"/merged/report.md "$runs"/merged/report.json "$runs"/merged/junit.xml "$out/" 2>/dev/null || true
 elif [ -n "$suites" ]; then
   cp "$suites"/report.md "$suites"/report.json "$suites"/junit.xml "$out/" 2>/dev/null || true
 fi

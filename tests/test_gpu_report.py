@@ -1,0 +1,57 @@
+"""scripts/gpu-report.sh without a GPU: python3 is a fake on PATH that writes a run folder as
+`harness verify` does. The run folders (thousands of files on a real run) go where
+KITE_REPORT_RUNS says, and OUTDIR keeps only the report, so that a machine that returns a bounded
+number of files still returns it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+FAKE_PYTHON = """#!/usr/bin/env bash
+# verify --reports DIR: a run folder with its report and many logs, as the harness leaves them
+prev=""
+for a in "$@"; do
+  if [ "$prev" = --reports ]; then
+    run="$a/20261205T000000Z-fake"; mkdir -p "$run/logs"
+    echo "# kite verify report" > "$run/report.md"; echo '{}' > "$run/report.json"; echo '<x/>' > "$run/junit.xml"
+    for i in $(seq 1 50); do echo log > "$run/logs/$i.txt"; done
+  fi
+  prev="$a"
+done
+echo "1 passed, 0 failed, 0 skipped"
+"""
+
+
+def run_report(tmp_path: Path, runs: Path | None) -> Path:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "python3"
+    fake.write_text(FAKE_PYTHON)
+    fake.chmod(0o755)
+    out = tmp_path / "out"
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "KITE_REPORT_STEPS": "suites"}
+    if runs is not None:
+        env["KITE_REPORT_RUNS"] = str(runs)
+    res = subprocess.run(["bash", str(REPO / "scripts" / "gpu-report.sh"), str(out), "--no-build"], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    return out
+
+
+def test_run_folders_go_where_kite_report_runs_says(tmp_path):
+    runs = tmp_path / "runs-elsewhere"
+    out = run_report(tmp_path, runs)
+    assert (out / "report.md").read_text().startswith("# kite verify report")
+    assert (out / "report.json").is_file() and (out / "junit.xml").is_file() and (out / "verify.log").is_file()
+    assert not (out / "runs").exists()
+    assert (runs / "runs" / "20261205T000000Z-fake" / "report.md").is_file()
+
+
+def test_without_it_the_run_folders_stay_under_outdir(tmp_path):
+    out = run_report(tmp_path, None)
+    assert (out / "report.md").is_file()
+    assert (out / "runs" / "20261205T000000Z-fake" / "logs").is_dir()

@@ -340,6 +340,7 @@ def blocked_windows(ops: list[Op], res: dict[str, Resources]) -> list[tuple[tupl
 
 
 RESIDUAL_THREADS = 64  # KC_GEMV_NARROW_THREADS (native/cuda/matvec.cuh); 256 up to issue 48
+LM_CTAS_PER_SM, LM_THREADS = 2, 256  # KC_LM_CTAS_PER_SM, KC_LM_THREADS (native/cuda/matvec.cuh)
 
 
 def step_ops_m1(residual_threads: int = RESIDUAL_THREADS) -> list[Op]:
@@ -357,7 +358,7 @@ def step_ops_m1(residual_threads: int = RESIDUAL_THREADS) -> list[Op]:
                  Op("scores", "k_attn_scores", 128, 256), Op("values", "k_attn_values", 64, 1024),
                  Op("attn out + residual", g11, *res), *ffn]
     head = [Op("final norm", "k_actq", 4, 256)]
-    head += [Op(f"LM head piece {p}", "k_lm_head<1>", 2 * SMS, 256) for p in range(4)]  # KC_LM_CTAS_PER_SM 2
+    head += [Op(f"LM head piece {p}", "k_lm_head<1>", LM_CTAS_PER_SM * SMS, LM_THREADS) for p in range(4)]
     return deltanet + attention + head
 
 

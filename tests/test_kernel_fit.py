@@ -59,6 +59,8 @@ def test_narrow_residual_blocks_fit_beside_the_head_and_gate_up():
     assert pairs == {("in-proj", "deltanet head"), *((f"LM head piece {p}", f"LM head piece {p + 1}") for p in range(3))}
     header = (kf.CUDA_DIR / "matvec.cuh").read_text()
     assert f"#define KC_GEMV_NARROW_THREADS {kf.RESIDUAL_THREADS}" in header
+    assert f"#define KC_LM_CTAS_PER_SM {kf.LM_CTAS_PER_SM}" in header
+    assert f"#define KC_LM_THREADS {kf.LM_THREADS}" in header
 
 
 @needs_nvcc

@@ -68,12 +68,9 @@ class Engine:
     extra: tuple[str, ...] = ()
 
 
-def run_engine(
-    engine: Engine, model: Path, prompt: list[int], steps: int, mt: int, iters: int, env_extra: dict[str, str]
-) -> dict:
-    env = dict(os.environ)
-    env.update(env_extra)
-    cmd = [
+def engine_argv(engine: Engine, model: Path, prompt: list[int], steps: int, mt: int, iters: int) -> list[str]:
+    """The `run` command line of one measurement (its JSON meta on stdout)."""
+    return [
         engine.path,
         "run",
         "--model",
@@ -89,6 +86,14 @@ def run_engine(
         "--json",
         *engine.extra,
     ]
+
+
+def run_engine(
+    engine: Engine, model: Path, prompt: list[int], steps: int, mt: int, iters: int, env_extra: dict[str, str]
+) -> dict:
+    env = dict(os.environ)
+    env.update(env_extra)
+    cmd = engine_argv(engine, model, prompt, steps, mt, iters)
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
     if out.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({out.returncode}): {out.stderr.strip()}")
@@ -131,7 +136,8 @@ LLAMA_ARGS = ("--kv-type", "f16", "--flash-attn", "auto")
 LLAMA_BENCH_NGL = 99  # llama-bench: every layer on the GPU, as the adapter's default
 
 
-def _checked(label: str, mt: int, env: dict[str, str], c: dict) -> None:
+def checked_counters(label: str, mt: int, env: dict[str, str], c: dict) -> None:
+    """A run's device counters must show the path its label claims (graph, stream, M-row passes)."""
     if label == "graph" and c.get("graph_replays", 0) <= 0:
         raise RuntimeError(f"graph run did not replay a graph: {c}")
     if label == "stream" and c.get("stream_steps", 0) <= 0:
@@ -227,12 +233,12 @@ def bench_model(
         for plen, key in contexts:  # the decode step after a short and a long prompt (--mt 4 prefill)
             meta = run_engine(kite, model, bench_prompt(plen), steps, 4, iters, {})
             if check:
-                _checked("graph", 1, {}, meta["counters"])
+                checked_counters("graph", 1, {}, meta["counters"])
             per.setdefault(key, []).append(median([d / steps for d in meta["timings"]["decode_ms"]]))
         for label, plen, mt, env in decode:
             meta = run_engine(kite, model, prompt[:plen], steps, mt, iters, env)
             if check:
-                _checked(label, mt, env, meta["counters"])
+                checked_counters(label, mt, env, meta["counters"])
             _record_decode(res.setdefault(label, {}), per.setdefault(label, []), meta, steps)
             res["weight_bytes"] = meta["model"]["weight_bytes"]
             res["backend"] = meta["backend"]
@@ -257,7 +263,7 @@ def bench_model(
         for key, mt, env in () if decode_only else PREFILL:
             meta = run_engine(kite, model, prompt, 0, mt, iters, env)
             if check:
-                _checked(key, mt, env, meta["counters"])
+                checked_counters(key, mt, env, meta["counters"])
             res[key] = {"counters": meta["counters"]}
             per.setdefault(key, []).append(median(meta["timings"]["prefill_ms"]))
     wb = res["weight_bytes"]

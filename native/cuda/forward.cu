@@ -23,6 +23,12 @@ static PassOp pass_op(int kind, int gx, int gy, int gz, int threads, int smem) {
     return o;
 }
 
+// The role of the ops from index `from` on that have none yet (the activation ops have theirs).
+static void tag(std::vector<PassOp> *ops, size_t from, int role) {
+    for (size_t i = from; i < ops->size(); i++)
+        if ((*ops)[i].role == ROLE_NONE) (*ops)[i].role = role;
+}
+
 static int32_t add_gemv(std::vector<PassOp> *ops, const MatvecJobs &js, int m, const ActIn &a) {
     std::vector<GemvCall> calls;
     CKS(gemv_plan(js, m, a.P, a.q, a.d, a.f, a.ldx, &calls));
@@ -48,6 +54,7 @@ static int32_t act_prepare(kcuda_model *md, std::vector<PassOp> *ops, const Matv
     // latency would sit in front of every weight load and whose cost grows with m.
     if (allq && m >= KC_ACTQ_MIN_M && (P.mode != 3 || P.hs % 32 == 0)) {
         PassOp o = pass_op(OP_ACTQ, (k / 32 + KC_WARPS - 1) / KC_WARPS, m, 1, KC_THREADS, 0);
+        o.role = ROLE_NORM;
         o.act = aa;
         ops->push_back(o);
         *a = ActIn{none, md->xq, md->xd, nullptr, md->ldx};
@@ -58,6 +65,7 @@ static int32_t act_prepare(kcuda_model *md, std::vector<PassOp> *ops, const Matv
         return 0;
     }
     PassOp o = pass_op(OP_ACT, m, 1, 1, KC_THREADS, 0);
+    o.role = ROLE_NORM;
     o.act = aa;
     ops->push_back(o);
     *a = ActIn{none, md->xq, md->xd, md->xf, md->ldx};
@@ -89,6 +97,7 @@ int32_t plan_pass(kcuda_model *md, int m, int s, std::vector<PassOp> *ops) {
     ops->clear();
     PassOp embed = pass_op(OP_EMBED, m, 1, 1, KC_THREADS, 0);
     embed.embed = EmbedArgs{md->tok.type, md->tok.q, md->tok.s, md->d_in, E, md->x};
+    embed.role = ROLE_EMBED;
     ops->push_back(embed);
     for (int il = 0; il < md->nl; il++) {
         Layer &l = md->L[il];
@@ -100,7 +109,9 @@ int32_t plan_pass(kcuda_model *md, int m, int s, std::vector<PassOp> *ops) {
             js.j[1] = job(l.w[KCUDA_W_SSM_GATE], md->z, Hv * dv, 0);
             js.j[2] = job(l.w[KCUDA_W_SSM_BETA], md->beta, Hv, 0);
             js.j[3] = job(l.w[KCUDA_W_SSM_ALPHA], md->alpha, Hv, 0);
+            size_t from = ops->size();
             CKS(gemv_in(md, ops, js, m, attn_norm));
+            tag(ops, from, ROLE_DN_IN);
             const DeltanetArgs da = {md->qkv, C, l.v[KCUDA_W_SSM_CONV1D], K,
                                      md->ring + (size_t)l.idx * md->ring_rows * C, md->ring_rows, md->d_in,
                                      md->beta, md->alpha, Hv, l.v[KCUDA_W_SSM_A], l.v[KCUDA_W_SSM_DT_BIAS],
@@ -111,25 +122,31 @@ int32_t plan_pass(kcuda_model *md, int m, int s, std::vector<PassOp> *ops) {
                               quantized(l.w[KCUDA_W_SSM_OUT]);
             if (head) {
                 PassOp o = pass_op(OP_DELTANET_HEAD, Hv, 1, 1, KC_DNH_WARPS * 32, 0);
+                o.role = ROLE_DN_HEAD;
                 o.deltanet = da;
                 ops->push_back(o);
             } else {
                 const int nw = dn_warps(dk);
                 PassOp o = pass_op(OP_DELTANET, Hv, (dv + nw - 1) / nw, 1, 32 * nw, (int)dn_smem(m, dk));
+                o.role = ROLE_DN_HEAD;
                 o.deltanet = da;
                 ops->push_back(o);
             }
             js.nj = 1;
             js.j[0] = job(l.w[KCUDA_W_SSM_OUT], md->x, E, 1);
+            from = ops->size();
             if (head) CKS(add_gemv(ops, js, m, act_from_op(md)));
             else CKS(gemv_in(md, ops, js, m, prologue(3, md->ybuf, md->z, Hv * dv, l.v[KCUDA_W_SSM_NORM], dv, eps)));
+            tag(ops, from, ROLE_DN_OUT);
         } else {
             MatvecJobs js = {};
             js.nj = 3;
             js.j[0] = job(l.w[KCUDA_W_ATTN_Q], md->q_gate, 2 * H * D, 0);
             js.j[1] = job(l.w[KCUDA_W_ATTN_K], md->k_new, Hkv * D, 0);
             js.j[2] = job(l.w[KCUDA_W_ATTN_V], md->v_new, Hkv * D, 0);
+            size_t from = ops->size();
             CKS(gemv_in(md, ops, js, m, attn_norm));
+            tag(ops, from, ROLE_ATT_QKV);
             float *k_cache = md->k_cache + (size_t)l.idx * max_pos * Hkv * D;
             float *v_cache = md->v_cache + (size_t)l.idx * max_pos * Hkv * D;
             const int qk_threads = D < KC_THREADS ? ((D + 31) / 32 * 32) : KC_THREADS;
@@ -137,21 +154,26 @@ int32_t plan_pass(kcuda_model *md, int m, int s, std::vector<PassOp> *ops) {
             o.qkprep = QkprepArgs{md->q_gate, 2 * H * D, md->k_new, md->v_new, Hkv * D, l.v[KCUDA_W_ATTN_Q_NORM],
                                   l.v[KCUDA_W_ATTN_K_NORM], md->cos_tab, md->sin_tab, md->half_tab, dm.half_rot,
                                   md->d_in, H, Hkv, D, eps, md->q_rope, k_cache, v_cache, max_pos};
+            o.role = ROLE_ATT_PREP;
             ops->push_back(o);
             o = pass_op(OP_ATTN_SCORES, H, m, KC_ATT_SPLITS, KC_THREADS, 0);
+            o.role = ROLE_ATT_SCORES;
             o.scores = ScoresArgs{md->q_rope, k_cache, md->d_in, H, Hkv, D, md->scores, max_pos, md->split_max,
                                   md->splits_done};
             ops->push_back(o);
             // the output product's activations quantized by the values op (no k_actq)
             const bool vq = quantized(l.w[KCUDA_W_ATTN_OUTPUT]) && D % 32 == 0 && m >= KC_ACTQ_MIN_M;
             o = pass_op(OP_ATTN_VALUES, H, m, (D + 31) / 32, KC_VAL_THREADS, 0);
+            o.role = ROLE_ATT_VALUES;
             o.values = ValuesArgs{md->scores, v_cache, md->q_gate, 2 * H * D, md->d_in, H, Hkv, D, max_pos,
                                   md->attn_out, H * D, vq ? md->xq2 : nullptr, vq ? md->xd2 : nullptr, md->ldx};
             ops->push_back(o);
             js.nj = 1;
             js.j[0] = job(l.w[KCUDA_W_ATTN_OUTPUT], md->x, E, 1);
+            from = ops->size();
             if (vq) CKS(add_gemv(ops, js, m, act_from_op(md)));
             else CKS(gemv_in(md, ops, js, m, prologue(0, md->attn_out, nullptr, H * D, nullptr, 1, eps)));
+            tag(ops, from, ROLE_ATT_OUT);
         }
         MatvecJobs js = {};
         js.nj = 2;
@@ -161,6 +183,7 @@ int32_t plan_pass(kcuda_model *md, int m, int s, std::vector<PassOp> *ops) {
         const bool glu = m == 1 && m >= KC_ACTQ_MIN_M && F % 32 == 0 && quantized(l.w[KCUDA_W_FFN_GATE]) &&
                          quantized(l.w[KCUDA_W_FFN_UP]) && quantized(l.w[KCUDA_W_FFN_DOWN]);
         const Prologue post_norm = prologue(1, md->x, nullptr, E, l.v[KCUDA_W_POST_ATTN_NORM], 1, eps);
+        size_t from = ops->size();
         if (glu) {
             ActIn a;
             CKS(act_prepare(md, ops, js, m, post_norm, &a));
@@ -170,10 +193,13 @@ int32_t plan_pass(kcuda_model *md, int m, int s, std::vector<PassOp> *ops) {
         } else {
             CKS(gemv_in(md, ops, js, m, post_norm));
         }
+        tag(ops, from, ROLE_FFN_UP);
         js.nj = 1;
         js.j[0] = job(l.w[KCUDA_W_FFN_DOWN], md->x, E, 1);
+        from = ops->size();
         if (glu) CKS(add_gemv(ops, js, m, act_from_op(md)));
         else CKS(gemv_in(md, ops, js, m, prologue(2, md->gate, md->up, F, nullptr, 1, eps)));
+        tag(ops, from, ROLE_FFN_DOWN);
     }
     // The LM head in pieces of vocabulary rows, each followed by an event that the copy back
     // waits for (pass_queue): the logits of piece p travel to the host while p + 1 is computed.
@@ -190,6 +216,7 @@ int32_t plan_pass(kcuda_model *md, int m, int s, std::vector<PassOp> *ops) {
     lm_split(m, V, &chunks, &pieces);
     for (int p = 0; p < pieces; p++) {
         const int col0 = lm_piece_col(p, chunks, pieces, V), col1 = lm_piece_col(p + 1, chunks, pieces, V);
+        const size_t from = ops->size();
         if (col1 > col0) {
             js.j[0] = job_rows(W, col0, col1 - col0, out.logits + col0, V);
             unsigned grid = 0;
@@ -202,11 +229,12 @@ int32_t plan_pass(kcuda_model *md, int m, int s, std::vector<PassOp> *ops) {
             }
             a.P.out2 = nullptr; // h_out: written once (by a prologue of the first piece, if any)
         }
+        tag(ops, from, ROLE_LM_HEAD);
         PassOp done = pass_op(OP_PIECE_DONE, 0, 0, 0, 0, 0);
         done.piece = p;
         ops->push_back(done);
     }
-    return 0;
+    return ablate_pass(m, s, ops);
 }
 
 // One op as a kernel of its own on g_stream (OP_PIECE_DONE: its event, on the piece branch).

@@ -22,6 +22,26 @@ enum PassOpKind {
     OP_PIECE_DONE,   // no kernel: the event lm_piece_done[piece] (a piece of the LM head is done)
 };
 
+// What an op does in the model, set by plan_pass: the groups by which the ablation build
+// (ablation.cu) leaves ops out. ROLE_NONE: the piece events, never left out.
+enum PassRole {
+    ROLE_NONE,
+    ROLE_EMBED,      // the embedding rows
+    ROLE_NORM,       // an activation op in front of a product (k_actq, k_act): at M=1 the row norms
+    ROLE_DN_IN,      // DeltaNet: the in-proj (qkv, z, beta, alpha)
+    ROLE_DN_HEAD,    // DeltaNet: the conv, state and gated norm (k_deltanet_head or k_deltanet)
+    ROLE_DN_OUT,     // DeltaNet: the out-proj, added to x
+    ROLE_ATT_QKV,    // attention: the q (with gate), k and v products
+    ROLE_ATT_PREP,   // attention: q / k norms, RoPE and the cache writes
+    ROLE_ATT_SCORES, // attention: the scores and their softmax
+    ROLE_ATT_VALUES, // attention: the values (and their quantization)
+    ROLE_ATT_OUT,    // attention: the out-proj, added to x
+    ROLE_FFN_UP,     // FFN: gate and up (with SwiGLU at M=1)
+    ROLE_FFN_DOWN,   // FFN: the down product, added to x
+    ROLE_LM_HEAD,    // the LM head's products
+    ROLE_COUNT
+};
+
 struct PassOp {
     int kind;
     int gx, gy, gz;  // blocks
@@ -29,6 +49,7 @@ struct PassOp {
     int smem;        // dynamic shared memory of a block
     int MT, RPW;     // OP_GEMV: the instance
     int piece;       // OP_PIECE_DONE
+    int role;        // PassRole
     union {
         EmbedArgs embed;
         ActArgs act;
@@ -45,3 +66,8 @@ struct PassOp {
 // The ops of one pass of m rows writing slot s.
 struct kcuda_model;
 int32_t plan_pass(kcuda_model *md, int m, int s, std::vector<PassOp> *ops);
+
+// ablation.cu: in a module built with KITE_CUDA_ABLATION=ON, the ops of the groups that
+// KITE_CUDA_ABLATE names are dropped from the plan (a diagnostic of what each group costs; the
+// outputs are then wrong). Otherwise, and with the variable unset, the plan is left as it is.
+int32_t ablate_pass(int m, int s, std::vector<PassOp> *ops);

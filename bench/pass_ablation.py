@@ -1,0 +1,213 @@
+#!/usr/bin/env python3
+"""What each group of ops costs in the GPU decode step, measured by leaving it out (probe P8).
+
+A module built with KITE_CUDA_ABLATION=ON drops from every pass the ops of the groups that
+KITE_CUDA_ABLATE names (native/cuda/ablation.cu); its outputs are then wrong, so nothing here is
+judged on bytes. Its kernels are the shipped ones, unlike the timeline build's
+(bench/pass_timeline.py), whose atomics at every block's start and every warp's end lengthen the
+ops of many blocks. The step without a group, against the step with all of it in the same round,
+is what the group costs as the pass runs: the most that any change to those ops could gain.
+
+    cmake -S native/cuda -B build/ablation/cuda -G Ninja -DKITE_CUDA_ABLATION=ON \\
+          -DKITE_OUTPUT_DIR=$PWD/build/ablation/bin && cmake --build build/ablation/cuda
+    python3 bench/pass_ablation.py --kite build/default/bin/kite \\
+        --module build/ablation/bin/libkite_cuda.so --model M.gguf --md ablation.md
+
+Each round runs the shipped module (--base-module, default: the one beside --kite), the ablation
+module with nothing left out ("all"), then each variant (a group, or groups joined by +), in an
+order that reverses from one round to the next. A run is `kite run` with the CUDA graph on (M=1
+decode steps); its step time is the median over --iters of decode time / steps. In each round a
+variant's saving is step(all) - step(variant); its ops are counted from the module's line on
+stderr. The table gives the medians over the rounds and their range; "all" over the shipped
+module says whether the ablation build runs as the shipped one does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gpu_decode import Engine, bench_prompt, checked_counters, engine_argv  # noqa: E402
+
+# the groups of native/cuda/ablation.cu, in the pass's order
+GROUPS = ("embed", "norm", "dn_in", "dn_head", "dn_out", "att_qkv", "att_prep", "att_scores", "att_values",
+          "att_out", "ffn_up", "ffn_down", "lm_head")
+# everything but the matrix products: what the products alone take
+NOT_PRODUCTS = "embed+norm+dn_head+att_prep+att_scores+att_values"
+DEFAULT_VARIANTS = (*GROUPS, NOT_PRODUCTS)
+# the ablation module with nothing left out may differ from the shipped one by this much (ratio of
+# their steps, median over rounds) for the savings to count as the shipped module's
+SAME_BUILD = 0.02
+LEFT_OUT_RE = re.compile(r"^kite_cuda: ablation: the M=1 pass has (\d+) kernels; left out:((?: [a-z_]+ \d+)+)\s*$",
+                         re.M)
+
+
+def parse_variant(text: str) -> tuple[str, ...]:
+    """A variant's groups ("norm+dn_head"), each one of GROUPS, none twice."""
+    groups = tuple(text.split("+"))
+    for g in groups:
+        if g not in GROUPS:
+            raise ValueError(f"variant {text!r}: {g!r} is not a group of ops (groups: {', '.join(GROUPS)})")
+    if len(set(groups)) != len(groups):
+        raise ValueError(f"variant {text!r} names a group twice")
+    return groups
+
+
+def left_out(stderr: str, groups: tuple[str, ...]) -> tuple[int, dict[str, int]]:
+    """The M=1 pass's kernels and the ops the module says it left out of it, by group (the
+    variant's groups, no other)."""
+    m = LEFT_OUT_RE.search(stderr)
+    if not m:
+        raise RuntimeError("the module did not say what it left out (not built with KITE_CUDA_ABLATION=ON?)")
+    words = m.group(2).split()
+    counts = {words[i]: int(words[i + 1]) for i in range(0, len(words), 2)}
+    if set(counts) != set(groups):
+        raise RuntimeError(f"the module left out {sorted(counts)}, not the variant's {sorted(groups)}")
+    return int(m.group(1)), counts
+
+
+@dataclass(frozen=True)
+class Run:
+    """One `kite run`: its step time (ms, median over iters) and the ops it left out by group."""
+
+    step_ms: float
+    left_out: dict[str, int]
+    kernels: int = 0  # the M=1 pass's, as the module counts them (0: not said, nothing left out)
+
+
+def measure(kite: Engine, module: str, model: Path, groups: tuple[str, ...], steps: int, iters: int) -> Run:
+    env = dict(os.environ)
+    env.pop("KITE_CUDA_ABLATE", None)
+    env["KITE_CUDA_LIB"] = module
+    if groups:
+        env["KITE_CUDA_ABLATE"] = ",".join(groups)
+    cmd = engine_argv(kite, model, bench_prompt(8), steps, 1, iters)
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+    if out.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({out.returncode}): {out.stderr.strip()}")
+    meta = json.loads(out.stdout)
+    checked_counters("graph", 1, {}, meta["counters"])
+    kernels, counts = left_out(out.stderr, groups) if groups else (0, {})
+    return Run(statistics.median(d / steps for d in meta["timings"]["decode_ms"]), counts, kernels)
+
+
+def order(labels: list[str], round_index: int) -> list[str]:
+    """The runs of a round: as listed in even rounds, reversed in odd ones (drift cancels)."""
+    return labels if round_index % 2 == 0 else labels[::-1]
+
+
+def summarize(rounds: list[dict[str, Run]], variants: list[str]) -> dict:
+    """Per variant: the step (us) and the saving against "all" (us, per round, median, range), the
+    ops left out and the saving an op; "all" over "shipped" as a ratio per round."""
+    same = [r["all"].step_ms / r["shipped"].step_ms for r in rounds]
+    out: dict = {
+        "rounds": len(rounds),
+        "shipped_us": statistics.median(r["shipped"].step_ms * 1e3 for r in rounds),
+        "all_us": statistics.median(r["all"].step_ms * 1e3 for r in rounds),
+        "all_over_shipped": {"rounds": same, "median": statistics.median(same)},
+        "same_build": abs(statistics.median(same) - 1) <= SAME_BUILD,
+        "kernels": max((r[v].kernels for r in rounds for v in variants), default=0),
+        "variants": {},
+    }
+    for v in variants:
+        savings = [(r["all"].step_ms - r[v].step_ms) * 1e3 for r in rounds]
+        ops = sum(rounds[0][v].left_out.values())
+        if any(sum(r[v].left_out.values()) != ops for r in rounds):
+            raise RuntimeError(f"variant {v}: the ops left out differ between rounds")
+        med = statistics.median(savings)
+        out["variants"][v] = {
+            "ops": ops,
+            "by_group": rounds[0][v].left_out,
+            "step_us": statistics.median(r[v].step_ms * 1e3 for r in rounds),
+            "saving_us_rounds": savings,
+            "saving_us": med,
+            "saving_us_min": min(savings),
+            "saving_us_max": max(savings),
+            "saving_us_an_op": med / ops if ops else None,
+            "share": med / out["all_us"],
+        }
+    # every kernel in one group: the single groups' ops add up to the pass's kernels
+    singles = [v for v in variants if "+" not in v]
+    out["covered"] = sum(out["variants"][v]["ops"] for v in singles)
+    out["every_group"] = set(singles) == set(GROUPS)
+    return out
+
+
+def markdown(s: dict, model: str) -> str:
+    same = s["all_over_shipped"]
+    lines = [
+        f"P8, each group of ops left out of the pass: {model}, {s['rounds']} rounds; step (median over rounds) "
+        f"{s['shipped_us']:.1f} us shipped, {s['all_us']:.1f} us with the ablation module and nothing left out "
+        f"(its step over the shipped one: {', '.join(f'{x:.3f}' for x in same['rounds'])}; median {same['median']:.3f}"
+        f", {'within' if s['same_build'] else 'NOT within'} {SAME_BUILD:.0%}"
+        + ("" if s["same_build"] else ": the savings below are not the shipped module's") + ")",
+        "",
+        f"The M=1 pass has {s['kernels']} kernels; the variants of one group left out {s['covered']} of them"
+        + ("" if not s["every_group"] else " (every group run: " + (
+            "each kernel is in a group)" if s["covered"] == s["kernels"] else "SOME KERNELS ARE IN NO GROUP)")) + ".",
+        "",
+        "| left out | ops | step, us | saving a step, us (median) | range over rounds | saving an op, us | of the step |",
+        "| --- | ---: | ---: | ---: | --- | ---: | ---: |",
+    ]
+    for v, r in s["variants"].items():
+        per_op = f"{r['saving_us_an_op']:.2f}" if r["saving_us_an_op"] is not None else "-"
+        lines.append(f"| {v.replace('+', ' + ')} | {r['ops']} | {r['step_us']:.1f} | {r['saving_us']:.1f} | "
+                     f"{r['saving_us_min']:.1f} .. {r['saving_us_max']:.1f} | {per_op} | {r['share']:.1%} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--kite", required=True, help="the engine binary")
+    ap.add_argument("--module", required=True, help="the module built with KITE_CUDA_ABLATION=ON")
+    ap.add_argument("--base-module", help="the shipped module (default: libkite_cuda.so beside --kite)")
+    ap.add_argument("--model", required=True, type=Path)
+    ap.add_argument("--variants", nargs="+", default=list(DEFAULT_VARIANTS),
+                    help="groups, or groups joined by + (default: each group, then all but the products)")
+    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--steps", type=int, default=64)
+    ap.add_argument("--iters", type=int, default=5)
+    ap.add_argument("--md", type=Path)
+    ap.add_argument("--json", type=Path)
+    a = ap.parse_args(argv)
+    try:
+        variants = {v: parse_variant(v) for v in a.variants}
+    except ValueError as e:
+        ap.error(str(e))
+    if a.rounds < 1:
+        ap.error("--rounds must be at least 1")
+    base = a.base_module or str(Path(a.kite).resolve().parent / "libkite_cuda.so")
+    for path in (a.kite, a.module, base, a.model):
+        if not Path(path).is_file():
+            ap.error(f"{path}: no such file")
+    kite = Engine(a.kite)
+    labels = ["shipped", "all", *variants]
+    rounds: list[dict[str, Run]] = []
+    for i in range(a.rounds):
+        runs: dict[str, Run] = {}
+        for label in order(labels, i):
+            module = base if label == "shipped" else a.module
+            runs[label] = measure(kite, module, a.model, variants.get(label, ()), a.steps, a.iters)
+            print(f"round {i + 1} {label}: {runs[label].step_ms * 1e3:.1f} us a step", flush=True)
+        rounds.append(runs)
+    s = summarize(rounds, list(variants))
+    text = markdown(s, a.model.name)
+    print(text)
+    if a.md:
+        a.md.write_text(text)
+    if a.json:
+        s["runs"] = [{k: {"step_ms": r.step_ms, "left_out": r.left_out} for k, r in runs.items()} for runs in rounds]
+        a.json.write_text(json.dumps(s, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -16,10 +16,14 @@ is what the group costs as the pass runs: the most that any change to those ops 
 Each round runs the shipped module (--base-module, default: the one beside --kite), the ablation
 module with nothing left out ("all"), then each variant (a group, or groups joined by +), in an
 order that reverses from one round to the next. A run is `kite run` with the CUDA graph on (M=1
-decode steps); its step time is the median over --iters of decode time / steps. In each round a
-variant's saving is step(all) - step(variant); its ops are counted from the module's line on
-stderr. The table gives the medians over the rounds and their range; "all" over the shipped
-module says whether the ablation build runs as the shipped one does.
+decode steps); its step is the median over --iters of the decode window / steps, less the host's
+greedy pick a step (timings.step_greedy_ms): a pass that computes wrong logits can change what the
+pick costs, and the pick is not the device's. In each round a variant's saving is step(all) -
+step(variant). The module's line on stderr gives the ops it left out and their weight bytes; with
+the device copy's speed measured in the same run (torch, as bench/gpu_decode.py), the bytes' time
+at that speed is the part of a saving that no change to the ops can remove, and the rest is the
+saving beyond the bytes. The table gives the medians over the rounds and their range; "all" over
+the shipped module says whether the ablation build runs as the shipped one does.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gpu_decode import Engine, bench_prompt, checked_counters, engine_argv  # noqa: E402
+from gpu_decode import Engine, bench_prompt, checked_counters, copy_bandwidth, engine_argv  # noqa: E402
 
 # the groups of native/cuda/ablation.cu, in the pass's order
 GROUPS = ("embed", "norm", "dn_in", "dn_head", "dn_out", "att_qkv", "att_prep", "att_scores", "att_values",
@@ -46,7 +50,7 @@ DEFAULT_VARIANTS = (*GROUPS, NOT_PRODUCTS)
 # the ablation module with nothing left out may differ from the shipped one by this much (ratio of
 # their steps, median over rounds) for the savings to count as the shipped module's
 SAME_BUILD = 0.02
-LEFT_OUT_RE = re.compile(r"^kite_cuda: ablation: the M=1 pass has (\d+) kernels; left out:((?: [a-z_]+ \d+)+)\s*$",
+LEFT_OUT_RE = re.compile(r"^kite_cuda: ablation: the M=1 pass has (\d+) kernels; left out:((?: [a-z_]+ \d+ \d+)+)\s*$",
                          re.M)
 
 
@@ -61,26 +65,30 @@ def parse_variant(text: str) -> tuple[str, ...]:
     return groups
 
 
-def left_out(stderr: str, groups: tuple[str, ...]) -> tuple[int, dict[str, int]]:
-    """The M=1 pass's kernels and the ops the module says it left out of it, by group (the
-    variant's groups, no other)."""
+def left_out(stderr: str, groups: tuple[str, ...]) -> tuple[int, dict[str, int], dict[str, int]]:
+    """The M=1 pass's kernels, and by group the ops the module says it left out of it and their
+    weight bytes (the variant's groups, no other)."""
     m = LEFT_OUT_RE.search(stderr)
     if not m:
         raise RuntimeError("the module did not say what it left out (not built with KITE_CUDA_ABLATION=ON?)")
     words = m.group(2).split()
-    counts = {words[i]: int(words[i + 1]) for i in range(0, len(words), 2)}
+    counts = {words[i]: int(words[i + 1]) for i in range(0, len(words), 3)}
+    nbytes = {words[i]: int(words[i + 2]) for i in range(0, len(words), 3)}
     if set(counts) != set(groups):
         raise RuntimeError(f"the module left out {sorted(counts)}, not the variant's {sorted(groups)}")
-    return int(m.group(1)), counts
+    return int(m.group(1)), counts, nbytes
 
 
 @dataclass(frozen=True)
 class Run:
-    """One `kite run`: its step time (ms, median over iters) and the ops it left out by group."""
+    """One `kite run`: its step (ms, median over iters, the host's pick left out), the pick, and the
+    ops it left out and their weight bytes by group."""
 
     step_ms: float
     left_out: dict[str, int]
     kernels: int = 0  # the M=1 pass's, as the module counts them (0: not said, nothing left out)
+    pick_ms: float = 0.0
+    weight_bytes: dict[str, int] | None = None
 
 
 def measure(kite: Engine, module: str, model: Path, groups: tuple[str, ...], steps: int, iters: int) -> Run:
@@ -95,8 +103,11 @@ def measure(kite: Engine, module: str, model: Path, groups: tuple[str, ...], ste
         raise RuntimeError(f"{' '.join(cmd)} failed ({out.returncode}): {out.stderr.strip()}")
     meta = json.loads(out.stdout)
     checked_counters("graph", 1, {}, meta["counters"])
-    kernels, counts = left_out(out.stderr, groups) if groups else (0, {})
-    return Run(statistics.median(d / steps for d in meta["timings"]["decode_ms"]), counts, kernels)
+    kernels, counts, nbytes = left_out(out.stderr, groups) if groups else (0, {}, {})
+    t = meta["timings"]
+    picks = t.get("step_greedy_ms", [0.0] * len(t["decode_ms"]))
+    return Run(statistics.median((d - g) / steps for d, g in zip(t["decode_ms"], picks, strict=True)), counts, kernels,
+               statistics.median(g / steps for g in picks), nbytes)
 
 
 def order(labels: list[str], round_index: int) -> list[str]:
@@ -104,9 +115,11 @@ def order(labels: list[str], round_index: int) -> list[str]:
     return labels if round_index % 2 == 0 else labels[::-1]
 
 
-def summarize(rounds: list[dict[str, Run]], variants: list[str]) -> dict:
+def summarize(rounds: list[dict[str, Run]], variants: list[str], copy_gbps: float | None = None) -> dict:
     """Per variant: the step (us) and the saving against "all" (us, per round, median, range), the
-    ops left out and the saving an op; "all" over "shipped" as a ratio per round."""
+    ops left out, the saving an op, the host's pick, and with the copy's speed (GB/s) the time of
+    the weight bytes left out at that speed and the saving beyond it; "all" over "shipped" as a
+    ratio per round."""
     same = [r["all"].step_ms / r["shipped"].step_ms for r in rounds]
     out: dict = {
         "rounds": len(rounds),
@@ -115,6 +128,8 @@ def summarize(rounds: list[dict[str, Run]], variants: list[str]) -> dict:
         "all_over_shipped": {"rounds": same, "median": statistics.median(same)},
         "same_build": abs(statistics.median(same) - 1) <= SAME_BUILD,
         "kernels": max((r[v].kernels for r in rounds for v in variants), default=0),
+        "copy_gbps": copy_gbps,
+        "pick_us": statistics.median(r["all"].pick_ms * 1e3 for r in rounds),
         "variants": {},
     }
     for v in variants:
@@ -123,6 +138,8 @@ def summarize(rounds: list[dict[str, Run]], variants: list[str]) -> dict:
         if any(sum(r[v].left_out.values()) != ops for r in rounds):
             raise RuntimeError(f"variant {v}: the ops left out differ between rounds")
         med = statistics.median(savings)
+        nbytes = sum((rounds[0][v].weight_bytes or {}).values())
+        bytes_us = nbytes / (copy_gbps * 1e3) if copy_gbps else None
         out["variants"][v] = {
             "ops": ops,
             "by_group": rounds[0][v].left_out,
@@ -133,6 +150,10 @@ def summarize(rounds: list[dict[str, Run]], variants: list[str]) -> dict:
             "saving_us_max": max(savings),
             "saving_us_an_op": med / ops if ops else None,
             "share": med / out["all_us"],
+            "pick_us": statistics.median(r[v].pick_ms * 1e3 for r in rounds),
+            "weight_bytes": nbytes,
+            "bytes_us": bytes_us,
+            "beyond_bytes_us": med - bytes_us if bytes_us is not None else None,
         }
     # every kernel in one group: the single groups' ops add up to the pass's kernels
     singles = [v for v in variants if "+" not in v]
@@ -141,26 +162,38 @@ def summarize(rounds: list[dict[str, Run]], variants: list[str]) -> dict:
     return out
 
 
+def _us(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1f}"
+
+
 def markdown(s: dict, model: str) -> str:
     same = s["all_over_shipped"]
+    copy = (f"the device copy at {s['copy_gbps']:.0f} GB/s (read + write) in the same run" if s["copy_gbps"]
+            else "no device copy measured: the bytes' time is not given")
     lines = [
-        f"P8, each group of ops left out of the pass: {model}, {s['rounds']} rounds; step (median over rounds) "
-        f"{s['shipped_us']:.1f} us shipped, {s['all_us']:.1f} us with the ablation module and nothing left out "
-        f"(its step over the shipped one: {', '.join(f'{x:.3f}' for x in same['rounds'])}; median {same['median']:.3f}"
-        f", {'within' if s['same_build'] else 'NOT within'} {SAME_BUILD:.0%}"
-        + ("" if s["same_build"] else ": the savings below are not the shipped module's") + ")",
+        f"P8, each group of ops left out of the pass: {model}, {s['rounds']} rounds; step less the host's pick "
+        f"(median over rounds) {s['shipped_us']:.1f} us shipped, {s['all_us']:.1f} us with the ablation module and "
+        f"nothing left out (its step over the shipped one: {', '.join(f'{x:.3f}' for x in same['rounds'])}; "
+        f"median {same['median']:.3f}, {'within' if s['same_build'] else 'NOT within'} {SAME_BUILD:.0%}"
+        + ("" if s["same_build"] else ": the savings below are not the shipped module's")
+        + f"); the host's pick, left out of every step here, {s['pick_us']:.1f} us a step with nothing left out.",
         "",
         f"The M=1 pass has {s['kernels']} kernels; the variants of one group left out {s['covered']} of them"
         + ("" if not s["every_group"] else " (every group run: " + (
             "each kernel is in a group)" if s["covered"] == s["kernels"] else "SOME KERNELS ARE IN NO GROUP)")) + ".",
         "",
-        "| left out | ops | step, us | saving a step, us (median) | range over rounds | saving an op, us | of the step |",
-        "| --- | ---: | ---: | ---: | --- | ---: | ---: |",
+        f"Weight bytes: those the ops left out read; their time at the copy's speed, {copy}, is what no change "
+        "to those ops can remove.",
+        "",
+        "| left out | ops | weight MB | step, us | saving a step, us (median) | range over rounds | saving an op, us "
+        "| of the step | the bytes at the copy's speed, us | saving beyond the bytes, us | host pick, us |",
+        "| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     for v, r in s["variants"].items():
         per_op = f"{r['saving_us_an_op']:.2f}" if r["saving_us_an_op"] is not None else "-"
-        lines.append(f"| {v.replace('+', ' + ')} | {r['ops']} | {r['step_us']:.1f} | {r['saving_us']:.1f} | "
-                     f"{r['saving_us_min']:.1f} .. {r['saving_us_max']:.1f} | {per_op} | {r['share']:.1%} |")
+        lines.append(f"| {v.replace('+', ' + ')} | {r['ops']} | {r['weight_bytes'] / 1e6:.1f} | {r['step_us']:.1f} | "
+                     f"{r['saving_us']:.1f} | {r['saving_us_min']:.1f} .. {r['saving_us_max']:.1f} | {per_op} | "
+                     f"{r['share']:.1%} | {_us(r['bytes_us'])} | {_us(r['beyond_bytes_us'])} | {r['pick_us']:.1f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -175,6 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--steps", type=int, default=64)
     ap.add_argument("--iters", type=int, default=5)
+    ap.add_argument("--no-copy", action="store_true", help="no device copy (the bytes' time is not given)")
     ap.add_argument("--md", type=Path)
     ap.add_argument("--json", type=Path)
     a = ap.parse_args(argv)
@@ -189,6 +223,7 @@ def main(argv: list[str] | None = None) -> int:
         if not Path(path).is_file():
             ap.error(f"{path}: no such file")
     kite = Engine(a.kite)
+    copy = None if a.no_copy else copy_bandwidth()
     labels = ["shipped", "all", *variants]
     rounds: list[dict[str, Run]] = []
     for i in range(a.rounds):
@@ -198,13 +233,15 @@ def main(argv: list[str] | None = None) -> int:
             runs[label] = measure(kite, module, a.model, variants.get(label, ()), a.steps, a.iters)
             print(f"round {i + 1} {label}: {runs[label].step_ms * 1e3:.1f} us a step", flush=True)
         rounds.append(runs)
-    s = summarize(rounds, list(variants))
+    s = summarize(rounds, list(variants), copy["gbps_rw"] if copy else None)
     text = markdown(s, a.model.name)
     print(text)
     if a.md:
         a.md.write_text(text)
     if a.json:
-        s["runs"] = [{k: {"step_ms": r.step_ms, "left_out": r.left_out} for k, r in runs.items()} for runs in rounds]
+        s["copy"] = copy
+        s["runs"] = [{k: {"step_ms": r.step_ms, "pick_ms": r.pick_ms, "left_out": r.left_out,
+                          "weight_bytes": r.weight_bytes} for k, r in runs.items()} for runs in rounds]
         a.json.write_text(json.dumps(s, indent=1))
     return 0
 

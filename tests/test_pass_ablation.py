@@ -14,10 +14,11 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
-# a planted cost a step (us) and op count per group; the fake engine's step is BASE_US less the
-# costs of the groups left out (and SHIPPED_US with the shipped module)
-COSTS = {"norm": (80.0, 49), "dn_head": (54.0, 18), "lm_head": (60.0, 4), "embed": (1.0, 1)}
-BASE_US, SHIPPED_US = 650.0, 648.0
+# a planted cost a step (us), op count and weight bytes per group; the fake engine's step is BASE_US
+# less the costs of the groups left out (and SHIPPED_US with the shipped module), plus the host's
+# pick: PICK_US, and 30 us more when the embedding is left out (as a pass of wrong logits can do)
+COSTS = {"norm": (80.0, 49, 0), "dn_head": (54.0, 18, 0), "lm_head": (60.0, 4, 270_000_000), "embed": (1.0, 1, 0)}
+BASE_US, SHIPPED_US, PICK_US = 650.0, 648.0, 25.0
 
 
 def _ablation():
@@ -36,17 +37,20 @@ lib = os.environ["KITE_CUDA_LIB"]
 groups = [g for g in os.environ.get("KITE_CUDA_ABLATE", "").split(",") if g]
 args = sys.argv
 steps, iters = int(args[args.index("--steps") + 1]), int(args[args.index("--iters") + 1])
-step_us = {shipped} if lib.endswith("shipped.so") else {base} - sum(costs.get(g, (0.0, 0))[0] for g in groups)
+step_us = {shipped} if lib.endswith("shipped.so") else {base} - sum(costs.get(g, (0.0, 0, 0))[0] for g in groups)
+pick_us = {pick} + (30.0 if "embed" in groups else 0.0)
 if groups and lib.endswith("ablation.so"):  # a shipped module leaves nothing out and says nothing
-    said = " ".join(f"{{g}} {{costs.get(g, (0.0, 0))[1]}}" for g in groups)
+    said = " ".join(f"{{g}} {{costs.get(g, (0.0, 0, 0))[1]}} {{costs.get(g, (0.0, 0, 0))[2]}}" for g in groups)
     print(f"kite_cuda: ablation: the M=1 pass has 186 kernels; left out: {{said}}", file=sys.stderr)
-print(json.dumps({{"timings": {{"decode_ms": [step_us * steps / 1e3] * iters}}, "counters": {{"graph_replays": 3}}}}))
+print(json.dumps({{"timings": {{"decode_ms": [(step_us + pick_us) * steps / 1e3] * iters,
+                               "step_greedy_ms": [pick_us * steps / 1e3] * iters}},
+                  "counters": {{"graph_replays": 3}}}}))
 '''
 
 
 def _fake(tmp_path: Path) -> tuple[Path, Path, Path, Path]:
     kite = tmp_path / "kite"
-    kite.write_text(FAKE.format(python=sys.executable, costs=COSTS, shipped=SHIPPED_US, base=BASE_US))
+    kite.write_text(FAKE.format(python=sys.executable, costs=COSTS, shipped=SHIPPED_US, base=BASE_US, pick=PICK_US))
     kite.chmod(kite.stat().st_mode | stat.S_IXUSR)
     shipped, ablation, model = tmp_path / "shipped.so", tmp_path / "ablation.so", tmp_path / "m.gguf"
     for f in (shipped, ablation, model):
@@ -59,7 +63,8 @@ def test_savings_of_planted_costs(tmp_path: Path) -> None:
     kite, shipped, ablation, model = _fake(tmp_path)
     md, js = tmp_path / "a.md", tmp_path / "a.json"
     rc = pa.main(["--kite", str(kite), "--module", str(ablation), "--base-module", str(shipped), "--model", str(model),
-                  "--variants", "norm", "dn_head", "norm+dn_head", "--rounds", "3", "--md", str(md), "--json", str(js)])
+                  "--variants", "norm", "dn_head", "norm+dn_head", "embed", "--rounds", "3", "--md", str(md), "--json",
+                  str(js), "--no-copy"])
     assert rc == 0
     s = json.loads(js.read_text())
     assert s["all_us"] == pytest.approx(BASE_US) and s["shipped_us"] == pytest.approx(SHIPPED_US)
@@ -70,11 +75,27 @@ def test_savings_of_planted_costs(tmp_path: Path) -> None:
     assert v["dn_head"]["saving_us"] == pytest.approx(54.0)
     assert v["norm+dn_head"]["saving_us"] == pytest.approx(134.0) and v["norm+dn_head"]["ops"] == 67
     assert v["norm+dn_head"]["by_group"] == {"norm": 49, "dn_head": 18}
-    assert s["kernels"] == 186 and s["covered"] == 67 and s["every_group"] is False
+    # the pick is left out of each step: the embedding's dearer pick does not read as a loss
+    assert v["embed"]["saving_us"] == pytest.approx(1.0) and v["embed"]["pick_us"] == pytest.approx(55.0)
+    assert s["pick_us"] == pytest.approx(PICK_US)
+    assert s["kernels"] == 186 and s["covered"] == 68 and s["every_group"] is False
     assert len(s["runs"]) == 3
     text = md.read_text()
-    assert "| norm + dn_head | 67 | 516.0 | 134.0 | 134.0 .. 134.0 | 2.00 | 20.6% |" in text
+    assert "| norm + dn_head | 67 | 0.0 | 516.0 | 134.0 | 134.0 .. 134.0 | 2.00 | 20.6% | - | - | 25.0 |" in text
+    assert "no device copy measured" in text
     assert "median 1.003, within 2%" in text
+
+
+def test_the_bytes_time_at_the_copys_speed() -> None:
+    """270 MB at 3000 GB/s are 90 us: of a 120 us saving, 30 are beyond the bytes."""
+    pa = _ablation()
+    runs = [{"shipped": pa.Run(0.650, {}), "all": pa.Run(0.650, {}),
+             "lm_head": pa.Run(0.530, {"lm_head": 4}, 186, 0.02, {"lm_head": 270_000_000})}]
+    s = pa.summarize(runs, ["lm_head"], 3000.0)
+    r = s["variants"]["lm_head"]
+    assert r["bytes_us"] == pytest.approx(90.0) and r["beyond_bytes_us"] == pytest.approx(30.0)
+    assert "| lm_head | 4 | 270.0 | 530.0 | 120.0 | 120.0 .. 120.0 | 30.00 | 18.5% | 90.0 | 30.0 | 20.0 |" in \
+        pa.markdown(s, "m")
 
 
 def test_a_build_that_runs_apart_is_said(tmp_path: Path) -> None:
@@ -102,13 +123,14 @@ def test_a_shipped_module_is_refused(tmp_path: Path) -> None:
     kite, shipped, _, model = _fake(tmp_path)
     with pytest.raises(RuntimeError, match="not built with KITE_CUDA_ABLATION=ON"):
         pa.main(["--kite", str(kite), "--module", str(shipped), "--base-module", str(shipped), "--model", str(model),
-                 "--variants", "norm", "--rounds", "1"])
+                 "--variants", "norm", "--rounds", "1", "--no-copy"])
 
 
 def test_left_out_must_be_the_variants() -> None:
     pa = _ablation()
-    line = "kite_cuda: ablation: the M=1 pass has 186 kernels; left out: norm 49 dn_head 18\n"
-    assert pa.left_out("noise\n" + line, ("norm", "dn_head")) == (186, {"norm": 49, "dn_head": 18})
+    line = "kite_cuda: ablation: the M=1 pass has 186 kernels; left out: norm 49 0 dn_in 18 160000000\n"
+    assert pa.left_out("noise\n" + line, ("norm", "dn_in")) == (186, {"norm": 49, "dn_in": 18},
+                                                                 {"norm": 0, "dn_in": 160000000})
     with pytest.raises(RuntimeError, match="not the variant's"):
         pa.left_out(line, ("norm",))
 

@@ -2,6 +2,7 @@
 // names below, comma-separated) left out of every pass, so that the step's time without them says
 // what they cost in the pass as it runs (bench/pass_ablation.py). Built only with
 // KITE_CUDA_ABLATION=ON (KC_ABLATION); such a pass computes wrong outputs by design.
+#include "device_matrix.cuh"
 #include "pass_ops.cuh"
 
 #ifndef KC_ABLATION
@@ -34,6 +35,18 @@ static bool parse_groups(const char *spec, bool (&drop)[ROLE_COUNT]) {
     }
     return true;
 }
+
+static long long job_bytes(const MatvecJob &J) { return (long long)J.n * type_row_bytes(J.type, J.k); }
+
+// The weight bytes an op reads (its matrices' rows; 0 for the ops without weights).
+static long long weight_bytes(const PassOp &o) {
+    long long b = 0;
+    if (o.kind == OP_GEMV)
+        for (int t = 0; t < o.gemv.js.nj; t++) b += job_bytes(o.gemv.js.j[t]);
+    else if (o.kind == OP_GEMV_GLU) b = job_bytes(o.glu.gate) + job_bytes(o.glu.up);
+    else if (o.kind == OP_LM_HEAD) b = job_bytes(o.lm.w);
+    return b;
+}
 #endif
 
 int32_t ablate_pass(int m, int s, std::vector<PassOp> *ops) {
@@ -43,21 +56,27 @@ int32_t ablate_pass(int m, int s, std::vector<PassOp> *ops) {
     bool drop[ROLE_COUNT] = {};
     if (!parse_groups(spec, drop)) return KCUDA_E_ARG;
     int left_out[ROLE_COUNT] = {}, kernels = 0;
+    long long bytes[ROLE_COUNT] = {};
     size_t kept = 0;
     for (size_t i = 0; i < ops->size(); i++) {
         const PassOp &o = (*ops)[i];
         kernels += o.kind != OP_PIECE_DONE;
-        if (drop[o.role]) left_out[o.role]++;
-        else (*ops)[kept++] = o;
+        if (drop[o.role]) {
+            left_out[o.role]++;
+            bytes[o.role] += weight_bytes(o);
+        } else {
+            (*ops)[kept++] = o;
+        }
     }
     ops->resize(kept);
-    // one line for the M=1 step's plan, which bench/pass_ablation.py reads: its kernels, and those
-    // left out by group (an op with no group is never left out, so the groups' counts over all
-    // the variants add up to the kernels only if every kernel has one)
+    // one line for the M=1 step's plan, which bench/pass_ablation.py reads: its kernels, and by
+    // group the ops left out and the weight bytes they read (an op with no group is never left
+    // out, so the groups' counts over all the variants add up to the kernels only if every kernel
+    // has one)
     if (m == 1 && s == 0) {
         fprintf(stderr, "kite_cuda: ablation: the M=1 pass has %d kernels; left out:", kernels);
         for (int r = 1; r < ROLE_COUNT; r++)
-            if (drop[r]) fprintf(stderr, " %s %d", role_names[r], left_out[r]);
+            if (drop[r]) fprintf(stderr, " %s %d %lld", role_names[r], left_out[r], bytes[r]);
         fprintf(stderr, "\n");
     }
 #else

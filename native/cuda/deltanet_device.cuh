@@ -244,29 +244,18 @@ __device__ __forceinline__ void deltanet_head_block(const DeltanetArgs &a, const
     const int t = threadIdx.x;
     const bool conv = t < 2 * dk + dv;
     const int c = conv ? dn_channel(t, kh, h, 0, Hk, dk, dv) : 0;
-    // the conv's history taps j < K - 1 (K <= 9), zero before position 0, as deltanet_block adds them;
-    // every tap's loads into registers of its own first, then the sum in tap order: one round trip
-    // before the wait, where a load into the register the tap before had just used made K - 1
+    // the conv's history taps j < K - 1 (K <= 9), zero before position 0, as deltanet_block adds them
     float acc = 0.0f, wl = 0.0f;
     if (conv) {
-        float hx[8], hw[8]; // [tap]: the history value and its weight
-        // tap jj's ring row, (pos - (K - 1) + jj) % R, by steps of one from the first tap's (one
-        // division, not K - 1); negative before position 0
-        const int pp0 = pos - (K - 1);
-        int slot = pp0 >= 0 ? pp0 % R : pp0;
 #pragma unroll
         for (int jj = 0; jj < 8; jj++) {
-            hx[jj] = hw[jj] = 0.0f;
             if (jj < K - 1) {
-                hx[jj] = slot >= 0 ? ring[(size_t)slot * C + c] : 0.0f;
-                hw[jj] = cw[(size_t)c * K + jj];
+                const int pp = pos - (K - 1) + jj;
+                const float xv = pp >= 0 ? ring[(size_t)(pp % R) * C + c] : 0.0f;
+                acc = acc + cw[(size_t)c * K + jj] * xv;
             }
-            slot = slot + 1 == R ? 0 : slot + 1;
         }
         wl = cw[(size_t)c * K + K - 1];
-#pragma unroll
-        for (int jj = 0; jj < 8; jj++)
-            if (jj < K - 1) acc = acc + hw[jj] * hx[jj];
     }
     const float a_h = __ldg(&a.ssm_a[h]), dt_h = __ldg(&a.dt_bias[h]);
     const int jq = (int)threadIdx.x < dv ? (int)threadIdx.x : 0; // the gated norm's element (warps < dv / 32)

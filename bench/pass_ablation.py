@@ -23,7 +23,10 @@ step(variant). The module's line on stderr gives the ops it left out and their w
 the device copy's speed measured in the same run (torch, as bench/gpu_decode.py), the bytes' time
 at that speed is the part of a saving that no change to the ops can remove, and the rest is the
 saving beyond the bytes. The table gives the medians over the rounds and their range; "all" over
-the shipped module says whether the ablation build runs as the shipped one does.
+the shipped module says whether the ablation build runs as the shipped one does. A pass left with
+non-finite values takes the slow paths of the module's IEEE division and square root (the SASS
+calls them for such operands), so the last step's non-finite logits (the run's meta) are given
+for each variant: its saving may be understated.
 """
 
 from __future__ import annotations
@@ -89,6 +92,7 @@ class Run:
     kernels: int = 0  # the M=1 pass's, as the module counts them (0: not said, nothing left out)
     pick_ms: float = 0.0
     weight_bytes: dict[str, int] | None = None
+    nonfinite_logits: int = 0  # in the last pass of the run (its meta's nonfinite.logits)
 
 
 def measure(kite: Engine, module: str, model: Path, groups: tuple[str, ...], steps: int, iters: int) -> Run:
@@ -107,7 +111,7 @@ def measure(kite: Engine, module: str, model: Path, groups: tuple[str, ...], ste
     t = meta["timings"]
     picks = t.get("step_greedy_ms", [0.0] * len(t["decode_ms"]))
     return Run(statistics.median((d - g) / steps for d, g in zip(t["decode_ms"], picks, strict=True)), counts, kernels,
-               statistics.median(g / steps for g in picks), nbytes)
+               statistics.median(g / steps for g in picks), nbytes, int(meta.get("nonfinite", {}).get("logits") or 0))
 
 
 def order(labels: list[str], round_index: int) -> list[str]:
@@ -154,6 +158,7 @@ def summarize(rounds: list[dict[str, Run]], variants: list[str], copy_gbps: floa
             "weight_bytes": nbytes,
             "bytes_us": bytes_us,
             "beyond_bytes_us": med - bytes_us if bytes_us is not None else None,
+            "nonfinite_logits": max(r[v].nonfinite_logits for r in rounds),
         }
     # every kernel in one group: the single groups' ops add up to the pass's kernels
     singles = [v for v in variants if "+" not in v]
@@ -186,14 +191,16 @@ def markdown(s: dict, model: str) -> str:
         "to those ops can remove.",
         "",
         "| left out | ops | weight MB | step, us | saving a step, us (median) | range over rounds | saving an op, us "
-        "| of the step | the bytes at the copy's speed, us | saving beyond the bytes, us | host pick, us |",
-        "| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |",
+        "| of the step | the bytes at the copy's speed, us | saving beyond the bytes, us | host pick, us "
+        "| non-finite logits, last step |",
+        "| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for v, r in s["variants"].items():
         per_op = f"{r['saving_us_an_op']:.2f}" if r["saving_us_an_op"] is not None else "-"
         lines.append(f"| {v.replace('+', ' + ')} | {r['ops']} | {r['weight_bytes'] / 1e6:.1f} | {r['step_us']:.1f} | "
                      f"{r['saving_us']:.1f} | {r['saving_us_min']:.1f} .. {r['saving_us_max']:.1f} | {per_op} | "
-                     f"{r['share']:.1%} | {_us(r['bytes_us'])} | {_us(r['beyond_bytes_us'])} | {r['pick_us']:.1f} |")
+                     f"{r['share']:.1%} | {_us(r['bytes_us'])} | {_us(r['beyond_bytes_us'])} | {r['pick_us']:.1f} | "
+                     f"{r['nonfinite_logits']} |")
     return "\n".join(lines) + "\n"
 
 
@@ -241,7 +248,8 @@ def main(argv: list[str] | None = None) -> int:
     if a.json:
         s["copy"] = copy
         s["runs"] = [{k: {"step_ms": r.step_ms, "pick_ms": r.pick_ms, "left_out": r.left_out,
-                          "weight_bytes": r.weight_bytes} for k, r in runs.items()} for runs in rounds]
+                          "weight_bytes": r.weight_bytes, "nonfinite_logits": r.nonfinite_logits}
+                      for k, r in runs.items()} for runs in rounds]
         a.json.write_text(json.dumps(s, indent=1))
     return 0
 

@@ -44,6 +44,7 @@ if groups and lib.endswith("ablation.so"):  # a shipped module leaves nothing ou
     print(f"kite_cuda: ablation: the M=1 pass has 186 kernels; left out: {{said}}", file=sys.stderr)
 print(json.dumps({{"timings": {{"decode_ms": [(step_us + pick_us) * steps / 1e3] * iters,
                                "step_greedy_ms": [pick_us * steps / 1e3] * iters}},
+                  "nonfinite": {{"h_out": 0, "logits": 248320 if "embed" in groups else 0}},
                   "counters": {{"graph_replays": 3}}}}))
 '''
 
@@ -77,11 +78,13 @@ def test_savings_of_planted_costs(tmp_path: Path) -> None:
     assert v["norm+dn_head"]["by_group"] == {"norm": 49, "dn_head": 18}
     # the pick is left out of each step: the embedding's dearer pick does not read as a loss
     assert v["embed"]["saving_us"] == pytest.approx(1.0) and v["embed"]["pick_us"] == pytest.approx(55.0)
+    assert v["embed"]["nonfinite_logits"] == 248320 and v["norm"]["nonfinite_logits"] == 0
     assert s["pick_us"] == pytest.approx(PICK_US)
     assert s["kernels"] == 186 and s["covered"] == 68 and s["every_group"] is False
     assert len(s["runs"]) == 3
     text = md.read_text()
-    assert "| norm + dn_head | 67 | 0.0 | 516.0 | 134.0 | 134.0 .. 134.0 | 2.00 | 20.6% | - | - | 25.0 |" in text
+    assert "| norm + dn_head | 67 | 0.0 | 516.0 | 134.0 | 134.0 .. 134.0 | 2.00 | 20.6% | - | - | 25.0 | 0 |" in text
+    assert "| 55.0 | 248320 |" in text
     assert "no device copy measured" in text
     assert "median 1.003, within 2%" in text
 
@@ -94,7 +97,7 @@ def test_the_bytes_time_at_the_copys_speed() -> None:
     s = pa.summarize(runs, ["lm_head"], 3000.0)
     r = s["variants"]["lm_head"]
     assert r["bytes_us"] == pytest.approx(90.0) and r["beyond_bytes_us"] == pytest.approx(30.0)
-    assert "| lm_head | 4 | 270.0 | 530.0 | 120.0 | 120.0 .. 120.0 | 30.00 | 18.5% | 90.0 | 30.0 | 20.0 |" in \
+    assert "| lm_head | 4 | 270.0 | 530.0 | 120.0 | 120.0 .. 120.0 | 30.00 | 18.5% | 90.0 | 30.0 | 20.0 | 0 |" in \
         pa.markdown(s, "m")
 
 

@@ -341,6 +341,8 @@ def blocked_windows(ops: list[Op], res: dict[str, Resources]) -> list[tuple[tupl
 
 RESIDUAL_THREADS = 64  # KC_GEMV_NARROW_THREADS (native/cuda/matvec.cuh); 256 up to issue 48
 LM_CTAS_PER_SM, LM_THREADS = 2, 256  # KC_LM_CTAS_PER_SM, KC_LM_THREADS (native/cuda/matvec.cuh)
+GLU_RPW = 4  # KC_GLU_RPW (native/cuda/matvec.cuh): k_gemv_glu's rows a warp
+GLU_THREADS = 2 * 32 // GLU_RPW * 32  # KC_GLU_THREADS: a warp per GLU_RPW rows of gate and of up
 
 
 def step_ops_m1(residual_threads: int = RESIDUAL_THREADS) -> list[Op]:
@@ -350,7 +352,7 @@ def step_ops_m1(residual_threads: int = RESIDUAL_THREADS) -> list[Op]:
     g14 = "k_gemv<1, 4, false>"
     g11 = "k_gemv<1, 1, false>"
     res = (1024 * 32 // residual_threads, residual_threads)
-    ffn = [Op("ffn norm", "k_actq", 4, 256), Op("gate/up + SwiGLU", "k_gemv_glu", 112, 512),
+    ffn = [Op("ffn norm", "k_actq", 4, 256), Op("gate/up + SwiGLU", "k_gemv_glu", 112, GLU_THREADS),
            Op("down + residual", g11, *res)]
     deltanet = [Op("attn norm", "k_actq", 4, 256), Op("in-proj", g14, 257, 256),
                 Op("deltanet head", "k_deltanet_head", 16, 1024), Op("out + residual", g11, *res), *ffn]

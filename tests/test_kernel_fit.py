@@ -61,6 +61,8 @@ def test_narrow_residual_blocks_fit_beside_the_head_and_gate_up():
     assert f"#define KC_GEMV_NARROW_THREADS {kf.RESIDUAL_THREADS}" in header
     assert f"#define KC_LM_CTAS_PER_SM {kf.LM_CTAS_PER_SM}" in header
     assert f"#define KC_LM_THREADS {kf.LM_THREADS}" in header
+    assert f"#define KC_GLU_RPW {kf.GLU_RPW}" in header
+    assert "#define KC_GLU_THREADS (2 * 32 / KC_GLU_RPW * 32)" in header
 
 
 @needs_nvcc

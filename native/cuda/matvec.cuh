@@ -63,12 +63,15 @@ struct GemvCall {
 #define KC_GEMV_NARROW_THREADS 64
 
 // The FFN gate and up products of one row (M=1) with SwiGLU and its quantization as their
-// epilogue: block c computes rows [32c, 32c + 32) of both (KC_GLU_THREADS: 16 warps of 4 rows,
-// the gate's then the up's, each row's sum as the plain gemv's), then h = silu(g) * u for those
+// epilogue: block c computes rows [32c, 32c + 32) of both (KC_GLU_THREADS: warps of KC_GLU_RPW
+// rows, the gate's then the up's, each row's sum as the plain gemv's), then h = silu(g) * u for those
 // 32 elements and their 32-block quantized into oq / od (k_actq mode 2's operations), so the
 // down product reads them without a k_actq of its own. xq / xd: the input row, quantized.
 // Grid: gate.n / 32 blocks (gate.n == up.n, a multiple of 32; both quantized).
-#define KC_GLU_THREADS 512
+// rows a warp: 4, 16 warps (512 threads, 45,056 registers a block: three of the down product's
+// four residual blocks an SM fit beside it, bench/kernel_fit.py)
+#define KC_GLU_RPW 4
+#define KC_GLU_THREADS (2 * 32 / KC_GLU_RPW * 32)
 struct GluArgs {
     MatvecJob gate, up;
     const int8_t *xq;

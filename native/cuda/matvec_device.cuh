@@ -75,7 +75,7 @@ __device__ __forceinline__ void warp_rows_q(const MatvecJob &J, int r0, int k, i
                                             float (&acc)[RPW][MT]) {
     const int nb = k >> 5;
     const bool q8 = QT == 0 ? J.type == KCUDA_T_Q8_0 : QT == 1;
-    constexpr int U = 4 / RPW; // blocks per lane loaded ahead
+    constexpr int U = RPW >= 4 ? 1 : 4 / RPW; // blocks per lane loaded ahead
     for (int b0 = lane; b0 < nb; b0 += 32 * U) {
         int4 w0[RPW][U], w1[RPW][U];
         float wd[RPW][U];
@@ -364,14 +364,16 @@ __device__ __forceinline__ void gemv_block(const GemvArgs &a, const BlockAt &at,
     }
 }
 
-// One block of k_gemv_glu (matvec.cuh): warp w < 8 takes gate rows 32c + 4w .. + 3, warp w >= 8
-// the same rows of up; each warp's 4 sums as gemv_rows stores them (the same lane partials and
-// butterfly), then warp 0 makes the 32-block c of silu(gate) * up and quantizes it.
+// One block of k_gemv_glu (matvec.cuh): with R = KC_GLU_RPW rows a warp, warp w < 32 / R takes
+// gate rows 32c + R w .. + R - 1, the warps after it the same rows of up; each warp's R sums as
+// gemv_rows stores them (the same lane partials and butterfly), then warp 0 makes the 32-block c
+// of silu(gate) * up and quantizes it.
 template <class Wait>
 __device__ __forceinline__ void gemv_glu_block(const GluArgs &a, const BlockAt &at, const Wait &wait) {
+    constexpr int R = KC_GLU_RPW, HALF = 32 / R; // rows a warp; warps a half (gate or up)
     __shared__ float s_gu[2][32]; // [gate, up][row of the 32-block]
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int half = warp >> 3, r0 = at.x * 32 + (warp & 7) * 4;
+    const int half = warp / HALF, r0 = at.x * 32 + (warp % HALF) * R;
     MatvecJob J = a.gate; // field by field: a kernel argument chosen at run time would go to local memory
     if (half) {
         J.q = a.up.q;
@@ -379,11 +381,11 @@ __device__ __forceinline__ void gemv_glu_block(const GluArgs &a, const BlockAt &
         J.type = a.up.type;
     }
     bool waited = false;
-    float acc[4][1];
-    warp_rows<1, 4>(J, r0, J.k, 1, a.xq, a.xd, 0, 0, nullptr, 0, lane, wait, waited, acc);
+    float acc[R][1];
+    warp_rows<1, R>(J, r0, J.k, 1, a.xq, a.xd, 0, 0, nullptr, 0, lane, wait, waited, acc);
     if (!waited) wait();
-    const float v = warp_sum32_scatter<4>(&acc[0][0], lane);
-    if ((lane & 7) == 0) s_gu[half][(warp & 7) * 4 + lane / 8] = v;
+    const float v = warp_sum32_scatter<R>(&acc[0][0], lane);
+    if (lane % (32 / R) == 0) s_gu[half][(warp % HALF) * R + lane / (32 / R)] = v;
     __syncthreads();
     if (warp == 0) {
         const float h = kite_siluf(s_gu[0][lane]) * s_gu[1][lane];

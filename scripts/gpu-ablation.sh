@@ -6,13 +6,16 @@
 # KITE_CUDA_ABLATION=ON) and its timeline module (build/timeline), generates qwen35-0.8b
 # Q8_0, then runs KITE_ABLATION_ROUNDS (default 4) rounds of every group and of all but the
 # products, and 64 timeline steps after the same 8-token prompt. OUTDIR gets summary.md,
-# ablation.md / .json, timeline.md and the logs.
+# ablation.md / .json, timeline.md and logs.tgz (a machine that returns few files returns them);
+# the logs and the timeline's steps are written in KITE_ABLATION_WORK (default a temp dir).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${1:?usage: scripts/gpu-ablation.sh OUTDIR}"
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
 rounds="${KITE_ABLATION_ROUNDS:-4}"
+work="${KITE_ABLATION_WORK:-$(mktemp -d /tmp/gpu-ablation.XXXXXX)}"
+mkdir -p "$work"
 export PYTHONUNBUFFERED=1
 SECONDS=0
 summary="$out/summary.md"
@@ -25,7 +28,7 @@ note() { echo "$*" | tee -a "$summary"; }
 # the gguf package for the model generator (no network: the wheel travels in .whl/)
 if ! python3 -c "import gguf" 2>/dev/null && ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    > "$out/pip.log" 2>&1
+    > "$work/pip.log" 2>&1
   export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 fi
 module_build() { # BUILD OUTDIR [cmake args]: this tree's module, configured and built
@@ -33,33 +36,34 @@ module_build() { # BUILD OUTDIR [cmake args]: this tree's module, configured and
   cmake -S native/cuda -B "$bdir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKITE_OUTPUT_DIR="$odir" \
     -DKITE_CUDA_TEST_MODULES=OFF -DKITE_CUDA_PROBE=OFF "$@" && cmake --build "$bdir"
 }
-module_build build/ablation/cuda "$PWD/build/ablation/bin" -DKITE_CUDA_ABLATION=ON > "$out/build-ablation.log" 2>&1 &
+module_build build/ablation/cuda "$PWD/build/ablation/bin" -DKITE_CUDA_ABLATION=ON > "$work/build-ablation.log" 2>&1 &
 abl_pid=$!
-module_build build/timeline/cuda "$PWD/build/timeline/bin" -DKITE_CUDA_TIMELINE=ON > "$out/build-timeline.log" 2>&1 &
+module_build build/timeline/cuda "$PWD/build/timeline/bin" -DKITE_CUDA_TIMELINE=ON > "$work/build-timeline.log" 2>&1 &
 tl_pid=$!
-python3 -m harness models gen qwen35-0.8b --type q8_0 > "$out/models.txt" 2> "$out/models.log" &
+python3 -m harness models gen qwen35-0.8b --type q8_0 > "$work/models.txt" 2> "$work/models.log" &
 models_pid=$!
-python3 -m harness build default stub > "$out/build.log" 2>&1
+python3 -m harness build default stub > "$work/build.log" 2>&1
 note "- build (this tree): exit $? at ${SECONDS} s"
 wait "$abl_pid"; arc=$?
 wait "$tl_pid"; trc=$?
 wait "$models_pid"
-q8=$(tail -1 "$out/models.txt")
+q8=$(tail -1 "$work/models.txt")
 note "- ablation module: exit $arc; timeline module: exit $trc; model ${q8#"$PWD"/}; at ${SECONDS} s"
 if [ "$arc" -eq 0 ] && [ -f "$q8" ]; then
   python3 bench/pass_ablation.py --kite build/default/bin/kite --module build/ablation/bin/libkite_cuda.so \
-    --model "$q8" --rounds "$rounds" --md "$out/ablation.md" --json "$out/ablation.json" > "$out/ablation.log" 2>&1
+    --model "$q8" --rounds "$rounds" --md "$out/ablation.md" --json "$out/ablation.json" > "$work/ablation.log" 2>&1
   note "- ablation: exit $? at ${SECONDS} s"
-  cat "$out/ablation.md" >> "$summary" 2>/dev/null || tail -20 "$out/ablation.log" | sed 's/^/    /' >> "$summary"
+  cat "$out/ablation.md" >> "$summary" 2>/dev/null || tail -20 "$work/ablation.log" | sed 's/^/    /' >> "$summary"
 fi
 if [ "$trc" -eq 0 ] && [ -f "$q8" ]; then
   cp build/default/bin/kite build/timeline/bin/
-  rm -f "$out/steps.txt"
-  KITE_CUDA_TIMELINE="$out/steps.txt" build/timeline/bin/kite run --model "$q8" --prompt "$(seq -s, 1 8)" \
-    --steps 64 > "$out/timeline-run.log" 2>&1
-  python3 bench/pass_timeline.py "$out/steps.txt" --layers > "$out/timeline.md" 2> "$out/timeline.log"
+  rm -f "$work/steps.txt"
+  KITE_CUDA_TIMELINE="$work/steps.txt" build/timeline/bin/kite run --model "$q8" --prompt "$(seq -s, 1 8)" \
+    --steps 64 > "$work/timeline-run.log" 2>&1
+  python3 bench/pass_timeline.py "$work/steps.txt" --layers > "$out/timeline.md" 2> "$work/timeline.log"
   note "- timeline: exit $? at ${SECONDS} s"
   echo >> "$summary"
   cat "$out/timeline.md" >> "$summary"
 fi
 note "- done at ${SECONDS} s"
+(cd "$work" && find . -type f -name '*.log' -print0 | tar -czf "$out/logs.tgz" --null -T -) 2>/dev/null

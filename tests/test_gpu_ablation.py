@@ -1,0 +1,93 @@
+"""scripts/gpu-ablation.sh (probe P8's one-call run) without a GPU: the script runs in a copy of
+itself under a scratch tree, with stand-ins for python3, cmake and nvidia-smi on PATH and a fake
+engine. It must run its steps in order, pass the ablation module and the model to
+bench/pass_ablation.py, and leave in OUTDIR only the few files a machine that returns few files
+returns, with the logs packed."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+FAKE_PYTHON = r"""#!/usr/bin/env bash
+# python3 as gpu-ablation.sh calls it; each call is logged
+echo "python3 $*" >> "$FAKE_LOG"
+case "$1 $2 $3" in
+  "-c import gguf "*) exit 0 ;;
+  "-m harness build"*) echo built; exit 0 ;;
+  "-m harness models") mkdir -p models; : > models/qwen35-0.8b-q8_0-x.gguf; echo "$PWD/models/qwen35-0.8b-q8_0-x.gguf"; exit 0 ;;
+esac
+if [ "$1" = bench/pass_ablation.py ]; then
+  md= js= prev=
+  for a in "$@"; do [ "$prev" = --md ] && md=$a; [ "$prev" = --json ] && js=$a; prev=$a; done
+  echo "| norm | 49 | saving |" > "$md"; echo '{}' > "$js"; echo "round 1 all: 700 us"; exit 0
+fi
+if [ "$1" = bench/pass_timeline.py ]; then echo "Steps: 60; span of a step, median: 700 us"; exit 0; fi
+exit 3
+"""
+FAKE_CMAKE = """#!/usr/bin/env bash
+echo "cmake $*" >> "$FAKE_LOG"
+"""
+FAKE_KITE = """#!/usr/bin/env bash
+echo "kite $* KITE_CUDA_TIMELINE=$KITE_CUDA_TIMELINE" >> "$FAKE_LOG"
+echo "0 0 embed 1 1 1 256 0 0 1 2 3" > "$KITE_CUDA_TIMELINE"
+"""
+
+
+def _exe(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    path.chmod(0o755)
+
+
+@pytest.fixture
+def scratch(tmp_path: Path) -> tuple[Path, dict[str, str], Path]:
+    if shutil.which("bash") is None or sys.platform == "win32":
+        pytest.skip("gpu-ablation.sh is a bash script")
+    tree = tmp_path / "tree"
+    (tree / "scripts").mkdir(parents=True)
+    shutil.copy2(REPO / "scripts" / "gpu-ablation.sh", tree / "scripts")
+    _exe(tree / "build" / "default" / "bin" / "kite", FAKE_KITE)
+    (tree / "build" / "timeline" / "bin").mkdir(parents=True)
+    fake = tmp_path / "fakebin"
+    _exe(fake / "python3", FAKE_PYTHON)
+    _exe(fake / "cmake", FAKE_CMAKE)
+    _exe(fake / "nvidia-smi", "#!/usr/bin/env bash\necho 'NVIDIA H200, 580.0, 1980 MHz, 3201 MHz'\n")
+    log = tmp_path / "calls.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KITE_")}
+    env.update(PATH=f"{fake}{os.pathsep}{env['PATH']}", FAKE_LOG=str(log), KITE_ABLATION_ROUNDS="3",
+               KITE_ABLATION_WORK=str(tmp_path / "work"))
+    return tree, env, log
+
+
+def test_one_call_runs_every_step_and_keeps_few_files(scratch):
+    tree, env, log = scratch
+    out = tree.parent / "out"
+    res = subprocess.run(["bash", str(tree / "scripts" / "gpu-ablation.sh"), str(out)], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["ablation.json", "ablation.md", "logs.tgz", "summary.md",
+                                                     "timeline.md"]
+    calls = log.read_text().splitlines()
+    ablation = next(c for c in calls if "bench/pass_ablation.py" in c)
+    assert "--module build/ablation/bin/libkite_cuda.so" in ablation and "--rounds 3" in ablation
+    assert f"--model {tree}/models/qwen35-0.8b-q8_0-x.gguf" in ablation
+    assert any(c.startswith("cmake -S native/cuda -B build/ablation/cuda") and "-DKITE_CUDA_ABLATION=ON" in c
+               for c in calls)
+    assert any("-DKITE_CUDA_TIMELINE=ON" in c for c in calls)
+    assert any(c.startswith("kite run") and "--prompt 1,2,3,4,5,6,7,8" in c for c in calls)
+    summary = (out / "summary.md").read_text()
+    for line in ("- device: NVIDIA H200", "- build (this tree): exit 0", "- ablation module: exit 0; timeline module: exit 0; "
+                 "model models/qwen35-0.8b-q8_0-x.gguf", "- ablation: exit 0", "| norm | 49 | saving |", "- timeline: exit 0",
+                 "Steps: 60", "- done at"):
+        assert line in summary, line
+    with tarfile.open(out / "logs.tgz") as tar:
+        assert {Path(n).name for n in tar.getnames()} >= {"ablation.log", "build.log", "timeline-run.log"}

@@ -17,7 +17,8 @@ REPO = Path(__file__).resolve().parents[1]
 # a planted cost a step (us), op count and weight bytes per group; the fake engine's step is BASE_US
 # less the costs of the groups left out (and SHIPPED_US with the shipped module), plus the host's
 # pick: PICK_US, and 30 us more when the embedding is left out (as a pass of wrong logits can do)
-COSTS = {"norm": (80.0, 49, 0), "dn_head": (54.0, 18, 0), "lm_head": (60.0, 4, 270_000_000), "embed": (1.0, 1, 0)}
+COSTS = {"norm": (80.0, 49, 0), "dn_head": (54.0, 18, 0), "lm_head": (60.0, 4, 270_000_000), "embed": (1.0, 1, 0),
+         "copy_back": (12.0, 4, 0)}
 BASE_US, SHIPPED_US, PICK_US = 650.0, 648.0, 25.0
 
 
@@ -64,7 +65,8 @@ def test_savings_of_planted_costs(tmp_path: Path) -> None:
     kite, shipped, ablation, model = _fake(tmp_path)
     md, js = tmp_path / "a.md", tmp_path / "a.json"
     rc = pa.main(["--kite", str(kite), "--module", str(ablation), "--base-module", str(shipped), "--model", str(model),
-                  "--variants", "norm", "dn_head", "norm+dn_head", "embed", "--rounds", "3", "--md", str(md), "--json",
+                  "--variants", "norm", "dn_head", "norm+dn_head", "embed", "copy_back", "--rounds", "3", "--md", str(md),
+                  "--json",
                   str(js), "--no-copy"])
     assert rc == 0
     s = json.loads(js.read_text())
@@ -80,6 +82,8 @@ def test_savings_of_planted_costs(tmp_path: Path) -> None:
     assert v["embed"]["saving_us"] == pytest.approx(1.0) and v["embed"]["pick_us"] == pytest.approx(55.0)
     assert v["embed"]["nonfinite_logits"] == 248320 and v["norm"]["nonfinite_logits"] == 0
     assert s["pick_us"] == pytest.approx(PICK_US)
+    # the copies back are no group of kernels: their 4 pieces are not counted against the 186
+    assert v["copy_back"]["saving_us"] == pytest.approx(12.0) and v["copy_back"]["ops"] == 4
     assert s["kernels"] == 186 and s["covered"] == 68 and s["every_group"] is False
     assert len(s["runs"]) == 3
     text = md.read_text()
@@ -174,6 +178,7 @@ def test_groups_are_the_modules() -> None:
     roles = re.findall(r"^\s*(ROLE_[A-Z_]+)", enum, re.M)
     assert roles[0] == "ROLE_NONE" and roles[-1] == "ROLE_COUNT"
     assert [r.removeprefix("ROLE_").lower() for r in roles[1:-1]] == list(pa.GROUPS)
+    assert f'copy_back_name[] = "{pa.COPY_BACK}";' in src
 
 
 def test_the_shipped_module_has_no_ablation() -> None:

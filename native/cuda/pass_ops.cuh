@@ -71,3 +71,10 @@ int32_t plan_pass(kcuda_model *md, int m, int s, std::vector<PassOp> *ops);
 // KITE_CUDA_ABLATE names are dropped from the plan (a diagnostic of what each group costs; the
 // outputs are then wrong). Otherwise, and with the variable unset, the plan is left as it is.
 int32_t ablate_pass(int m, int s, std::vector<PassOp> *ops);
+// Whether KITE_CUDA_ABLATE also names copy_back, the logits' copies back to the host (passes.cu
+// then leaves them out; h_out's stays): set by ablate_pass, false outside the ablation build.
+#if KC_ABLATION
+bool ablate_copy_back();
+#else
+inline bool ablate_copy_back() { return false; }
+#endif

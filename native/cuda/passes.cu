@@ -47,7 +47,7 @@ static int32_t pass_queue(kcuda_model *md, const int32_t *tokens, int32_t m, int
         CK(cudaStreamWaitEvent(md->copy_stream, md->lm_piece_done[p], 0));
         if (p == 0) CK(cudaMemcpyAsync(sl.pin_hout, sl.hout, (size_t)m * E * 4, cudaMemcpyDeviceToHost, md->copy_stream));
         const int v0 = lm_piece_col(p, chunks, pieces, V), v1 = lm_piece_col(p + 1, chunks, pieces, V);
-        if (v1 > v0)
+        if (v1 > v0 && !ablate_copy_back())
             CK(cudaMemcpy2DAsync(sl.pin_logits + v0, (size_t)V * 4, sl.logits + v0, (size_t)V * 4,
                                  (size_t)(v1 - v0) * 4, (size_t)m, cudaMemcpyDeviceToHost, md->copy_stream));
         CK(cudaEventRecord(sl.copied[p], md->copy_stream));

@@ -88,16 +88,23 @@ def engine_argv(engine: Engine, model: Path, prompt: list[int], steps: int, mt: 
     ]
 
 
-def run_engine(
+def run_engine_captured(
     engine: Engine, model: Path, prompt: list[int], steps: int, mt: int, iters: int, env_extra: dict[str, str]
-) -> dict:
+) -> tuple[dict, str]:
+    """One measurement: its JSON meta, and what the engine (and its module) wrote on stderr."""
     env = dict(os.environ)
     env.update(env_extra)
     cmd = engine_argv(engine, model, prompt, steps, mt, iters)
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
     if out.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({out.returncode}): {out.stderr.strip()}")
-    return json.loads(out.stdout)
+    return json.loads(out.stdout), out.stderr
+
+
+def run_engine(
+    engine: Engine, model: Path, prompt: list[int], steps: int, mt: int, iters: int, env_extra: dict[str, str]
+) -> dict:
+    return run_engine_captured(engine, model, prompt, steps, mt, iters, env_extra)[0]
 
 
 def copy_bandwidth(nbytes: int = 1 << 30, reps: int = 20) -> dict | None:

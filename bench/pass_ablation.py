@@ -33,16 +33,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import statistics
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gpu_decode import Engine, bench_prompt, checked_counters, copy_bandwidth, engine_argv  # noqa: E402
+from gpu_decode import Engine, bench_prompt, checked_counters, copy_bandwidth, run_engine_captured  # noqa: E402
 
 # the groups of native/cuda/ablation.cu, in the pass's order
 GROUPS = ("embed", "norm", "dn_in", "dn_head", "dn_out", "att_qkv", "att_prep", "att_scores", "att_values",
@@ -100,18 +98,11 @@ class Run:
 
 
 def measure(kite: Engine, module: str, model: Path, groups: tuple[str, ...], steps: int, iters: int) -> Run:
-    env = dict(os.environ)
-    env.pop("KITE_CUDA_ABLATE", None)
-    env["KITE_CUDA_LIB"] = module
-    if groups:
-        env["KITE_CUDA_ABLATE"] = ",".join(groups)
-    cmd = engine_argv(kite, model, bench_prompt(8), steps, 1, iters)
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
-    if out.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed ({out.returncode}): {out.stderr.strip()}")
-    meta = json.loads(out.stdout)
+    # an empty KITE_CUDA_ABLATE leaves nothing out, whatever the caller's environment says
+    env = {"KITE_CUDA_LIB": module, "KITE_CUDA_ABLATE": ",".join(groups)}
+    meta, stderr = run_engine_captured(kite, model, bench_prompt(8), steps, 1, iters, env)
     checked_counters("graph", 1, {}, meta["counters"])
-    kernels, counts, nbytes = left_out(out.stderr, groups) if groups else (0, {}, {})
+    kernels, counts, nbytes = left_out(stderr, groups) if groups else (0, {}, {})
     t = meta["timings"]
     picks = t.get("step_greedy_ms", [0.0] * len(t["decode_ms"]))
     return Run(statistics.median((d - g) / steps for d, g in zip(t["decode_ms"], picks, strict=True)), counts, kernels,

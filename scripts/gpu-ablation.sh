@@ -26,11 +26,7 @@ note() { echo "$*" | tee -a "$summary"; }
   echo "- device: $(nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader 2>&1 | head -1)"
 } > "$summary"
 # the gguf package for the model generator (no network: the wheel travels in .whl/)
-if ! python3 -c "import gguf" 2>/dev/null && ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    > "$work/pip.log" 2>&1
-  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-fi
+. scripts/gpu-wheel.sh && gguf_from_wheel "$work/pip.log"
 module_build() { # BUILD OUTDIR [cmake args]: this tree's module, configured and built
   local bdir=$1 odir=$2; shift 2
   cmake -S native/cuda -B "$bdir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKITE_OUTPUT_DIR="$odir" \

@@ -50,11 +50,7 @@ limit() { local l=$(($(left) - $2)); [ "$l" -gt "$1" ] && l=$1; [ "$l" -lt 1 ] &
 } > "$summary"
 
 # the gguf package for the model generator (no network: the wheel travels in .whl/)
-if ! python3 -c "import gguf" 2>/dev/null && ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    > "$work/pip.log" 2>&1
-  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-fi
+. scripts/gpu-wheel.sh && gguf_from_wheel "$work/pip.log"
 
 # 1. builds, the models meanwhile
 if [ ! -d "$base/native/cuda" ] && git rev-parse --verify -q main >/dev/null 2>&1; then

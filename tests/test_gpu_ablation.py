@@ -54,7 +54,8 @@ def scratch(tmp_path: Path) -> tuple[Path, dict[str, str], Path]:
         pytest.skip("gpu-ablation.sh is a bash script")
     tree = tmp_path / "tree"
     (tree / "scripts").mkdir(parents=True)
-    shutil.copy2(REPO / "scripts" / "gpu-ablation.sh", tree / "scripts")
+    for script in ("gpu-ablation.sh", "gpu-wheel.sh"):
+        shutil.copy2(REPO / "scripts" / script, tree / "scripts")
     _exe(tree / "build" / "default" / "bin" / "kite", FAKE_KITE)
     (tree / "build" / "timeline" / "bin").mkdir(parents=True)
     fake = tmp_path / "fakebin"
@@ -91,3 +92,31 @@ def test_one_call_runs_every_step_and_keeps_few_files(scratch):
         assert line in summary, line
     with tarfile.open(out / "logs.tgz") as tar:
         assert {Path(n).name for n in tar.getnames()} >= {"ablation.log", "build.log", "timeline-run.log"}
+
+
+def test_the_gguf_wheel_is_installed_only_where_python_lacks_it(tmp_path):
+    """scripts/gpu-wheel.sh, which gpu-ablation.sh and gpu-step.sh source: pip installs the wheel of
+    .whl/ under /tmp/site and puts it on PYTHONPATH when `import gguf` fails, and does nothing when
+    it works."""
+    if shutil.which("bash") is None or sys.platform == "win32":
+        pytest.skip("a bash script")
+    (tmp_path / ".whl").mkdir()
+    (tmp_path / ".whl" / "gguf-0.19.0-py3-none-any.whl").write_bytes(b"")
+    (tmp_path / "scripts").mkdir()
+    shutil.copy2(REPO / "scripts" / "gpu-wheel.sh", tmp_path / "scripts")
+    fake = tmp_path / "fakebin"
+    _exe(fake / "python3", '#!/usr/bin/env bash\necho "python3 $*" >> "$FAKE_LOG"\n'
+                           '[ "$1 $2" = "-c import gguf" ] && exit "$GGUF_MISSING"\nexit 0\n')
+    for missing in ("1", "0"):
+        log = tmp_path / f"calls-{missing}.log"
+        env = {**os.environ, "PATH": f"{fake}{os.pathsep}{os.environ['PATH']}", "FAKE_LOG": str(log),
+               "GGUF_MISSING": missing, "PYTHONPATH": "/elsewhere"}
+        res = subprocess.run(["bash", "-c", '. scripts/gpu-wheel.sh && gguf_from_wheel pip.log && echo "$PYTHONPATH"'],
+                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+        assert res.returncode == 0, res.stderr
+        pip = [c for c in log.read_text().splitlines() if " -m pip install " in c]
+        if missing == "1":
+            assert res.stdout.strip() == "/tmp/site:/elsewhere"
+            assert len(pip) == 1 and "--no-index" in pip[0] and pip[0].endswith(".whl/gguf-0.19.0-py3-none-any.whl")
+        else:
+            assert res.stdout.strip() == "/elsewhere" and pip == []

@@ -14,7 +14,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 CANDIDATES = sorted((REPO / "bench" / "candidates").glob("*.patch"))
-GLU = REPO / "bench" / "candidates" / "glu-eight-rows.patch"
+ATTENTION = REPO / "bench" / "candidates" / "attention-short-path.patch"
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None or shutil.which("ptxas") is None
                                 or shutil.which("git") is None, reason="nvcc or git is not installed")
@@ -43,34 +43,41 @@ def applied_tree(root: Path, patch: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def glu_tree(tmp_path_factory) -> Path:
-    return applied_tree(tmp_path_factory.mktemp("glu-eight-rows"), GLU)
+def attention_tree(tmp_path_factory) -> Path:
+    return applied_tree(tmp_path_factory.mktemp("attention-short-path"), ATTENTION)
 
 
 @needs_nvcc
-def test_the_eight_row_glu_fits_beside_four_residual_blocks(glu_tree):
-    # the candidate's claims, from ptxas: k_gemv_glu in 256-thread blocks without spills, whose
-    # registers and four residual blocks' fit in an SM's 65,536; no pair of the step left where only
-    # some down-product blocks fit beside the glu; nothing read before the wait that an op before
-    # may write
-    fit = subprocess.run([sys.executable, str(glu_tree / "bench" / "kernel_fit.py")], cwd=glu_tree,
+def test_the_short_attention_path_keeps_its_kernels_within_their_gates(attention_tree):
+    # the candidate's claims, from ptxas: k_attn_scores, which now also runs a short context's
+    # weighted sum of v, keeps its 256 threads without spills, at most 64 registers and 8 KB of
+    # static shared memory (its 128 scores, the 32 x 32 partials); k_attn_values is unchanged in
+    # shape; nothing read before the wait that an op before may write
+    fit = subprocess.run([sys.executable, str(attention_tree / "bench" / "kernel_fit.py")], cwd=attention_tree,
                          capture_output=True, text=True, timeout=900)
     assert fit.returncode == 0, fit.stdout[-2000:] + fit.stderr[-2000:]
     out = fit.stdout
-    row = re.search(r"^\| gate/up \+ SwiGLU \| `k_gemv_glu` \| 112 \| 256 \| (\d+) \| (\d+) \| (\d+) \|", out, re.M)
+    row = re.search(r"^\| scores \| `k_attn_scores` \| 128 \| 256 \| (\d+) \| \d+ \| (\d+) \| (\d+) \|", out, re.M)
     assert row, out
-    registers, cta_registers, spills = (int(g) for g in row.groups())
-    residual = re.search(r"^\| down \+ residual \| `k_gemv<1, 1, false>` \| 512 \| 64 \| \d+ \| (\d+) \|", out, re.M)
-    assert residual, out
-    assert spills == 0 and cta_registers + 4 * int(residual.group(1)) <= 65536, (row.group(0), residual.group(0))
-    assert "- gate/up + SwiGLU -> down + residual" not in out
+    registers, spills, smem = (int(g) for g in row.groups())
+    assert spills == 0 and registers <= 64 and 4096 + 4 * 128 <= smem <= 8192, row.group(0)
+    assert re.search(r"^\| values \| `k_attn_values` \| 64 \| 1024 \| \d+ \| \d+ \| 0 \|", out, re.M), out
     assert "kernels reading possibly-written memory before their wait: 0" in out
 
 
+def test_the_short_path_bound_is_one_define_read_by_both_kernels():
+    # k_attn_scores takes the short path and k_attn_values leaves the row alone on the same test,
+    # n <= KC_ATT_SHORT: one define, so the two can never disagree about who writes a row
+    text = ATTENTION.read_text()
+    assert text.count("+#define KC_ATT_SHORT ") == 1
+    assert "+    if (n <= KC_ATT_SHORT) {" in text
+    assert "+    if (n > a.max_pos || n <= KC_ATT_SHORT) return;" in text
+
+
 @needs_nvcc
-def test_the_kernel_fit_gates_hold_with_the_candidate(glu_tree):
-    # the patch's own expectations of tests/test_kernel_fit.py (the pairs, the spill and register
-    # gates, the defines tied to kernel_fit's constants), run on the patched copy
+def test_the_kernel_fit_gates_hold_with_the_candidate(attention_tree):
+    # tests/test_kernel_fit.py's pairs, spill and register gates and the defines tied to
+    # kernel_fit's constants, run on the patched copy
     res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_kernel_fit.py"],
-                         cwd=glu_tree, capture_output=True, text=True, timeout=1200)
+                         cwd=attention_tree, capture_output=True, text=True, timeout=1200)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]

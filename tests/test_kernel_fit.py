@@ -87,10 +87,25 @@ def test_register_spill_and_shared_gates():
     assert res["k_gemv<1, 1, false>"].registers <= 104
     # the streamed LM head: two CTAs an SM, both in the register file (2 x 32,768)
     assert res["k_lm_head<1>"].registers <= 128 and res["k_lm_head<2>"].registers <= 128
+    # a short context's attention: k_attn_scores holds every load of its block in flight (87
+    # registers at its keeping), k_attn_values 1024 threads at 32, a CTA of each beside the other
+    assert res["k_attn_scores"].registers <= 96 and res["k_attn_values"].registers <= 32
     for name, r in res.items():
         if name.startswith("k_chain"):
             assert r.registers <= kf.CHAIN_MAX_REGISTERS and r.spill_bytes == 0, (name, r)
             assert r.static_shared <= kf.CHAIN_MAX_DYNAMIC_SHARED, (name, r)
+
+
+def test_one_function_decides_who_writes_a_short_rows_attention():
+    # k_attn_scores takes a short row's whole attention and k_attn_values leaves it alone on the
+    # same test: each asks attn_short_row after its wait, and nothing else decides it
+    body = (kf.CUDA_DIR / "attention_device.cuh").read_text()
+    assert body.count("__device__ __forceinline__ bool attn_short_row(") == 1
+    assert body.count("<= KC_ATT_SHORT") == body.count("> KC_ATT_SHORT") + 1 == 1
+    scores = body[body.index("void attn_scores_block("):body.index("void attn_values_block(")]
+    values = body[body.index("void attn_values_block("):]
+    assert "    if (attn_short_row(n, D)) {" in scores.split("wait();", 1)[1]
+    assert "    if (n > a.max_pos || attn_short_row(n, D)) return;" in values.split("wait();", 1)[1]
 
 
 @needs_nvcc

@@ -20,17 +20,6 @@ struct QkprepArgs {
     float *q_out, *k_cache, *v_cache;
     int max_pos;
 };
-// q [m][H * D]; scores [m][H][max_pos]; split_max [m][H][splits]; splits_done [m][H] (zero
-// between passes). Blocks (H, m, splits).
-struct ScoresArgs {
-    const float *q, *k_cache;
-    const int *in;
-    int H, Hkv, D;
-    float *scores;
-    int max_pos;
-    float *split_max;
-    int *splits_done;
-};
 // k_attn_values: 32 warps, one of sum32's partials each (KC_VAL_PARTS of them a thread in general)
 #define KC_VAL_THREADS 1024
 #define KC_VAL_PARTS (KC_VAL_THREADS / 32)
@@ -46,6 +35,22 @@ struct ValuesArgs {
     int8_t *oq;
     float *od;
     int ldq;
+};
+// q [m][H * D]; scores [m][H][max_pos]; split_max [m][H][splits]; splits_done [m][H] (zero
+// between passes). Blocks (H, m, splits). A row whose context is at most KC_ATT_SHORT positions
+// takes the short path: the block of split z computes the head's scores and softmax itself, in
+// shared memory, then the weighted sum of v of columns z * 32 .. z * 32 + 31 (with `values`'
+// outputs), and k_attn_values leaves that row alone.
+#define KC_ATT_SHORT 128
+struct ScoresArgs {
+    const float *q, *k_cache;
+    const int *in;
+    int H, Hkv, D;
+    float *scores;
+    int max_pos;
+    float *split_max;
+    int *splits_done;
+    ValuesArgs values; // the weighted sum's arguments, for the short path
 };
 __global__ void k_qkprep(QkprepArgs a KC_TL_PARAMS);
 __global__ void k_attn_scores(ScoresArgs a KC_TL_PARAMS);

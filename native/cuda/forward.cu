@@ -156,17 +156,19 @@ int32_t plan_pass(kcuda_model *md, int m, int s, std::vector<PassOp> *ops) {
                                   md->d_in, H, Hkv, D, eps, md->q_rope, k_cache, v_cache, max_pos};
             o.role = ROLE_ATT_PREP;
             ops->push_back(o);
+            // the output product's activations quantized by the values op (no k_actq)
+            const bool vq = quantized(l.w[KCUDA_W_ATTN_OUTPUT]) && D % 32 == 0 && m >= KC_ACTQ_MIN_M;
+            const ValuesArgs values = {md->scores, v_cache, md->q_gate, 2 * H * D, md->d_in, H, Hkv, D, max_pos,
+                                       md->attn_out, H * D, vq ? md->xq2 : nullptr, vq ? md->xd2 : nullptr, md->ldx};
+            // a short context's weighted sum is the scores op's (attn_short), long ones the values op's
             o = pass_op(OP_ATTN_SCORES, H, m, KC_ATT_SPLITS, KC_THREADS, 0);
             o.role = ROLE_ATT_SCORES;
             o.scores = ScoresArgs{md->q_rope, k_cache, md->d_in, H, Hkv, D, md->scores, max_pos, md->split_max,
-                                  md->splits_done};
+                                  md->splits_done, values};
             ops->push_back(o);
-            // the output product's activations quantized by the values op (no k_actq)
-            const bool vq = quantized(l.w[KCUDA_W_ATTN_OUTPUT]) && D % 32 == 0 && m >= KC_ACTQ_MIN_M;
             o = pass_op(OP_ATTN_VALUES, H, m, (D + 31) / 32, KC_VAL_THREADS, 0);
             o.role = ROLE_ATT_VALUES;
-            o.values = ValuesArgs{md->scores, v_cache, md->q_gate, 2 * H * D, md->d_in, H, Hkv, D, max_pos,
-                                  md->attn_out, H * D, vq ? md->xq2 : nullptr, vq ? md->xd2 : nullptr, md->ldx};
+            o.values = values;
             ops->push_back(o);
             js.nj = 1;
             js.j[0] = job(l.w[KCUDA_W_ATTN_OUTPUT], md->x, E, 1);

@@ -178,3 +178,12 @@ def test_p6_builds_with_the_module_lm_head(tmp_path):
                          capture_output=True, text=True, timeout=900)
     assert res.returncode == 0, res.stderr[-3000:]
     assert b"k_lm_candidate" in exe.read_bytes()
+
+
+@needs_nvcc
+def test_p9_builds(tmp_path):
+    # bench/probe_contention.cu (P9) builds as bench/probes.sh builds it; it runs on a GPU only
+    exe = tmp_path / "probe_contention"
+    res = subprocess.run(["nvcc", "-O3", "-arch=sm_90", "-o", str(exe), str(kf.REPO / "bench" / "probe_contention.cu")],
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0 and exe.exists(), res.stderr[-2000:]

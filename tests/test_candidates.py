@@ -13,7 +13,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 CANDIDATES = sorted((REPO / "bench" / "candidates").glob("*.patch"))
-TRIGGER = REPO / "bench" / "candidates" / "trigger-after-wait.patch"
+TRIGGER = REPO / "bench" / "candidates" / "products-trigger-after-wait.patch"
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None or shutil.which("ptxas") is None
                                 or shutil.which("git") is None, reason="nvcc or git is not installed")
@@ -43,18 +43,22 @@ def applied_tree(root: Path, patch: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def trigger_tree(tmp_path_factory) -> Path:
-    return applied_tree(tmp_path_factory.mktemp("trigger-after-wait"), TRIGGER)
+    return applied_tree(tmp_path_factory.mktemp("products-trigger-after-wait"), TRIGGER)
 
 
-def test_the_next_kernel_is_scheduled_only_past_the_wait(trigger_tree):
-    # the candidate's claim: no pass kernel schedules the next one at its start; the wait every
-    # body calls does it right after the wait returns, timeline build or not
-    common = (trigger_tree / "native" / "cuda" / "kc_common.cuh").read_text()
-    macro = common[common.index("#define KC_PASS_KERNEL("):common.index("#define CK(x)")]
-    assert "KC_PDL_TRIGGER" not in macro
-    wait = common[common.index("struct PdlWait {"):common.index("#define KC_PASS_KERNEL(")]
-    assert wait.count("KC_PDL_WAIT();\n        KC_PDL_TRIGGER();") == 2, wait
-    assert common.count("KC_PDL_TRIGGER();") == 2
+def test_only_the_products_schedule_the_next_kernel_past_their_wait(trigger_tree):
+    # the candidate's claim: the products' kernels (gemv, glu, LM head) run the trigger right after
+    # their wait and not at their start; every other pass kernel still runs it at its start
+    cuda = trigger_tree / "native" / "cuda"
+    common = (cuda / "kc_common.cuh").read_text()
+    product = common[common.index("#define KC_PRODUCT_KERNEL("):common.index("#define CK(x)")]
+    assert "KC_PDL_TRIGGER" not in product and "KC_TL_WAIT(true)" in product
+    assert "if (trigger_after) KC_PDL_TRIGGER();" in common
+    matvec = (cuda / "matvec.cu").read_text()
+    assert matvec.count("KC_PRODUCT_KERNEL(a, ") == 3 and "KC_PASS_KERNEL(" not in matvec
+    others = [f for f in cuda.glob("*.cu") if f.name != "matvec.cu" and "KC_PASS_KERNEL(a, " in f.read_text()]
+    assert {f.name for f in others} == {"activation.cu", "attention.cu", "deltanet.cu"}
+    assert all("KC_PRODUCT_KERNEL" not in f.read_text() for f in others)
 
 
 @needs_nvcc

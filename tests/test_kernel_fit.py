@@ -96,6 +96,22 @@ def test_register_spill_and_shared_gates():
             assert r.static_shared <= kf.CHAIN_MAX_DYNAMIC_SHARED, (name, r)
 
 
+def test_only_the_products_schedule_the_next_kernel_past_their_wait():
+    # the products' kernels (gemv, glu, LM head) let the next kernel start once past their wait,
+    # so that at most one product's weight loads run ahead of the body between products (P9); the
+    # ops between products let it start at once, so that the next product streams during them
+    common = (kf.CUDA_DIR / "kc_common.cuh").read_text()
+    product = common[common.index("#define KC_PRODUCT_KERNEL("):common.index("#define CK(x)")]
+    passk = common[common.index("#define KC_PASS_KERNEL("):common.index("#define KC_PRODUCT_KERNEL(")]
+    assert "KC_PDL_TRIGGER" not in product and "KC_TL_WAIT(true)" in product
+    assert "KC_PDL_TRIGGER();" in passk and "KC_TL_WAIT(false)" in passk
+    assert "if (trigger_after) KC_PDL_TRIGGER();" in common
+    matvec = (kf.CUDA_DIR / "matvec.cu").read_text()
+    assert matvec.count("KC_PRODUCT_KERNEL(a, ") == 3 and "KC_PASS_KERNEL(" not in matvec
+    others = {f.name for f in kf.CUDA_DIR.glob("*.cu") if "KC_PASS_KERNEL(a, " in f.read_text()}
+    assert others == {"activation.cu", "attention.cu", "deltanet.cu"}
+
+
 def test_one_function_decides_who_writes_a_short_rows_attention():
     # k_attn_scores takes a short row's whole attention and k_attn_values leaves it alone on the
     # same test: each asks attn_short_row after its wait, and nothing else decides it

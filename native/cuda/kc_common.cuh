@@ -23,8 +23,9 @@
 #define KC_ACTQ_MIN_M 1
 #endif
 // programmatic dependent launch (sm_90+) between the kernels of one forward pass: each kernel
-// lets the next one be scheduled at its start, and waits for the previous one to complete (and
-// its memory to be visible) before it touches any activation or state. Pointers to activations
+// lets the next one be scheduled at its start (a product once past its wait: KC_PRODUCT_KERNEL),
+// and waits for the previous one to complete (and its memory to be visible) before it touches any
+// activation or state. Pointers to activations
 // and state are never `const __restrict__` in a kernel: the compiler may treat such loads as
 // invariant (ld.global.nc) and issue them before the wait.
 // HIP has none (KC_HAS_PDL 0): the waits and triggers are empty, launches plain stream order.
@@ -66,18 +67,21 @@ __device__ __forceinline__ BlockAt block_at_launch() {
 }
 #endif
 // How a body waits for the ops before it (their outputs visible): as its own kernel, for the
-// previous kernel (PDL). Bodies load weights before they wait, activations and state after.
+// previous kernel (PDL). Bodies load weights before they wait, activations and state after. A
+// product's wait (trigger_after) also lets the next kernel be scheduled, once past it.
 struct PdlWait {
 #if KC_TIMELINE
     unsigned long long *times = nullptr;
     int op = 0;
+#endif
+    bool trigger_after = false;
     __device__ __forceinline__ void operator()() const {
         KC_PDL_WAIT();
+        if (trigger_after) KC_PDL_TRIGGER();
+#if KC_TIMELINE
         tl_first(times, TL_WAIT, op);
-    }
-#else
-    __device__ __forceinline__ void operator()() const { KC_PDL_WAIT(); }
 #endif
+    }
 };
 
 // The body of a pass kernel: the next kernel may be scheduled at once (PDL), then the op's body
@@ -86,7 +90,17 @@ struct PdlWait {
     do {                                                                                       \
         KC_TL_BEGIN();                                                                         \
         KC_PDL_TRIGGER();                                                                      \
-        __VA_ARGS__(args, block_at_launch(), KC_TL_WAIT);                                      \
+        __VA_ARGS__(args, block_at_launch(), KC_TL_WAIT(false));                               \
+        KC_TL_END();                                                                           \
+    } while (0)
+// A product's kernel (gemv, glu, LM head): the next kernel is scheduled only once every block of
+// this one is past its wait, so that the products' weight loads run at most one product ahead of
+// the op whose body runs, whose own dependent loads wait behind them (P9: 9x an idle L2 round
+// trip beside HBM streaming); the ops between products still let the next product start at once.
+#define KC_PRODUCT_KERNEL(args, ...)                                                           \
+    do {                                                                                       \
+        KC_TL_BEGIN();                                                                         \
+        __VA_ARGS__(args, block_at_launch(), KC_TL_WAIT(true));                                \
         KC_TL_END();                                                                           \
     } while (0)
 

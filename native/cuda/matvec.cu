@@ -13,16 +13,16 @@ static size_t prologue_smem(int MT, int k, int heads) {
 template <int MT, int RPW, bool PRO>
 __global__ void __launch_bounds__(KC_THREADS, MT == 2 && RPW == 1 ? 2 : (MT == 8 && RPW >= 2 ? 1 : 0))
 k_gemv(GemvArgs a KC_TL_PARAMS) {
-    KC_PASS_KERNEL(a, gemv_block<MT, RPW, PRO>);
+    KC_PRODUCT_KERNEL(a, gemv_block<MT, RPW, PRO>);
 }
 
 __global__ void __launch_bounds__(KC_GLU_THREADS) k_gemv_glu(GluArgs a KC_TL_PARAMS) {
-    KC_PASS_KERNEL(a, gemv_glu_block);
+    KC_PRODUCT_KERNEL(a, gemv_glu_block);
 }
 
 template <int QT>
 __global__ void __launch_bounds__(KC_LM_THREADS) k_lm_head(LmHeadArgs a KC_TL_PARAMS) {
-    KC_PASS_KERNEL(a, lm_head_block<QT, KC_LM_ROWS, KC_LM_DEPTH>);
+    KC_PRODUCT_KERNEL(a, lm_head_block<QT, KC_LM_ROWS, KC_LM_DEPTH>);
 }
 
 // Host side: launches on g_stream, no host synchronisation (capturable).

@@ -34,10 +34,10 @@ __device__ __forceinline__ void tl_last(unsigned long long *times, int op) {
 #endif
 #define KC_TL_BEGIN() tl_first(tl_times, TL_START, tl_op)
 #define KC_TL_END() tl_last(tl_times, tl_op)
-#define KC_TL_WAIT PdlWait{tl_times, tl_op}
+#define KC_TL_WAIT(trigger_after) PdlWait{tl_times, tl_op, trigger_after}
 #else
 #define KC_TL_PARAMS
 #define KC_TL_BEGIN() do { } while (0)
 #define KC_TL_END() do { } while (0)
-#define KC_TL_WAIT PdlWait{}
+#define KC_TL_WAIT(trigger_after) PdlWait{trigger_after}
 #endif

@@ -101,10 +101,10 @@ def test_only_the_products_schedule_the_next_kernel_past_their_wait():
     # so that at most one product's weight loads run ahead of the body between products (P9); the
     # ops between products let it start at once, so that the next product streams during them
     common = (kf.CUDA_DIR / "kc_common.cuh").read_text()
-    product = common[common.index("#define KC_PRODUCT_KERNEL("):common.index("#define CK(x)")]
-    passk = common[common.index("#define KC_PASS_KERNEL("):common.index("#define KC_PRODUCT_KERNEL(")]
-    assert "KC_PDL_TRIGGER" not in product and "KC_TL_WAIT(true)" in product
-    assert "KC_PDL_TRIGGER();" in passk and "KC_TL_WAIT(false)" in passk
+    body = common[common.index("#define KC_KERNEL_BODY("):common.index("#define KC_PASS_KERNEL(")]
+    assert "if (!(product)) KC_PDL_TRIGGER();" in body and "KC_TL_WAIT(product)" in body
+    assert "#define KC_PASS_KERNEL(args, ...) KC_KERNEL_BODY(false, args, __VA_ARGS__)" in common
+    assert "#define KC_PRODUCT_KERNEL(args, ...) KC_KERNEL_BODY(true, args, __VA_ARGS__)" in common
     assert "if (trigger_after) KC_PDL_TRIGGER();" in common
     matvec = (kf.CUDA_DIR / "matvec.cu").read_text()
     assert matvec.count("KC_PRODUCT_KERNEL(a, ") == 3 and "KC_PASS_KERNEL(" not in matvec

@@ -25,9 +25,9 @@
 // programmatic dependent launch (sm_90+) between the kernels of one forward pass: each kernel
 // lets the next one be scheduled at its start (a product once past its wait: KC_PRODUCT_KERNEL),
 // and waits for the previous one to complete (and its memory to be visible) before it touches any
-// activation or state. Pointers to activations
-// and state are never `const __restrict__` in a kernel: the compiler may treat such loads as
-// invariant (ld.global.nc) and issue them before the wait.
+// activation or state. Pointers to activations and state are never `const __restrict__` in a
+// kernel: the compiler may treat such loads as invariant (ld.global.nc) and issue them before the
+// wait.
 // HIP has none (KC_HAS_PDL 0): the waits and triggers are empty, launches plain stream order.
 #ifndef KC_PDL
 #define KC_PDL KC_HAS_PDL
@@ -84,25 +84,21 @@ struct PdlWait {
     }
 };
 
-// The body of a pass kernel: the next kernel may be scheduled at once (PDL), then the op's body
-// runs over this block, waiting as a kernel of its own (with KC_TIMELINE, recorded).
-#define KC_PASS_KERNEL(args, ...)                                                              \
+// The body of a kernel over this block, waiting as a kernel of its own (with KC_TIMELINE,
+// recorded). A pass kernel lets the next kernel be scheduled at once (PDL). A product's kernel
+// (gemv, glu, LM head) lets it be scheduled only once every block of this one is past its wait,
+// so that the products' weight loads run at most one product ahead of the op whose body runs,
+// whose own dependent loads wait behind them (P9: 9x an idle L2 round trip beside HBM
+// streaming); the ops between products still let the next product start at once.
+#define KC_KERNEL_BODY(product, args, ...)                                                     \
     do {                                                                                       \
         KC_TL_BEGIN();                                                                         \
-        KC_PDL_TRIGGER();                                                                      \
-        __VA_ARGS__(args, block_at_launch(), KC_TL_WAIT(false));                               \
+        if (!(product)) KC_PDL_TRIGGER();                                                      \
+        __VA_ARGS__(args, block_at_launch(), KC_TL_WAIT(product));                             \
         KC_TL_END();                                                                           \
     } while (0)
-// A product's kernel (gemv, glu, LM head): the next kernel is scheduled only once every block of
-// this one is past its wait, so that the products' weight loads run at most one product ahead of
-// the op whose body runs, whose own dependent loads wait behind them (P9: 9x an idle L2 round
-// trip beside HBM streaming); the ops between products still let the next product start at once.
-#define KC_PRODUCT_KERNEL(args, ...)                                                           \
-    do {                                                                                       \
-        KC_TL_BEGIN();                                                                         \
-        __VA_ARGS__(args, block_at_launch(), KC_TL_WAIT(true));                                \
-        KC_TL_END();                                                                           \
-    } while (0)
+#define KC_PASS_KERNEL(args, ...) KC_KERNEL_BODY(false, args, __VA_ARGS__)
+#define KC_PRODUCT_KERNEL(args, ...) KC_KERNEL_BODY(true, args, __VA_ARGS__)
 
 #define CK(x)                                                                                  \
     do {                                                                                       \

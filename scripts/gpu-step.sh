@@ -4,7 +4,7 @@
 # BASEDIR holds the base tree's native/ (default build/base-main; made by
 # `git archive main native | tar -x -C BASEDIR` where the history is, or here if git has it).
 # In order, each step logged and bounded by what is left of KITE_STEP_BUDGET seconds (default
-# 510), a failed step not stopping the later ones:
+# 510, at least 300), a failed step not stopping the later ones:
 #   1. builds: this tree (harness build default stub), the base module (build/ab-base, as
 #      scripts/gpu-ab.sh --no-build expects it) and this tree's timeline module, the last two in
 #      the background; qwen35-0.8b Q8_0 and Q4_0 generated meanwhile;
@@ -28,6 +28,14 @@ base="${2:-build/base-main}"
 budget="${KITE_STEP_BUDGET:-510}"
 rounds="${KITE_STEP_ROUNDS:-6}"
 kernel="${KITE_STEP_KERNEL:-k_deltanet_head}"
+# the build keeps 240 s for the steps after it and needs 60 of its own: a smaller budget would time
+# it out at once and run the later steps on no module, spending device time for nothing
+min_budget=300
+if ! [[ "$budget" =~ ^[0-9]+$ && "$rounds" =~ ^[0-9]+$ ]] || [ "$budget" -lt "$min_budget" ]; then
+  echo "gpu-step.sh: KITE_STEP_BUDGET=$budget KITE_STEP_ROUNDS=$rounds: whole seconds and rounds, a budget of" \
+    "at least $min_budget s (the build's 60 s and the 240 s it keeps for the steps after it)" >&2
+  exit 2
+fi
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
 read -r -a new_env <<< "${KITE_AB_NEW_ENV:-}" # the new side's settings (gpu-ab.sh checks them)

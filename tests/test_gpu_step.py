@@ -126,3 +126,15 @@ def test_gpu_ab_refuses_a_setting_that_is_not_name_value(tmp_path):
     res, runs = run_ab(tmp_path, ".", "KITE_CUDA_GRAPH_M=1 oops")
     assert res.returncode == 2 and "KITE_AB_NEW_ENV: 'oops' is not NAME=VALUE" in res.stderr
     assert runs == []
+
+
+@pytest.mark.parametrize("env", [{"KITE_STEP_BUDGET": "235"}, {"KITE_STEP_BUDGET": "5m"}, {"KITE_STEP_ROUNDS": "four"}])
+def test_gpu_step_refuses_a_budget_its_build_cannot_run_in(tmp_path, env):
+    # 235 s timed the build out at 1 s on a GPU machine and ran the later steps on no module: the
+    # script now refuses before it writes or builds anything
+    out = tmp_path / "out"
+    res = subprocess.run(["bash", str(REPO / "scripts" / "gpu-step.sh"), str(out)], capture_output=True, text=True,
+                         env={**os.environ, **env, "KITE_STEP_WORK": str(tmp_path / "work")}, timeout=60)
+    assert res.returncode == 2, res.stderr
+    assert "at least 300 s" in res.stderr
+    assert not out.exists() and not (tmp_path / "work").exists()

@@ -116,7 +116,7 @@ MODULE_SOURCES = sorted((REPO / "native" / "cuda").glob("*.cu"))
 
 def test_kernels_read_activations_through_plain_pointers():
     text = "\n".join(cu.read_text() for cu in MODULE_SOURCES)
-    kernels = re.findall(r"__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s*(?://[^\n]*)?\s*)?(\w+)\(([^{]*)\)\s*\{", text)
+    kernels = re.findall(r"__global__\s+void\s+(?:(?:__launch_bounds__|KC_MAX_REGISTERS)\([^)]*\)\s*(?://[^\n]*)?\s*)?(\w+)\(([^{]*)\)\s*\{", text)
     assert len(kernels) >= 8, "kernel signatures not found"
     restricted = {
         (name, arg)

@@ -38,10 +38,11 @@ def test_one_header_names_the_runtime():
 
 
 def _without_launch_bounds(text: str) -> str:
-    """text without // comments and without __launch_bounds__(...) (its parentheses may nest)."""
+    """text without // comments and without __launch_bounds__(...) or KC_MAX_REGISTERS(...) (their
+    parentheses may nest)."""
     text = re.sub(r"//[^\n]*", "", text)
-    while (i := text.find("__launch_bounds__(")) >= 0:
-        end, depth = i + len("__launch_bounds__"), 0
+    while (m := re.search(r"(__launch_bounds__|KC_MAX_REGISTERS)\(", text)):
+        i, end, depth = m.start(), m.end() - 1, 0
         while True:  # to the parenthesis that closes the first one
             depth += {"(": 1, ")": -1}.get(text[end], 0)
             if depth == 0:

@@ -106,10 +106,25 @@ def test_only_the_products_schedule_the_next_kernel_past_their_wait():
     assert "#define KC_PASS_KERNEL(args, ...) KC_KERNEL_BODY(false, args, __VA_ARGS__)" in common
     assert "#define KC_PRODUCT_KERNEL(args, ...) KC_KERNEL_BODY(true, args, __VA_ARGS__)" in common
     assert "if (trigger_after) KC_PDL_TRIGGER();" in common
+    # ... but a product into the residual stream (its first job adds) is followed by the row norm,
+    # which has no weights: it lets the norm and the product after it start at once
     matvec = (kf.CUDA_DIR / "matvec.cu").read_text()
-    assert matvec.count("KC_PRODUCT_KERNEL(a, ") == 3 and "KC_PASS_KERNEL(" not in matvec
+    assert matvec.count("KC_PRODUCT_KERNEL(a, ") == 2 and "KC_PASS_KERNEL(" not in matvec
+    assert "KC_KERNEL_BODY(!a.js.j[0].add, a, gemv_block<MT, RPW, PRO>);" in matvec
     others = {f.name for f in kf.CUDA_DIR.glob("*.cu") if "KC_PASS_KERNEL(a, " in f.read_text()}
     assert others == {"activation.cu", "attention.cu", "deltanet.cu"}
+
+
+def test_the_deltanet_head_computes_nothing_before_its_wait():
+    # its state rows' and history taps' loads are issued before the wait and nothing is computed
+    # from them there, so that the block reaches its wait at once and they arrive during the
+    # release (a float op on a loaded value would hold the thread until that load came back)
+    lines = kf.sass_kernels("deltanet.cu")["k_deltanet_head"]
+    before = lines[:lines.index("ACQBULK")]
+    assert not [ln for ln in before if ln.split()[0].split(".")[0] in ("FMUL", "FADD", "FFMA")], before
+    assert sum("LDG" in ln for ln in before) >= 16 + 4  # 16 state rows' values and the taps
+    res = kf.compiled_resources()["k_deltanet_head"]
+    assert res.registers <= 56 and res.spill_bytes == 0, res  # KC_MAX_REGISTERS: the out product fits beside
 
 
 def test_one_function_decides_who_writes_a_short_rows_attention():

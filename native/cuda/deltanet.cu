@@ -17,10 +17,12 @@ k_deltanet(DeltanetArgs a KC_TL_PARAMS) {
     KC_PASS_KERNEL(a, deltanet_block);
 }
 
-__global__ void __launch_bounds__(KC_DNH_WARPS * 32) k_deltanet_head(DeltanetArgs a KC_TL_PARAMS) {
+// 56 registers (57,344 a block), so that the out product's 6,656-register blocks fit beside it
+// (bench/kernel_fit.py); the history taps held across the wait would take ptxas to 59
+__global__ void KC_MAX_REGISTERS(56, KC_DNH_WARPS * 32) k_deltanet_head(DeltanetArgs a KC_TL_PARAMS) {
     KC_PASS_KERNEL(a, deltanet_head_block);
 }
 
 bool deltanet_head_fits(int dk, int dv, int K) {
-    return dk == 32 * DNH_NC && dv == KC_DNH_WARPS * DNH_RW && K >= 1 && K <= 9;
+    return dk == 32 * DNH_NC && dv == KC_DNH_WARPS * DNH_RW && K >= 1 && K <= DNH_TAPS + 1;
 }

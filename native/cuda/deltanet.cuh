@@ -7,6 +7,7 @@
 #define KC_DNH_WARPS 32 // warps of a k_deltanet_head block
 #define DNH_NC 4        // k_deltanet_head: dk / 32
 #define DNH_RW 4        // k_deltanet_head: state rows a warp (dv / KC_DNH_WARPS)
+#define DNH_TAPS 4      // k_deltanet_head: the conv's history taps held in registers (K - 1)
 // One layer for the m rows of a pass. qkv [m][C]: the conv inputs (q, k, v channels); conv_w
 // [C][K]; ring [ring_rows][C]: conv inputs by position; beta, alpha [m][ld_beta]: write strength
 // and decay input per value head; ssm_a, dt_bias [Hv]; S [Hv][dv][dk]: the state; y [m][ldy]:
@@ -40,6 +41,6 @@ size_t dn_smem(int m, int dk);
 // grid (Hv, ceil(dv / dn_warps(dk))), dn_warps(dk) warps, dn_smem(m, dk) bytes of shared memory
 __global__ void k_deltanet(DeltanetArgs a KC_TL_PARAMS);
 // M=1 with the gated norm and its quantization as the tail: grid (Hv), KC_DNH_WARPS warps; for
-// dk == 32 * DNH_NC, dv == KC_DNH_WARPS * DNH_RW, K <= 9 (deltanet_head_fits)
+// dk == 32 * DNH_NC, dv == KC_DNH_WARPS * DNH_RW, K <= DNH_TAPS + 1 (deltanet_head_fits)
 __global__ void k_deltanet_head(DeltanetArgs a KC_TL_PARAMS);
 bool deltanet_head_fits(int dk, int dv, int K);

@@ -244,18 +244,20 @@ __device__ __forceinline__ void deltanet_head_block(const DeltanetArgs &a, const
     const int t = threadIdx.x;
     const bool conv = t < 2 * dk + dv;
     const int c = conv ? dn_channel(t, kh, h, 0, Hk, dk, dv) : 0;
-    // the conv's history taps j < K - 1 (K <= 9), zero before position 0, as deltanet_block adds them
-    float acc = 0.0f, wl = 0.0f;
-    if (conv) {
+    // the conv's history taps j < K - 1 (K <= DNH_TAPS + 1), zero before position 0: their values
+    // loaded here into registers of their own, and nothing computed from them before the wait, so
+    // that the block reaches its wait at once and these loads (behind the state rows') arrive
+    // during its release; their weights loaded with the current row after it, and the sum in tap
+    // order, as deltanet_block adds them
+    float hx[DNH_TAPS]; // [tap]: the history value
+    // tap jj's ring row, (pos - (K - 1) + jj) % R, by steps of one from the first tap's (one
+    // division, not K - 1); negative before position 0
+    const int pp0 = pos - (K - 1);
+    int slot = pp0 >= 0 ? pp0 % R : pp0;
 #pragma unroll
-        for (int jj = 0; jj < 8; jj++) {
-            if (jj < K - 1) {
-                const int pp = pos - (K - 1) + jj;
-                const float xv = pp >= 0 ? ring[(size_t)(pp % R) * C + c] : 0.0f;
-                acc = acc + cw[(size_t)c * K + jj] * xv;
-            }
-        }
-        wl = cw[(size_t)c * K + K - 1];
+    for (int jj = 0; jj < DNH_TAPS; jj++) {
+        hx[jj] = conv && jj < K - 1 && slot >= 0 ? ring[(size_t)slot * C + c] : 0.0f;
+        slot = slot + 1 == R ? 0 : slot + 1;
     }
     const float a_h = __ldg(&a.ssm_a[h]), dt_h = __ldg(&a.dt_bias[h]);
     const int jq = (int)threadIdx.x < dv ? (int)threadIdx.x : 0; // the gated norm's element (warps < dv / 32)
@@ -268,7 +270,14 @@ __device__ __forceinline__ void deltanet_head_block(const DeltanetArgs &a, const
         al_in = alphab[h];
     }
     if (conv) {
-        const float xl = qkv[c];
+        const float xl = qkv[c], wl = cw[(size_t)c * K + K - 1];
+        float hw[DNH_TAPS]; // [tap]: the history taps' weights
+#pragma unroll
+        for (int jj = 0; jj < DNH_TAPS; jj++) hw[jj] = jj < K - 1 ? cw[(size_t)c * K + jj] : 0.0f;
+        float acc = 0.0f;
+#pragma unroll
+        for (int jj = 0; jj < DNH_TAPS; jj++)
+            if (jj < K - 1) acc = acc + hw[jj] * hx[jj];
         acc = acc + wl * xl;
         sm[t] = kite_siluf(acc);
         if (t >= 2 * dk || h < Hk) ring[(size_t)(pos % R) * C + c] = xl;

@@ -25,6 +25,7 @@
 #define KC_HAS_PDL 0
 #define KC_HAS_GRAPH_EXT_EVENT 0
 #define KC_PREFETCH_L2(p) ((void)(p))
+#define KC_MAX_REGISTERS(n, threads) __launch_bounds__(threads) // no register cap: the block size only
 
 // ---- types and constants -----------------------------------------------------------------------
 #define cudaError_t hipError_t
@@ -132,4 +133,6 @@ __device__ __forceinline__ int __dp4a(int a, int b, int c) {
 #define KC_HAS_PDL 1
 #define KC_HAS_GRAPH_EXT_EVENT 1
 #define KC_PREFETCH_L2(p) asm volatile("prefetch.global.L2 [%0];" ::"l"(p))
+// at most n registers a thread (a block of up to 1024 threads), where the compiler would take more
+#define KC_MAX_REGISTERS(n, threads) __maxnreg__(n)
 #endif

@@ -1,0 +1,90 @@
+"""Candidate kernel steps kept as patches until a GPU judges them (bench/candidates/, issue 48;
+docs/PERFORMANCE.md says how each is judged): each still applies to the tree, and what it claims
+on the CPU side holds when it is applied to a copy, compiled with the module's flags."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+CANDIDATES = sorted((REPO / "bench" / "candidates").glob("*.patch"))
+GLU = REPO / "bench" / "candidates" / "glu-trigger-at-start.patch"
+TAPS_BACK = REPO / "bench" / "candidates" / "head-taps-before-wait.patch"
+
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None or shutil.which("ptxas") is None
+                                or shutil.which("git") is None, reason="nvcc or git is not installed")
+
+
+def test_there_is_a_candidate_to_check():
+    assert CANDIDATES, "bench/candidates/ holds no patch: delete this test with the folder"
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+@pytest.mark.parametrize("patch", CANDIDATES, ids=lambda p: p.stem)
+def test_a_candidate_applies_to_the_tree(patch):
+    res = subprocess.run(["git", "apply", "--check", str(patch)], cwd=REPO, capture_output=True, text=True)
+    assert res.returncode == 0, f"{patch.name} no longer applies: {res.stderr.strip()}"
+
+
+def applied_tree(root: Path, patch: Path) -> Path:
+    """A copy of native/, bench/ and the module's static tests under root with the patch applied."""
+    for part in ("native", "bench"):
+        shutil.copytree(REPO / part, root / part, ignore=shutil.ignore_patterns("__pycache__"))
+    (root / "tests").mkdir()
+    for test in ("test_kernel_fit.py", "test_cuda_module.py", "test_hip_module.py"):  # those a patch may touch
+        shutil.copy2(REPO / "tests" / test, root / "tests")
+    res = subprocess.run(["git", "apply", str(patch)], cwd=root, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    return root
+
+
+@pytest.fixture(scope="module", params=CANDIDATES, ids=lambda p: p.stem)
+def patched(request, tmp_path_factory) -> tuple[Path, Path]:
+    return request.param, applied_tree(tmp_path_factory.mktemp(request.param.stem), request.param)
+
+
+@needs_nvcc
+def test_the_kernel_fit_gates_hold_with_the_candidate(patched):
+    # tests/test_kernel_fit.py's pairs, spill, register and trigger gates (as the patch leaves
+    # them), run on the patched copy
+    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_kernel_fit.py"],
+                         cwd=patched[1], capture_output=True, text=True, timeout=1200)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
+
+
+def test_the_glu_lets_the_down_product_start_at_its_start(tmp_path):
+    # the candidate's claim: k_gemv_glu triggers at its start (a pass kernel); the residual and
+    # other gemvs and the LM head are as in the tree
+    cuda = applied_tree(tmp_path, GLU) / "native" / "cuda"
+    matvec = (cuda / "matvec.cu").read_text()
+    assert "KC_PASS_KERNEL(a, gemv_glu_block);" in matvec
+    assert "KC_KERNEL_BODY(!a.js.j[0].add, a, gemv_block<MT, RPW, PRO>);" in matvec
+    assert "KC_PRODUCT_KERNEL(a, lm_head_block<" in matvec
+
+
+# run in the patched copy (kernel_fit caches what it compiled by file name)
+HEAD_BEFORE_WAIT = """
+import json, sys
+sys.path.insert(0, "bench")
+import kernel_fit
+lines = kernel_fit.sass_kernels("deltanet.cu")["k_deltanet_head"]
+print(json.dumps(lines[:lines.index("ACQBULK")]))
+"""
+
+
+@needs_nvcc
+def test_the_taps_back_before_the_wait_compute_there_again(tmp_path):
+    # the candidate (main's head step taken out): the history taps' products are computed before
+    # the wait again, as before 3249170
+    tree = applied_tree(tmp_path, TAPS_BACK)
+    res = subprocess.run([sys.executable, "-c", HEAD_BEFORE_WAIT], cwd=tree, capture_output=True, text=True,
+                         timeout=900)
+    assert res.returncode == 0, res.stderr[-3000:]
+    before = json.loads(res.stdout)
+    assert [ln for ln in before if ln.split()[0] in ("FMUL", "FADD")], before

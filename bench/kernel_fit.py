@@ -184,7 +184,7 @@ def sass_kernels(src: str) -> dict[str, list[str]]:
 class Insn:
     """What one line of a kernel's code means to walk_to_wait."""
     wait: bool = False          # the wait itself: the path stops before it
-    load: str | None = None     # a load to report
+    load: str | None = None     # a line to report (a load, or what the walk asks for)
     target: str | None = None   # a label it may branch to (None: none, or one not to follow)
     ends: bool = False          # no fall-through: an unconditional branch, exit or return
 
@@ -213,7 +213,17 @@ def walk_to_wait(lines: list[str], labels: dict[str, int], read) -> list[str]:
 
 def sass_loads_before_wait(lines: list[str]) -> list[str]:
     """The global loads (LDG) that some path from the kernel's entry reaches before any ACQBULK
-    (griddepcontrol.wait). A branch to the label right after a wait is not followed: it is a
+    (griddepcontrol.wait): sass_before_wait's lines whose opcode starts with LDG."""
+    return sass_before_wait(lines, ("LDG",))
+
+
+# float arithmetic that holds a thread until its operands' loads have come back
+SASS_FLOAT_OPS = ("FMUL", "FADD", "FFMA")
+
+
+def sass_before_wait(lines: list[str], opcodes: tuple[str, ...]) -> list[str]:
+    """The lines whose opcode starts with one of opcodes that some path from the kernel's entry
+    reaches before any ACQBULK (griddepcontrol.wait). A branch to the label right after a wait is not followed: it is a
     body's `if (!waited)` (matvec_device.cuh), not taken before the first wait, and following it
     would count the loads that ptxas moved below the wait. Calls fall through (the module's callees
     are arithmetic helpers); an unconditional BRA, EXIT or RET ends a path."""
@@ -230,7 +240,7 @@ def sass_loads_before_wait(lines: list[str]) -> list[str]:
             conditional = predicated or op != "BRA" or bool(re.match(r"!?U?P[T\d]", words[1]))
             label = target.group(1)
             return Insn(target=None if label in after_wait else label, ends=not conditional)
-        return Insn(wait=op == "ACQBULK", load=ln if op.startswith("LDG") else None,
+        return Insn(wait=op == "ACQBULK", load=ln if op.startswith(opcodes) else None,
                     ends=op.split(".")[0] in ("EXIT", "RET") and not predicated)
 
     return walk_to_wait(lines, labels, read)

@@ -120,9 +120,8 @@ def test_the_deltanet_head_computes_nothing_before_its_wait():
     # from them there, so that the block reaches its wait at once and they arrive during the
     # release (a float op on a loaded value would hold the thread until that load came back)
     lines = kf.sass_kernels("deltanet.cu")["k_deltanet_head"]
-    before = lines[:lines.index("ACQBULK")]
-    assert not [ln for ln in before if ln.split()[0].split(".")[0] in ("FMUL", "FADD", "FFMA")], before
-    assert sum("LDG" in ln for ln in before) >= 16 + 4  # 16 state rows' values and the taps
+    assert kf.sass_before_wait(lines, kf.SASS_FLOAT_OPS) == []
+    assert len(kf.sass_loads_before_wait(lines)) >= 16 + 4  # 16 state rows' values and the taps
     res = kf.compiled_resources()["k_deltanet_head"]
     assert res.registers <= 56 and res.spill_bytes == 0, res  # KC_MAX_REGISTERS: the out product fits beside
 

@@ -2,14 +2,14 @@
 # The device probes: issue 37's P1 (handoff latency), P2 (bulk-copy ring streaming), P3 (PDL
 # lookahead with shared-memory staging) and issue 48's P5 (residency of the next kernel's CTAs),
 # P3' (a layer-shaped uniform chain), P1' (an improved handoff), P6 (the LM head kernel alone
-# against a streaming read of its bytes) and P9 (a dependent load beside streaming kernels): built
-# with nvcc for sm_90 and run once each.
+# against a streaming read of its bytes), P9 (a dependent load beside streaming kernels) and P10 (the
+# release after a grid, by its shape): built with nvcc for sm_90 and run once each.
 #   bench/probes.sh OUT.md [PROBE...]   (the tables, in that order; each probe's exit status after it)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${1:?usage: bench/probes.sh OUT.md [PROBE...]}"; shift
 probes=("$@")
-[ ${#probes[@]} -eq 0 ] && probes=(probe_handoff probe_ring probe_pdl_stage probe_residency probe_chain_layer probe_handoff2 probe_lmhead probe_contention)
+[ ${#probes[@]} -eq 0 ] && probes=(probe_handoff probe_ring probe_pdl_stage probe_residency probe_chain_layer probe_handoff2 probe_lmhead probe_contention probe_release)
 dir=$(mktemp -d)
 {
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader 2>&1

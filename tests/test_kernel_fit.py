@@ -211,9 +211,10 @@ def test_p6_builds_with_the_module_lm_head(tmp_path):
 
 
 @needs_nvcc
-def test_p9_builds(tmp_path):
-    # bench/probe_contention.cu (P9) builds as bench/probes.sh builds it; it runs on a GPU only
-    exe = tmp_path / "probe_contention"
-    res = subprocess.run(["nvcc", "-O3", "-arch=sm_90", "-o", str(exe), str(kf.REPO / "bench" / "probe_contention.cu")],
+@pytest.mark.parametrize("probe", ["probe_contention", "probe_release"])  # P9, P10
+def test_a_probe_builds(tmp_path, probe):
+    # the probe builds as bench/probes.sh builds it; it runs on a GPU only
+    exe = tmp_path / probe
+    res = subprocess.run(["nvcc", "-O3", "-arch=sm_90", "-o", str(exe), str(kf.REPO / "bench" / f"{probe}.cu")],
                          capture_output=True, text=True, timeout=600)
     assert res.returncode == 0 and exe.exists(), res.stderr[-2000:]

@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from engine_build import REPO, abi_names, abi_version, build_engine, kite_bin, qwen35_fixtures, run_kite, tokens_of  # noqa: F401
+from module_sources import kernel_definitions
 
 sys.path.insert(0, str(REPO / "bench"))
 import kernel_fit  # noqa: E402  (bench/kernel_fit.py: the demangler)
@@ -116,7 +117,7 @@ MODULE_SOURCES = sorted((REPO / "native" / "cuda").glob("*.cu"))
 
 def test_kernels_read_activations_through_plain_pointers():
     text = "\n".join(cu.read_text() for cu in MODULE_SOURCES)
-    kernels = re.findall(r"__global__\s+void\s+(?:(?:__launch_bounds__|KC_MAX_REGISTERS)\([^)]*\)\s*(?://[^\n]*)?\s*)?(\w+)\(([^{]*)\)\s*\{", text)
+    kernels = kernel_definitions(text)
     assert len(kernels) >= 8, "kernel signatures not found"
     restricted = {
         (name, arg)

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from engine_build import REPO, abi_names, build_engine, run_kite
+from module_sources import kernel_definitions
 
 CUDA_DIR = REPO / "native" / "cuda"
 HEADER = "kc_gpu.cuh"
@@ -37,27 +38,9 @@ def test_one_header_names_the_runtime():
     assert not others, f"runtime headers included outside {HEADER}: {others}"
 
 
-def _without_launch_bounds(text: str) -> str:
-    """text without // comments and without __launch_bounds__(...) or KC_MAX_REGISTERS(...) (their
-    parentheses may nest)."""
-    text = re.sub(r"//[^\n]*", "", text)
-    while (m := re.search(r"(__launch_bounds__|KC_MAX_REGISTERS)\(", text)):
-        i, end, depth = m.start(), m.end() - 1, 0
-        while True:  # to the parenthesis that closes the first one
-            depth += {"(": 1, ")": -1}.get(text[end], 0)
-            if depth == 0:
-                break
-            end += 1
-        text = text[:i] + text[end + 1:]
-    return text
-
-
 def test_every_kernel_has_one_body():
     """No second copy of any kernel: each __global__ name is defined once in native/cuda."""
-    names = []
-    for text in _sources().values():
-        # a definition: the parameter list is followed by its body (declarations end in ';')
-        names += re.findall(r"__global__\s+void\s+(\w+)\s*\([^;{]*\)\s*\{", _without_launch_bounds(text))
+    names = [name for text in _sources().values() for name, _ in kernel_definitions(text)]
     assert {"k_gemv", "k_deltanet", "k_act", "k_attn_scores"} <= set(names), names
     dup = sorted({n for n in names if names.count(n) > 1})
     assert not dup, f"kernels defined more than once: {dup}"

@@ -356,9 +356,9 @@ static int run_request(kt_model *md, kt_state *st, const run_opts *o, run_output
         double s0 = kt_now_ms();
         if (kt_process_rows(md, st, &tok, 1, out->h_all + slot * E, out->l_all + slot * V, err,
                             sizeof err)) {
-        runtime_error(err);
-        return -1;
-    }
+            runtime_error(err);
+            return -1;
+        }
         kt_busy_wait_us(delay_us);
         out->step_ms[row] = kt_now_ms() - s0;
         last_logits = out->l_all + slot * V;

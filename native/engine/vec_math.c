@@ -76,7 +76,6 @@ static int vec_argmax_portable(const float *v, int n) {
     return 0;
 }
 
-
 /* ---- AVX2 ------------------------------------------------------------------------------------- */
 
 #if KITE_HAVE_AVX2_CODE

@@ -107,10 +107,16 @@ def test_only_the_products_schedule_the_next_kernel_past_their_wait():
     assert "#define KC_PRODUCT_KERNEL(args, ...) KC_KERNEL_BODY(true, args, __VA_ARGS__)" in common
     assert "if (trigger_after) KC_PDL_TRIGGER();" in common
     # ... but a product into the residual stream (its first job adds) is followed by the row norm,
-    # which has no weights: it lets the norm and the product after it start at once
+    # which has no weights: it lets the norm and the product after it start at once, except the
+    # M=1 out products (after the DeltaNet head or the attention), which the pass sets apart
     matvec = (kf.CUDA_DIR / "matvec.cu").read_text()
     assert matvec.count("KC_PRODUCT_KERNEL(a, ") == 2 and "KC_PASS_KERNEL(" not in matvec
-    assert "KC_KERNEL_BODY(!a.js.j[0].add, a, gemv_block<MT, RPW, PRO>);" in matvec
+    assert "KC_KERNEL_BODY(a.trigger_after_wait, a, gemv_block<MT, RPW, PRO>);" in matvec
+    assert "ga.trigger_after_wait = !js.j[0].add;" in matvec
+    forward = (kf.CUDA_DIR / "forward.cu").read_text()
+    for role in ("ROLE_DN_OUT", "ROLE_ATT_OUT"):
+        assert f"tag(ops, from, {role});\n            out_trigger_after_wait(ops, from, m);" in forward
+    assert forward.count("out_trigger_after_wait(ops, from, m);") == 2
     others = {f.name for f in kf.CUDA_DIR.glob("*.cu") if "KC_PASS_KERNEL(a, " in f.read_text()}
     assert others == {"activation.cu", "attention.cu", "deltanet.cu"}
 

@@ -29,6 +29,15 @@ static void tag(std::vector<PassOp> *ops, size_t from, int role) {
         if ((*ops)[i].role == ROLE_NONE) (*ops)[i].role = role;
 }
 
+// M=1: the out products (after the DeltaNet head or the attention) let the FFN's row norm, and
+// the glu after it, be scheduled only once past their wait, so that the glu's weights do not
+// stream beside the head's or the attention's dependent loads (P9); the down product keeps
+// starting the next layer's norm and in-proj at its start.
+static void out_trigger_after_wait(std::vector<PassOp> *ops, size_t from, int m) {
+    for (size_t i = from; m == 1 && i < ops->size(); i++)
+        if ((*ops)[i].kind == OP_GEMV) (*ops)[i].gemv.trigger_after_wait = true;
+}
+
 static int32_t add_gemv(std::vector<PassOp> *ops, const MatvecJobs &js, int m, const ActIn &a) {
     std::vector<GemvCall> calls;
     CKS(gemv_plan(js, m, a.P, a.q, a.d, a.f, a.ldx, &calls));
@@ -138,6 +147,7 @@ int32_t plan_pass(kcuda_model *md, int m, int s, std::vector<PassOp> *ops) {
             if (head) CKS(add_gemv(ops, js, m, act_from_op(md)));
             else CKS(gemv_in(md, ops, js, m, prologue(3, md->ybuf, md->z, Hv * dv, l.v[KCUDA_W_SSM_NORM], dv, eps)));
             tag(ops, from, ROLE_DN_OUT);
+            out_trigger_after_wait(ops, from, m);
         } else {
             MatvecJobs js = {};
             js.nj = 3;
@@ -176,6 +186,7 @@ int32_t plan_pass(kcuda_model *md, int m, int s, std::vector<PassOp> *ops) {
             if (vq) CKS(add_gemv(ops, js, m, act_from_op(md)));
             else CKS(gemv_in(md, ops, js, m, prologue(0, md->attn_out, nullptr, H * D, nullptr, 1, eps)));
             tag(ops, from, ROLE_ATT_OUT);
+            out_trigger_after_wait(ops, from, m);
         }
         MatvecJobs js = {};
         js.nj = 2;

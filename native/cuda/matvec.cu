@@ -10,13 +10,14 @@ static size_t prologue_smem(int MT, int k, int heads) {
 // k_gemv<2, 1, *> asks for two blocks per SM and k_gemv<8, 2 or 4, *> for one (without it
 // ptxas stops at 128 registers and spills); 0 (the others) sets no minimum. PRO: the block
 // builds its activations itself (gemv_block).
-// A product that adds into the residual stream (js.j[0].add: the out, down and attention out
-// products) is followed by the row norm, which has no weights of its own: it lets the norm and the
-// product after it start at once, as a pass kernel, so that product's weights stream meanwhile.
+// Where it lets the next kernel be scheduled: a.trigger_after_wait, set by gemv_plan and the pass
+// (forward.cu). A product that adds into the residual stream (js.j[0].add) is followed by the row
+// norm, which has no weights of its own: it lets the norm and the product after it start at once,
+// as a pass kernel, so that product's weights stream meanwhile; the M=1 out products do not.
 template <int MT, int RPW, bool PRO>
 __global__ void __launch_bounds__(KC_THREADS, MT == 2 && RPW == 1 ? 2 : (MT == 8 && RPW >= 2 ? 1 : 0))
 k_gemv(GemvArgs a KC_TL_PARAMS) {
-    KC_KERNEL_BODY(!a.js.j[0].add, a, gemv_block<MT, RPW, PRO>);
+    KC_KERNEL_BODY(a.trigger_after_wait, a, gemv_block<MT, RPW, PRO>);
 }
 
 __global__ void __launch_bounds__(KC_GLU_THREADS) k_gemv_glu(GluArgs a KC_TL_PARAMS) {
@@ -113,6 +114,7 @@ int32_t gemv_plan(MatvecJobs js, int m, Prologue P, const int8_t *gq, const floa
         ga.m = call_rows;
         ga.P = P;
         ga.ldx = ldx;
+        ga.trigger_after_wait = !js.j[0].add; // a product, unless it adds into the residual stream
         if (P.mode >= 0) {
             ga.P.a = P.a + (size_t)m0 * P.lda;
             if (P.b) ga.P.b = P.b + (size_t)m0 * P.lda;

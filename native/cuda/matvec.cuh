@@ -45,6 +45,7 @@ struct GemvArgs {
     const int8_t *xq;
     const float *xd, *xf;
     int ldx;
+    bool trigger_after_wait; // the next kernel is scheduled once this one is past its wait (k_gemv)
 };
 // One launch of a product: its arguments, its instance (MT rows at most, RPW output rows per
 // warp) and its blocks of KC_THREADS threads, with their dynamic shared memory.

@@ -1,6 +1,7 @@
 // P10 (issue 48): how long after a grid's last warp ends the next kernel's PDL wait is released,
-// by the grid's shape (CTAs x threads), and whether the timeline build's end records (every
-// warp's lane 0 an atomicMax on one address, as KC_TIMELINE does) lengthen it.
+// by the grid's shape (CTAs x threads), and whether the timeline build's end records lengthen it:
+// every warp's lane 0 an atomicMax on one address (the timeline until P10b), or on one of
+// KC_TL_SLOTS addresses a 128-byte line apart (the timeline since, P10c).
 // A CUDA graph of PAIRS pairs: kernel A of the shape under test, then B, 4 CTAs of 256 threads
 // (a row norm's shape). Each kernel lets the next be scheduled at its start, waits, reads the
 // value the kernel before wrote, spins SPIN_NS and writes its own value; each CTA records when its
@@ -11,6 +12,7 @@
 // the mean over pairs is not bound to them), and the replay time a pair.
 // Build: nvcc -O3 -arch=sm_90 -o probe_release bench/probe_release.cu
 #include "probe_common.cuh"
+#include "../native/cuda/timeline.cuh" // KC_TL_SLOTS, KC_TL_SLOT_STRIDE
 
 #define PAIRS 100
 #define REPLAYS 5
@@ -22,6 +24,11 @@
 // The bars, written before the first run (docs/PERFORMANCE.md, P10), in us
 #define BAR_SHAPE_US 0.3  // P10a: 528 x 64 released this much later than 132 x 256, every round
 #define BAR_ATOMIC_US 0.3 // P10b: 257 x 256 with the end atomics this much later than without
+#define BAR_SLOTS_US 0.1  // P10c: 257 x 256 with them in slots at most this much later than without
+#define SLOTS KC_TL_SLOTS             // the timeline build's slots (native/cuda/timeline.cuh)
+#define SLOT_STRIDE KC_TL_SLOT_STRIDE // 8-byte words from one slot to the next
+enum Records { NONE, ONE_ADDRESS, IN_SLOTS, RECORDS };
+static const char *RECORD_NAMES[RECORDS] = {"no", "one address", "in slots"};
 
 struct Shape {
     int ctas, threads;
@@ -44,7 +51,8 @@ __global__ void k_link(float *vals, int k, uint64_t *wait, uint64_t *end, int at
     if ((threadIdx.x & 31) == 0) {
         const int warp = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
         end[(size_t)k * MAX_WARPS + warp] = t_end;
-        if (atomics) atomicMax(one, (unsigned long long)t_end);
+        if (atomics == ONE_ADDRESS) atomicMax(one, (unsigned long long)t_end);
+        if (atomics == IN_SLOTS) atomicMax(one + (size_t)(warp % SLOTS) * SLOT_STRIDE, (unsigned long long)t_end);
     }
 }
 
@@ -111,38 +119,43 @@ int main() {
     CK(cudaMemset(vals, 0, (2 * PAIRS + 1) * sizeof(float)));
     CK(cudaMalloc(&d_wait, slots * sizeof(uint64_t)));
     CK(cudaMalloc(&d_end, slots * sizeof(uint64_t)));
-    CK(cudaMalloc(&one, sizeof(unsigned long long)));
-    CK(cudaMemset(one, 0, sizeof(unsigned long long)));
+    CK(cudaMalloc(&one, SLOTS * SLOT_STRIDE * sizeof(unsigned long long)));
+    CK(cudaMemset(one, 0, SLOTS * SLOT_STRIDE * sizeof(unsigned long long)));
     printf("P10 release after a grid, by its shape: %d pairs of (A, then B = %d x %d), each kernel %d ns of "
            "spin after its wait; us, per round the median over %d replays of the mean over pairs\n\n",
            PAIRS, B_CTAS, B_THREADS, SPIN_NS, REPLAYS);
     printf("| round | A: CTAs x threads | end atomics | release after A | release after B | us a pair |\n");
     printf("|---:|---|---|---:|---:|---:|\n");
-    Result res[ROUNDS][NSHAPES][2];
+    Result res[ROUNDS][NSHAPES][RECORDS];
     for (int r = 0; r < ROUNDS; r++)
         for (int i = 0; i < NSHAPES; i++)
-            for (int at = 0; at < 2; at++) {
+            for (int at = 0; at < RECORDS; at++) {
                 // the order turns round from one round to the next
                 const int ii = r % 2 ? NSHAPES - 1 - i : i;
                 Result x = run_variant(SHAPES[ii], at, s, vals, d_wait, d_end, one);
                 res[r][ii][at] = x;
                 printf("| %d | %d x %d | %s | %.3f | %.3f | %.2f |\n", r + 1, SHAPES[ii].ctas, SHAPES[ii].threads,
-                       at ? "yes" : "no", x.after_a, x.after_b, x.us_pair);
+                       RECORD_NAMES[at], x.after_a, x.after_b, x.us_pair);
             }
-    // P10a: 528 x 64 (index 3) against 132 x 256 (index 1), no atomics; P10b: 257 x 256 (index 5)
-    int shape_rounds = 0, atomic_rounds = 0;
+    // P10a: 528 x 64 (index 3) against 132 x 256 (index 1), no atomics; P10b, P10c: 257 x 256 (index 5)
+    int shape_rounds = 0, atomic_rounds = 0, slot_rounds = 0;
     printf("\n");
     for (int r = 0; r < ROUNDS; r++) {
-        const double d_shape = res[r][3][0].after_a - res[r][1][0].after_a;
-        const double d_atomic = res[r][5][1].after_a - res[r][5][0].after_a;
+        const double d_shape = res[r][3][NONE].after_a - res[r][1][NONE].after_a;
+        const double d_atomic = res[r][5][ONE_ADDRESS].after_a - res[r][5][NONE].after_a;
+        const double d_slots = res[r][5][IN_SLOTS].after_a - res[r][5][NONE].after_a;
         shape_rounds += d_shape >= BAR_SHAPE_US;
         atomic_rounds += d_atomic >= BAR_ATOMIC_US;
-        printf("round %d: 528 x 64 - 132 x 256 = %+.3f us; 257 x 256 with atomics - without = %+.3f us\n", r + 1,
-               d_shape, d_atomic);
+        slot_rounds += d_slots <= BAR_SLOTS_US;
+        printf("round %d: 528 x 64 - 132 x 256 = %+.3f us; 257 x 256 with atomics on one address - without = %+.3f "
+               "us, in slots - without = %+.3f us\n",
+               r + 1, d_shape, d_atomic, d_slots);
     }
     printf("P10a (a grid of many small CTAs is released later, >= %.1f us in every round): %s\n", BAR_SHAPE_US,
            shape_rounds == ROUNDS ? "PASS" : "FAIL");
     printf("P10b (the timeline's end atomics delay the release, >= %.1f us in every round): %s\n", BAR_ATOMIC_US,
            atomic_rounds == ROUNDS ? "PASS" : "FAIL");
+    printf("P10c (the end atomics in %d slots delay it by at most %.1f us, every round): %s\n", SLOTS, BAR_SLOTS_US,
+           slot_rounds == ROUNDS ? "PASS" : "FAIL");
     return 0;
 }

@@ -97,7 +97,7 @@ struct kcuda_model {
     int64_t counters[KCUDA_C_COUNT] = {};
     std::vector<void *> allocs;
 #if KC_TIMELINE
-    unsigned long long *tl_times = nullptr, *tl_host = nullptr; // timeline.cuh: [3][KC_TL_OPS]
+    unsigned long long *tl_times = nullptr, *tl_host = nullptr; // timeline.cuh: KC_TL_WORDS, by KC_TL_AT
     long tl_steps = 0;                                           // M=1 steps appended so far
 #endif
 };

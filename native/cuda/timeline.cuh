@@ -1,15 +1,22 @@
 // timeline.cuh - per-op times of the M=1 steps, a diagnostic built only with the CMake option
 // KITE_CUDA_TIMELINE=ON (KC_TIMELINE=1). Each kernel's thread 0 records %globaltimer at its block's
 // start and after its PDL wait, lane 0 of every warp at its end; the earliest start and wait and
-// the latest end of each op of the pass are kept by atomics. With KITE_CUDA_TIMELINE=FILE in the
-// environment, kcuda_step appends the op list and its times to FILE (bench/pass_timeline.py reads
-// it). Off (the default), the kernels and launches are those without it.
+// the latest end of each op of the pass are kept by atomics, spread over KC_TL_SLOTS addresses a
+// line apart (the host takes the earliest or latest of them): on one address, the atomics of an
+// op's 2,056 warps delayed the next op's release by 1.3 us (P10b, docs/PERFORMANCE.md). With
+// KITE_CUDA_TIMELINE=FILE in the environment, kcuda_step appends the op list and its times to FILE
+// (bench/pass_timeline.py reads it). Off (the default), the kernels and launches are those without it.
 #pragma once
 #ifndef KC_TIMELINE
 #define KC_TIMELINE 0
 #endif
 
-#define KC_TL_OPS 1024 // ops of a pass the buffer holds: times[field * KC_TL_OPS + op]
+#define KC_TL_OPS 1024        // ops of a pass the buffer holds
+#define KC_TL_SLOTS 32        // addresses an op's field is spread over (by block, or by warp for the end)
+#define KC_TL_SLOT_STRIDE 16  // 8-byte words from one slot to the next: a 128-byte line each
+#define KC_TL_WORDS (3 * KC_TL_OPS * KC_TL_SLOTS * KC_TL_SLOT_STRIDE) // the buffer, in 8-byte words
+// the word of slot `slot` of `field` of `op`
+#define KC_TL_AT(field, op, slot) ((((size_t)(field) * KC_TL_OPS + (op)) * KC_TL_SLOTS + (slot)) * KC_TL_SLOT_STRIDE)
 enum TimelineField { TL_START, TL_WAIT, TL_END }; // earliest block start, earliest wait release, latest warp end
 
 #if KC_TIMELINE
@@ -23,13 +30,17 @@ __device__ __forceinline__ unsigned long long tl_now() {
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
     return t;
 }
+__device__ __forceinline__ unsigned tl_block() {
+    return blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+}
 // field TL_START or TL_WAIT of op: this block's time, if earlier (thread 0)
 __device__ __forceinline__ void tl_first(unsigned long long *times, int field, int op) {
-    if (times && threadIdx.x == 0) atomicMin(&times[field * KC_TL_OPS + op], tl_now());
+    if (times && threadIdx.x == 0) atomicMin(&times[KC_TL_AT(field, op, tl_block() % KC_TL_SLOTS)], tl_now());
 }
 // field TL_END of op: this warp's time, if later (lane 0)
 __device__ __forceinline__ void tl_last(unsigned long long *times, int op) {
-    if (times && (threadIdx.x & 31) == 0) atomicMax(&times[TL_END * KC_TL_OPS + op], tl_now());
+    const unsigned warp = tl_block() * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (times && (threadIdx.x & 31) == 0) atomicMax(&times[KC_TL_AT(TL_END, op, warp % KC_TL_SLOTS)], tl_now());
 }
 #endif
 #define KC_TL_BEGIN() tl_first(tl_times, TL_START, tl_op)

@@ -3,7 +3,8 @@
 // start and after its PDL wait, lane 0 of every warp at its end; the earliest start and wait and
 // the latest end of each op of the pass are kept by atomics, spread over KC_TL_SLOTS addresses a
 // line apart (the host takes the earliest or latest of them): on one address, the atomics of an
-// op's 2,056 warps delayed the next op's release by 1.3 us (P10b, docs/PERFORMANCE.md). With
+// op's 2,056 warps delayed the next op's release by 1.3 us (P10b), in these slots by 0.14 us
+// (P10c, docs/PERFORMANCE.md: a release after a many-warp op is read with that bias). With
 // KITE_CUDA_TIMELINE=FILE in the environment, kcuda_step appends the op list and its times to FILE
 // (bench/pass_timeline.py reads it). Off (the default), the kernels and launches are those without it.
 #pragma once

@@ -38,7 +38,7 @@ static const int NSHAPES = sizeof(SHAPES) / sizeof(SHAPES[0]);
 static const int MAX_WARPS = 2056; // 257 x 8
 
 // kernel k of the chain: wait[k][cta], end[k][warp]
-__global__ void k_link(float *vals, int k, uint64_t *wait, uint64_t *end, int atomics, unsigned long long *one) {
+__global__ void k_link(float *vals, int k, uint64_t *wait, uint64_t *end, int records, unsigned long long *one) {
     pdl_trigger();
     pdl_wait();
     const uint64_t t_wait = gtime();
@@ -51,8 +51,8 @@ __global__ void k_link(float *vals, int k, uint64_t *wait, uint64_t *end, int at
     if ((threadIdx.x & 31) == 0) {
         const int warp = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
         end[(size_t)k * MAX_WARPS + warp] = t_end;
-        if (atomics == ONE_ADDRESS) atomicMax(one, (unsigned long long)t_end);
-        if (atomics == IN_SLOTS) atomicMax(one + (size_t)(warp % SLOTS) * SLOT_STRIDE, (unsigned long long)t_end);
+        if (records == ONE_ADDRESS) atomicMax(one, (unsigned long long)t_end);
+        if (records == IN_SLOTS) atomicMax(one + (size_t)(warp % SLOTS) * SLOT_STRIDE, (unsigned long long)t_end);
     }
 }
 
@@ -60,14 +60,14 @@ struct Result {
     double after_a = 0, after_b = 0, us_pair = 0;
 };
 
-static Result run_variant(const Shape &a, int atomics, cudaStream_t s, float *vals, uint64_t *d_wait, uint64_t *d_end,
+static Result run_variant(const Shape &a, int records, cudaStream_t s, float *vals, uint64_t *d_wait, uint64_t *d_end,
                           unsigned long long *one) {
     const int nk = 2 * PAIRS;
     cudaGraph_t g;
     CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
     for (int p = 0; p < PAIRS; p++) {
-        launch(k_link, dim3(a.ctas), a.threads, 0, s, p > 0, vals, 2 * p, d_wait, d_end, atomics, one);
-        launch(k_link, dim3(B_CTAS), B_THREADS, 0, s, true, vals, 2 * p + 1, d_wait, d_end, atomics, one);
+        launch(k_link, dim3(a.ctas), a.threads, 0, s, p > 0, vals, 2 * p, d_wait, d_end, records, one);
+        launch(k_link, dim3(B_CTAS), B_THREADS, 0, s, true, vals, 2 * p + 1, d_wait, d_end, records, one);
     }
     CK(cudaStreamEndCapture(s, &g));
     cudaGraphExec_t ge;

@@ -34,7 +34,8 @@ static void tag(std::vector<PassOp> *ops, size_t from, int role) {
 // stream beside the head's or the attention's dependent loads (P9); the down product keeps
 // starting the next layer's norm and in-proj at its start.
 static void out_trigger_after_wait(std::vector<PassOp> *ops, size_t from, int m) {
-    for (size_t i = from; m == 1 && i < ops->size(); i++)
+    if (m != 1) return; // the M-row passes keep gemv_plan's choice
+    for (size_t i = from; i < ops->size(); i++)
         if ((*ops)[i].kind == OP_GEMV) (*ops)[i].gemv.trigger_after_wait = true;
 }
 

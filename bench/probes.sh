@@ -2,8 +2,9 @@
 # The device probes: issue 37's P1 (handoff latency), P2 (bulk-copy ring streaming), P3 (PDL
 # lookahead with shared-memory staging) and issue 48's P5 (residency of the next kernel's CTAs),
 # P3' (a layer-shaped uniform chain), P1' (an improved handoff), P6 (the LM head kernel alone
-# against a streaming read of its bytes), P9 (a dependent load beside streaming kernels) and P10 (the
-# release after a grid, by its shape): built with nvcc for sm_90 and run once each.
+# against a streaming read of its bytes), P9 and P11 (a dependent load beside streaming kernels,
+# by loads and by bulk copies) and P10 (the release after a grid, by its shape): built with nvcc
+# for sm_90 and run once each.
 #   bench/probes.sh OUT.md [PROBE...]   (the tables, in that order; each probe's exit status after it)
 set -uo pipefail
 cd "$(dirname "$0")/.."

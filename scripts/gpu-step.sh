@@ -70,6 +70,10 @@ module_build() { # SRC BUILD OUTDIR [cmake args]: one module, configured and bui
   cmake -S "$src" -B "$bdir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKITE_OUTPUT_DIR="$odir" \
     -DKITE_CUDA_TEST_MODULES=OFF -DKITE_CUDA_PROBE=OFF "$@" && timeout "$lim" cmake --build "$bdir"
 }
+# a warm machine keeps an earlier call's build folders, and the sources travel with their own times,
+# which can be older than those objects: the two modules built here by CMake alone start empty
+# (the harness's own build rebuilds what changed by its record of the sources)
+rm -rf build/ab-base build/timeline
 base_pid= have_base=0
 if [ "$base" = . ]; then
   have_base=1 # this tree's module on both sides: nothing more to build

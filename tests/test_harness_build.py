@@ -131,3 +131,20 @@ def test_ticker_says_something_while_a_step_runs(tmp_path):
     with _Ticker("module", log, say, every=0.01):
         assert got.wait(10)
     assert said[0].startswith("module: ") and said[0].endswith("[3/9] Linking C executable kite")
+
+
+def test_a_changed_source_with_an_older_time_is_rebuilt(cmake_repo):
+    # sources copied with their times kept (a machine that keeps an earlier call's build folder)
+    # can be older than the objects made from other contents: the build must still compile them
+    cfg = load_config(cmake_repo)
+    assert B.build(cfg, "default").module.status == "built"
+    mod = cmake_repo / "native" / "cuda" / "mod.c"
+    before = mod.stat().st_mtime_ns - 10**9
+    mod.write_text("int kcuda_abi_version(void) { return syntax error }\n")
+    os.utime(mod, ns=(before, before))
+    r = B.build(cfg, "default")
+    assert r.module.status == "failed" and "syntax" in Path(r.module.log).read_text(), r.module
+    assert mod.stat().st_mtime_ns > before  # touched, so that the build tool saw it
+    mod.write_text("int kcuda_abi_version(void) { return 3; }\n")
+    os.utime(mod, ns=(before, before))
+    assert B.build(cfg, "default").module.status == "built"

@@ -98,13 +98,14 @@ def find_nvcc() -> str | None:
     return None
 
 
-def fingerprint(dirs: list[Path], exclude: list[Path], extra: dict[str, object]) -> str:
-    """Digest of every file's relative path, size and mtime under dirs, plus `extra`."""
-    h = hashlib.sha256(json.dumps(extra, sort_keys=True).encode())
+def source_files(dirs: list[Path], exclude: list[Path]) -> list[tuple[str, int, int] | str]:
+    """Every file under dirs (build folders and `exclude` left out), in a fixed order, as
+    (path, size, mtime in ns); a missing folder as its "missing:" marker."""
+    out: list[tuple[str, int, int] | str] = []
     ex = {p.resolve() for p in exclude}
     for d in dirs:
         if not d.exists():
-            h.update(f"missing:{d}".encode())
+            out.append(f"missing:{d}")
             continue
         for base, subdirs, files in os.walk(d):
             bp = Path(base)
@@ -114,8 +115,53 @@ def fingerprint(dirs: list[Path], exclude: list[Path], extra: dict[str, object])
                     st = (bp / f).stat()
                 except OSError:
                     continue
-                h.update(f"{(bp / f).as_posix()}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+                out.append(((bp / f).as_posix(), st.st_size, st.st_mtime_ns))
+    return out
+
+
+def fingerprint(dirs: list[Path], exclude: list[Path], extra: dict[str, object]) -> str:
+    """Digest of every file's relative path, size and mtime under dirs, plus `extra`."""
+    return _digest(source_files(dirs, exclude), extra)
+
+
+def _digest(files: list[tuple[str, int, int] | str], extra: dict[str, object]) -> str:
+    h = hashlib.sha256(json.dumps(extra, sort_keys=True).encode())
+    for entry in files:
+        if isinstance(entry, str):
+            h.update(entry.encode())
+        else:
+            h.update(f"{entry[0]}\0{entry[1]}\0{entry[2]}\n".encode())
     return h.hexdigest()
+
+
+def _sources_seen(bdir: Path) -> Path:
+    return bdir / ".kite-sources.json"
+
+
+def _record_sources(bdir: Path, files: list[tuple[str, int, int] | str]) -> None:
+    """What a successful build of bdir was made from: its time is the build's."""
+    seen = {e[0]: [e[1], e[2]] for e in files if not isinstance(e, str)}
+    _sources_seen(bdir).write_text(json.dumps(seen, sort_keys=True))
+
+
+def touch_sources_behind_build(bdir: Path, files: list[tuple[str, int, int] | str]) -> list[str]:
+    """The files that changed since bdir's last successful build yet carry a time before it (copied
+    with their times kept, unpacked, restored): their times set to now, so that the build tool,
+    which compares times, rebuilds what they feed instead of keeping objects made from other
+    contents. Returns their paths; none when bdir holds no record of its sources."""
+    seen_file = _sources_seen(bdir)
+    try:
+        seen = json.loads(seen_file.read_text())
+        built_ns = seen_file.stat().st_mtime_ns
+    except (OSError, ValueError):
+        return []
+    touched = []
+    for e in files:
+        if isinstance(e, str) or seen.get(e[0]) == [e[1], e[2]] or e[2] > built_ns:
+            continue
+        os.utime(e[0])
+        touched.append(e[0])
+    return touched
 
 
 def _generator(cfg: Config) -> list[str]:
@@ -194,9 +240,11 @@ def cmake_project(cfg: Config, proj: ProjectSpec, bdir: Path, extra_defs: dict[s
         except HarnessError as e:
             return PartResult("failed", str(e), None, time.perf_counter() - t0)
     gen = _generator(cfg)
-    fp = fingerprint([src] + [cfg.root / i for i in proj.inputs], excludes,
-                     {"defs": defs, "gen": gen, "tools": tools, "env": env or {},
-                      **({"external": trees} if any(trees.values()) else {})})
+    dirs = [src] + [cfg.root / i for i in proj.inputs]
+    extra = {"defs": defs, "gen": gen, "tools": tools, "env": env or {},
+             **({"external": trees} if any(trees.values()) else {})}
+    files = source_files(dirs, excludes)
+    fp = _digest(files, extra)
     stamp = bdir / ".kite-stamp"
     if not force and stamp.exists() and stamp.read_text() == fp and (bdir / "CMakeCache.txt").exists():
         return PartResult("up-to-date", "", str(log) if log.exists() else None, time.perf_counter() - t0)
@@ -205,6 +253,9 @@ def cmake_project(cfg: Config, proj: ProjectSpec, bdir: Path, extra_defs: dict[s
             return PartResult("failed", "not built (--no-build)", None, time.perf_counter() - t0)
         return PartResult("stale", "its sources, options or tools changed since it was built (--no-build: "
                           "not rebuilt)", str(log) if log.exists() else None, time.perf_counter() - t0)
+    if touch_sources_behind_build(bdir, files):
+        files = source_files(dirs, excludes)
+        fp = _digest(files, extra)
     bdir.mkdir(parents=True, exist_ok=True)
     cache = bdir / "CMakeCache.txt"
     if cache.exists() and gen and f"CMAKE_GENERATOR:INTERNAL={gen[1]}" not in cache.read_text(errors="replace"):
@@ -234,6 +285,7 @@ def cmake_project(cfg: Config, proj: ProjectSpec, bdir: Path, extra_defs: dict[s
         return PartResult("failed", f"cmake {step}: {r.describe()}{first}", str(log), time.perf_counter() - t0,
                           errors)
     stamp.write_text(fp)
+    _record_sources(bdir, files)
     return PartResult("built", "", str(log), time.perf_counter() - t0)
 
 

@@ -144,7 +144,7 @@ def _record_sources(bdir: Path, files: list[tuple[str, int, int] | str]) -> None
     _sources_seen(bdir).write_text(json.dumps(seen, sort_keys=True))
 
 
-def touch_sources_behind_build(bdir: Path, files: list[tuple[str, int, int] | str]) -> list[str]:
+def _touch_sources_behind_build(bdir: Path, files: list[tuple[str, int, int] | str]) -> list[str]:
     """The files that changed since bdir's last successful build yet carry a time before it (copied
     with their times kept, unpacked, restored): their times set to now, so that the build tool,
     which compares times, rebuilds what they feed instead of keeping objects made from other
@@ -253,7 +253,7 @@ def cmake_project(cfg: Config, proj: ProjectSpec, bdir: Path, extra_defs: dict[s
             return PartResult("failed", "not built (--no-build)", None, time.perf_counter() - t0)
         return PartResult("stale", "its sources, options or tools changed since it was built (--no-build: "
                           "not rebuilt)", str(log) if log.exists() else None, time.perf_counter() - t0)
-    if touch_sources_behind_build(bdir, files):
+    if _touch_sources_behind_build(bdir, files):
         files = source_files(dirs, excludes)
         fp = _digest(files, extra)
     bdir.mkdir(parents=True, exist_ok=True)

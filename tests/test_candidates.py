@@ -14,6 +14,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 CANDIDATES = sorted((REPO / "bench" / "candidates").glob("*.patch"))
 AHEAD = REPO / "bench" / "candidates" / "glu-weights-ahead.patch"
+PACED = REPO / "bench" / "candidates" / "inproj-paced.patch"
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None or shutil.which("ptxas") is None
                                 or shutil.which("git") is None, reason="nvcc or git is not installed")
@@ -56,19 +57,21 @@ def test_the_kernel_fit_gates_hold_with_the_candidate(patched):
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
 
 
-# run in the patched copy (kernel_fit caches what it compiled by file name): the L2 prefetches of
-# the M=1 residual product's SASS before its wait, and in all
-PREFETCHES = """
+# run in a tree (kernel_fit caches what it compiled by file name): how many instructions of one
+# opcode a kernel of matvec.cu's SASS has before its wait, and in all
+SASS_COUNT = """
 import sys
 sys.path.insert(0, "bench")
 import kernel_fit
-lines = kernel_fit.sass_kernels("matvec.cu")["k_gemv<1, 1, false>"]
-print(len(kernel_fit.sass_before_wait(lines, ("CCTL",))), sum("CCTL" in ln for ln in lines))
+kernel, opcode = sys.argv[1], sys.argv[2]
+lines = kernel_fit.sass_kernels("matvec.cu")[kernel]
+print(len(kernel_fit.sass_before_wait(lines, (opcode,))), sum(opcode in ln for ln in lines))
 """
 
 
-def prefetches(tree: Path) -> tuple[int, int]:
-    res = subprocess.run([sys.executable, "-c", PREFETCHES], cwd=tree, capture_output=True, text=True, timeout=900)
+def sass_count(tree: Path, kernel: str, opcode: str) -> tuple[int, int]:
+    res = subprocess.run([sys.executable, "-c", SASS_COUNT, kernel, opcode], cwd=tree, capture_output=True,
+                         text=True, timeout=900)
     assert res.returncode == 0, res.stderr[-3000:]
     before, total = map(int, res.stdout.split())
     return before, total
@@ -78,7 +81,16 @@ def prefetches(tree: Path) -> tuple[int, int]:
 def test_the_out_products_ask_l2_for_the_glu_weights_after_their_wait(tmp_path):
     # the candidate's claim: k_gemv<1, 1> gains L2 prefetches after its wait (one loop a range of
     # L2Ahead: the glu's gate and up quants), and none before it beyond the tree's own
-    tree_before, tree_total = prefetches(REPO)
-    before, total = prefetches(applied_tree(tmp_path, AHEAD))
+    tree_before, tree_total = sass_count(REPO, "k_gemv<1, 1, false>", "CCTL")
+    before, total = sass_count(applied_tree(tmp_path, AHEAD), "k_gemv<1, 1, false>", "CCTL")
     assert before == tree_before and tree_total == tree_before
     assert total - before >= 2
+
+
+@needs_nvcc
+def test_the_in_proj_sleeps_before_its_wait_only_with_the_paced_candidate(tmp_path):
+    # the candidate's claim: k_gemv<1, 4> (in-proj, qkv) gains a pacing sleep ahead of its wait,
+    # where the tree has none; its weight loads stay ahead of the wait (the kernel_fit gates above)
+    assert sass_count(REPO, "k_gemv<1, 4, false>", "NANOSLEEP") == (0, 0)
+    before, total = sass_count(applied_tree(tmp_path, PACED), "k_gemv<1, 4, false>", "NANOSLEEP")
+    assert before >= 1 and total == before

@@ -15,6 +15,7 @@ REPO = Path(__file__).resolve().parents[1]
 CANDIDATES = sorted((REPO / "bench" / "candidates").glob("*.patch"))
 AHEAD = REPO / "bench" / "candidates" / "glu-weights-ahead.patch"
 PACED = REPO / "bench" / "candidates" / "inproj-paced.patch"
+DURING = REPO / "bench" / "candidates" / "glu-weights-during-head.patch"
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None or shutil.which("ptxas") is None
                                 or shutil.which("git") is None, reason="nvcc or git is not installed")
@@ -94,3 +95,14 @@ def test_the_in_proj_sleeps_before_its_wait_only_with_the_paced_candidate(tmp_pa
     assert sass_count(REPO, "k_gemv<1, 4, false>", "NANOSLEEP") == (0, 0)
     before, total = sass_count(applied_tree(tmp_path, PACED), "k_gemv<1, 4, false>", "NANOSLEEP")
     assert before >= 1 and total == before
+
+
+@needs_nvcc
+def test_the_out_products_ask_l2_for_the_glu_weights_before_their_wait(tmp_path):
+    # the candidate's claim: k_gemv<1, 1> gains L2 prefetches before its wait (one loop a range of
+    # L2Ahead, behind a delay loop that sleeps), and none after it
+    tree_before, tree_total = sass_count(REPO, "k_gemv<1, 1, false>", "CCTL")
+    tree = applied_tree(tmp_path, DURING)
+    before, total = sass_count(tree, "k_gemv<1, 1, false>", "CCTL")
+    assert tree_total == tree_before and total == before and before - tree_before >= 2
+    assert sass_count(tree, "k_gemv<1, 1, false>", "NANOSLEEP")[0] >= 1

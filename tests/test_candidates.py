@@ -13,8 +13,6 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 CANDIDATES = sorted((REPO / "bench" / "candidates").glob("*.patch"))
-AHEAD = REPO / "bench" / "candidates" / "glu-weights-ahead.patch"
-PACED = REPO / "bench" / "candidates" / "inproj-paced.patch"
 DURING = REPO / "bench" / "candidates" / "glu-weights-during-head.patch"
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None or shutil.which("ptxas") is None
@@ -76,25 +74,6 @@ def sass_count(tree: Path, kernel: str, opcode: str) -> tuple[int, int]:
     assert res.returncode == 0, res.stderr[-3000:]
     before, total = map(int, res.stdout.split())
     return before, total
-
-
-@needs_nvcc
-def test_the_out_products_ask_l2_for_the_glu_weights_after_their_wait(tmp_path):
-    # the candidate's claim: k_gemv<1, 1> gains L2 prefetches after its wait (one loop a range of
-    # L2Ahead: the glu's gate and up quants), and none before it beyond the tree's own
-    tree_before, tree_total = sass_count(REPO, "k_gemv<1, 1, false>", "CCTL")
-    before, total = sass_count(applied_tree(tmp_path, AHEAD), "k_gemv<1, 1, false>", "CCTL")
-    assert before == tree_before and tree_total == tree_before
-    assert total - before >= 2
-
-
-@needs_nvcc
-def test_the_in_proj_sleeps_before_its_wait_only_with_the_paced_candidate(tmp_path):
-    # the candidate's claim: k_gemv<1, 4> (in-proj, qkv) gains a pacing sleep ahead of its wait,
-    # where the tree has none; its weight loads stay ahead of the wait (the kernel_fit gates above)
-    assert sass_count(REPO, "k_gemv<1, 4, false>", "NANOSLEEP") == (0, 0)
-    before, total = sass_count(applied_tree(tmp_path, PACED), "k_gemv<1, 4, false>", "NANOSLEEP")
-    assert before >= 1 and total == before
 
 
 @needs_nvcc

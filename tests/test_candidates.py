@@ -13,7 +13,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 CANDIDATES = sorted((REPO / "bench" / "candidates").glob("*.patch"))
-DURING = REPO / "bench" / "candidates" / "glu-weights-during-head.patch"
+DURING = [REPO / "bench" / "candidates" / f"{name}.patch" for name in ("glu-weights-during-head", "next-weights-during-head")]
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None or shutil.which("ptxas") is None
                                 or shutil.which("git") is None, reason="nvcc or git is not installed")
@@ -77,11 +77,12 @@ def sass_count(tree: Path, kernel: str, opcode: str) -> tuple[int, int]:
 
 
 @needs_nvcc
-def test_the_out_products_ask_l2_for_the_glu_weights_before_their_wait(tmp_path):
-    # the candidate's claim: k_gemv<1, 1> gains L2 prefetches before its wait (one loop a range of
+@pytest.mark.parametrize("patch", DURING, ids=lambda p: p.stem)
+def test_the_out_products_ask_l2_for_later_weights_before_their_wait(tmp_path, patch):
+    # the candidates' claim: k_gemv<1, 1> gains L2 prefetches before its wait (one loop a range of
     # L2Ahead, behind a delay loop that sleeps), and none after it
     tree_before, tree_total = sass_count(REPO, "k_gemv<1, 1, false>", "CCTL")
-    tree = applied_tree(tmp_path, DURING)
+    tree = applied_tree(tmp_path, patch)
     before, total = sass_count(tree, "k_gemv<1, 1, false>", "CCTL")
     assert tree_total == tree_before and total == before and before - tree_before >= 2
     assert sass_count(tree, "k_gemv<1, 1, false>", "NANOSLEEP")[0] >= 1

@@ -194,6 +194,21 @@ def test_weight_loads_stay_ahead_of_the_wait_in_the_sass():
     assert kf.immutable_loads_before_wait("matvec.cu")["k_lm_head<1>"] >= 24
 
 
+# The M=1 out products ask L2 for the glu's weights and the next layer's first product's during the
+# head's or the attention's body (forward.cu's weights_ahead, matvec_device.cuh's l2_ahead): each
+# warp sleeps out the delay and asks ahead of its wait, where the memory is idle; past the wait
+# the same prefetches made the out product and the row norm wait behind them (glu-weights-ahead,
+# docs/PERFORMANCE.md).
+@needs_nvdisasm
+def test_the_out_products_ask_l2_for_later_weights_before_their_wait():
+    lines = kf.sass_kernels("matvec.cu")["k_gemv<1, 1, false>"]
+    prefetches = sum("CCTL" in ln for ln in lines)
+    assert len(kf.sass_before_wait(lines, ("CCTL",))) == prefetches
+    assert kf.sass_before_wait(lines, ("NANOSLEEP",))
+    forward = (kf.CUDA_DIR / "forward.cu").read_text()
+    assert forward.count("weights_ahead(ops, out_from, out_to, w, KC_AHEAD);") == 1
+
+
 def test_sass_walk_skips_the_branch_over_a_wait_and_stops_at_it():
     lines = ["LDG.E.128.CONSTANT R4, desc[UR4][R2.64]", "@P0 BRA `(.L_x_2)", "@P1 BRA `(.L_x_1)",
              "ACQBULK", ".L_x_1:", "LDG.E.CONSTANT R8, desc[UR4][R6.64]", "EXIT",

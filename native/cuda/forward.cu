@@ -39,6 +39,25 @@ static void out_trigger_after_wait(std::vector<PassOp> *ops, size_t from, int m)
         if ((*ops)[i].kind == OP_GEMV) (*ops)[i].gemv.trigger_after_wait = true;
 }
 
+// M=1: the out product (ops from .. to) asks L2 for the glu's gate and up quants, then for those of
+// the next layer's first product (the in-proj's qkv and z, or the attention's q, k and v), before
+// its wait, KC_AHEAD_DELAY_NS after its blocks start (L2Ahead): they stream during the head's or
+// the attention's body, after its round trip at its release, so that the glu and the next layer's
+// first product read them from L2.
+#define KC_AHEAD_DELAY_NS 500
+static void weights_ahead(std::vector<PassOp> *ops, size_t from, size_t to, const DeviceMatrix *const *w, int nw) {
+    for (size_t i = from; i < to; i++) {
+        if ((*ops)[i].kind != OP_GEMV) continue;
+        for (int t = 0; t < KC_AHEAD && t < nw; t++) {
+            if (!w[t] || w[t]->type < 0) continue;
+            const size_t bytes = (size_t)w[t]->ne1 * (size_t)matrix_quant_row_bytes(w[t]->type, w[t]->ne0);
+            (*ops)[i].gemv.ahead.p[t] = (const char *)w[t]->q;
+            (*ops)[i].gemv.ahead.lines[t] = (unsigned)((bytes + 127) / 128);
+        }
+        (*ops)[i].gemv.ahead.delay = gemv_clock_cycles(KC_AHEAD_DELAY_NS);
+    }
+}
+
 static int32_t add_gemv(std::vector<PassOp> *ops, const MatvecJobs &js, int m, const ActIn &a) {
     std::vector<GemvCall> calls;
     CKS(gemv_plan(js, m, a.P, a.q, a.d, a.f, a.ldx, &calls));
@@ -111,6 +130,7 @@ int32_t plan_pass(kcuda_model *md, int m, int s, std::vector<PassOp> *ops) {
     ops->push_back(embed);
     for (int il = 0; il < md->nl; il++) {
         Layer &l = md->L[il];
+        size_t out_from = 0, out_to = 0; // the layer's out product (DeltaNet or attention)
         Prologue attn_norm = prologue(1, md->x, nullptr, E, l.v[KCUDA_W_ATTN_NORM], 1, eps);
         if (l.rec) {
             MatvecJobs js = {};
@@ -149,6 +169,7 @@ int32_t plan_pass(kcuda_model *md, int m, int s, std::vector<PassOp> *ops) {
             else CKS(gemv_in(md, ops, js, m, prologue(3, md->ybuf, md->z, Hv * dv, l.v[KCUDA_W_SSM_NORM], dv, eps)));
             tag(ops, from, ROLE_DN_OUT);
             out_trigger_after_wait(ops, from, m);
+            out_from = from, out_to = ops->size();
         } else {
             MatvecJobs js = {};
             js.nj = 3;
@@ -188,6 +209,7 @@ int32_t plan_pass(kcuda_model *md, int m, int s, std::vector<PassOp> *ops) {
             else CKS(gemv_in(md, ops, js, m, prologue(0, md->attn_out, nullptr, H * D, nullptr, 1, eps)));
             tag(ops, from, ROLE_ATT_OUT);
             out_trigger_after_wait(ops, from, m);
+            out_from = from, out_to = ops->size();
         }
         MatvecJobs js = {};
         js.nj = 2;
@@ -199,6 +221,13 @@ int32_t plan_pass(kcuda_model *md, int m, int s, std::vector<PassOp> *ops) {
         const Prologue post_norm = prologue(1, md->x, nullptr, E, l.v[KCUDA_W_POST_ATTN_NORM], 1, eps);
         size_t from = ops->size();
         if (glu) {
+            const DeviceMatrix *w[KC_AHEAD] = {&l.w[KCUDA_W_FFN_GATE], &l.w[KCUDA_W_FFN_UP]};
+            if (il + 1 < md->nl) {
+                const Layer &nx = md->L[il + 1];
+                if (nx.rec) w[2] = &nx.w[KCUDA_W_SSM_QKV], w[3] = &nx.w[KCUDA_W_SSM_GATE];
+                else w[2] = &nx.w[KCUDA_W_ATTN_Q], w[3] = &nx.w[KCUDA_W_ATTN_K], w[4] = &nx.w[KCUDA_W_ATTN_V];
+            }
+            weights_ahead(ops, out_from, out_to, w, KC_AHEAD);
             ActIn a;
             CKS(act_prepare(md, ops, js, m, post_norm, &a));
             PassOp o = pass_op(OP_GEMV_GLU, F / 32, 1, 1, KC_GLU_THREADS, 0);

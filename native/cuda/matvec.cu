@@ -32,6 +32,7 @@ __global__ void __launch_bounds__(KC_LM_THREADS) k_lm_head(LmHeadArgs a KC_TL_PA
 // Host side: launches on g_stream, no host synchronisation (capturable).
 static int g_smem_max = 48 * 1024; // dynamic shared memory opted in for the gemv instances
 static int g_sms = 132;            // multiprocessors of the device
+static int g_clock_khz = 0;        // the SM clock (gemv_clock_cycles)
 
 template <int MT, int RPW>
 static cudaError_t gemv_launch_mt(const GemvCall &c) {
@@ -47,6 +48,8 @@ static cudaError_t gemv_launch_rpw(const GemvCall &c) {
     return gemv_launch_mt<8, RPW>(c);
 }
 
+int gemv_clock_cycles(int ns) { return (int)((long long)ns * g_clock_khz / 1000000); }
+
 cudaError_t gemv_launch(const GemvCall &c) {
     if (c.RPW == 1) return gemv_launch_rpw<1>(c);
     if (c.RPW == 2) return gemv_launch_rpw<2>(c);
@@ -59,6 +62,10 @@ int32_t gemv_smem_optin(void) {
     CK(cudaDeviceGetAttribute(&mx, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
     int sms = 0;
     if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && sms > 0) g_sms = sms;
+#if KC_HAS_PDL
+    int khz = 0;
+    if (cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, dev) == cudaSuccess && khz > 0) g_clock_khz = khz;
+#endif
     if (mx <= 48 * 1024) return 0;
     // only the instances with a prologue use dynamic shared memory
 #define KC_OPT(MT, RPW) CK(cudaFuncSetAttribute(k_gemv<MT, RPW, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, mx))

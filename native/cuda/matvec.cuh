@@ -38,6 +38,18 @@ struct Prologue {
 // The arguments of one gemv: its jobs over m rows (at most 8) and their activations: built by the
 // prologue P (P.mode >= 0), or read from global memory (P.mode == -1: int8 quants xq, f32 block
 // scales xd, f32 values xf, row stride ldx).
+// The weights of a later product that a launch asks L2 for before its wait, `delay` SM clock
+// cycles after it started, spread over its warps (a hint: weights are immutable and no value
+// depends on it). The M=1 out products ask for the glu's gate and up quants and the next layer's
+// first product's, so that they stream during the head's (or attention's) body, not beside the
+// dependent loads of the ops before those products; zero lines: nothing asked.
+#define KC_AHEAD 5
+struct L2Ahead {
+    const char *p[KC_AHEAD];
+    unsigned lines[KC_AHEAD]; // 128-byte lines of each range
+    int delay;
+};
+
 struct GemvArgs {
     MatvecJobs js;
     int m;
@@ -46,6 +58,7 @@ struct GemvArgs {
     const float *xd, *xf;
     int ldx;
     bool trigger_after_wait; // the next kernel is scheduled once this one is past its wait (k_gemv)
+    L2Ahead ahead;           // M=1 one-row-a-warp products only (gemv_rows)
 };
 // One launch of a product: its arguments, its instance (MT rows at most, RPW output rows per
 // warp) and its blocks of KC_THREADS threads, with their dynamic shared memory.
@@ -117,6 +130,8 @@ int32_t gemv_smem_optin(void);
 // the prologue builds them.
 int32_t gemv_plan(MatvecJobs js, int m, Prologue P, const int8_t *gq, const float *gd, const float *gf, int ldx,
                   std::vector<GemvCall> *calls);
+// The SM clock cycles of ns nanoseconds on this device (0 where no kernel overlaps another: no PDL).
+int gemv_clock_cycles(int ns);
 // One planned launch on g_stream.
 cudaError_t gemv_launch(const GemvCall &c);
 // The product planned and every launch of it made (a product outside a planned pass).

@@ -239,6 +239,35 @@ __device__ __forceinline__ void gemv_prefetch_l2(const GemvArgs &a, const BlockA
     }
 }
 
+// The SM's clock, low 32 bits (a difference of two is right across a wrap); 0 without PDL, where
+// nothing waits on it (l2_ahead).
+__device__ __forceinline__ unsigned sm_clock32() {
+#if KC_HAS_PDL
+    unsigned t;
+    asm volatile("mov.u32 %0, %%clock;" : "=r"(t));
+    return t;
+#else
+    return 0;
+#endif
+}
+
+// This warp's share of what ah asks L2 for, once ah.delay cycles have passed since t0 (the
+// warp's start): the 128-byte lines 32 gw + lane, stepping by all the launch's warps, of each
+// range (gw: the warp's index in the launch). Called ahead of the wait, after the warp's own loads.
+__device__ __forceinline__ void l2_ahead(const L2Ahead &ah, const BlockAt &at, unsigned t0) {
+    if (ah.lines[0] == 0) return;
+#if KC_HAS_PDL
+    while ((int)(sm_clock32() - t0) < ah.delay) __nanosleep(64);
+#else
+    (void)t0; // no PDL: nothing runs beside this launch
+#endif
+    const unsigned lane = threadIdx.x & 31, nw = blockDim.x >> 5;
+    const unsigned step = (unsigned)at.nx * nw * 32, first = ((unsigned)at.x * nw + (threadIdx.x >> 5)) * 32 + lane;
+#pragma unroll
+    for (int i = 0; i < KC_AHEAD; i++)
+        for (unsigned line = first; line < ah.lines[i]; line += step) KC_PREFETCH_L2(ah.p[i] + (size_t)line * 128);
+}
+
 // The activations of one block in shared memory, built by the prologue P from the m rows it
 // reads (sq: int8 [m][k], sd: block scales [m][k / 32], ssc: row or head scales): the same float
 // operations as k_actq (docs/NUMERICS.md). Every thread of the block calls it (two barriers).
@@ -323,7 +352,9 @@ __device__ __forceinline__ void gemv_rows(const GemvArgs &a, const BlockAt &at, 
             float *y = J.y + r0; // [1][n]
             const bool waited_before = waited;
             float y_old = 0.0f;
+            const unsigned t0 = sm_clock32(); // l2_ahead's delay counts from the warp's first row
             auto wait_then_read_y = [&]() {
+                l2_ahead(a.ahead, at, t0);
                 wait();
                 y_old = *y; // every lane: one address, one request
             };

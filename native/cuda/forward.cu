@@ -41,11 +41,14 @@ static void out_trigger_after_wait(std::vector<PassOp> *ops, size_t from, int m)
 
 // M=1: the out product (ops from .. to) asks L2 for the glu's gate and up quants, then for those of
 // the next layer's first product (the in-proj's qkv and z, or the attention's q, k and v), before
-// its wait, KC_AHEAD_DELAY_NS after its blocks start (L2Ahead): they stream during the head's or
-// the attention's body, after its round trip at its release, so that the glu and the next layer's
-// first product read them from L2.
+// its wait, delay_ns after its blocks start (L2Ahead): they stream during the head's body, after
+// its round trip at its release, so that the glu and the next layer's first product read them
+// from L2. After the attention, whose scores op loads while the out product's blocks wait, it
+// asks for the glu's alone and later (KC_AHEAD_ATT_DELAY_NS), so that less streams beside it.
 #define KC_AHEAD_DELAY_NS 500
-static void weights_ahead(std::vector<PassOp> *ops, size_t from, size_t to, const DeviceMatrix *const *w, int nw) {
+#define KC_AHEAD_ATT_DELAY_NS 1500
+static void weights_ahead(std::vector<PassOp> *ops, size_t from, size_t to, const DeviceMatrix *const *w, int nw,
+                          int delay_ns) {
     for (size_t i = from; i < to; i++) {
         if ((*ops)[i].kind != OP_GEMV) continue;
         for (int t = 0; t < KC_AHEAD && t < nw; t++) {
@@ -54,7 +57,7 @@ static void weights_ahead(std::vector<PassOp> *ops, size_t from, size_t to, cons
             (*ops)[i].gemv.ahead.p[t] = (const char *)w[t]->q;
             (*ops)[i].gemv.ahead.lines[t] = (unsigned)((bytes + 127) / 128);
         }
-        (*ops)[i].gemv.ahead.delay = gemv_clock_cycles(KC_AHEAD_DELAY_NS);
+        (*ops)[i].gemv.ahead.delay = gemv_clock_cycles(delay_ns);
     }
 }
 
@@ -222,12 +225,12 @@ int32_t plan_pass(kcuda_model *md, int m, int s, std::vector<PassOp> *ops) {
         size_t from = ops->size();
         if (glu) {
             const DeviceMatrix *w[KC_AHEAD] = {&l.w[KCUDA_W_FFN_GATE], &l.w[KCUDA_W_FFN_UP]};
-            if (il + 1 < md->nl) {
+            if (l.rec && il + 1 < md->nl) {
                 const Layer &nx = md->L[il + 1];
                 if (nx.rec) w[2] = &nx.w[KCUDA_W_SSM_QKV], w[3] = &nx.w[KCUDA_W_SSM_GATE];
                 else w[2] = &nx.w[KCUDA_W_ATTN_Q], w[3] = &nx.w[KCUDA_W_ATTN_K], w[4] = &nx.w[KCUDA_W_ATTN_V];
             }
-            weights_ahead(ops, out_from, out_to, w, KC_AHEAD);
+            weights_ahead(ops, out_from, out_to, w, KC_AHEAD, l.rec ? KC_AHEAD_DELAY_NS : KC_AHEAD_ATT_DELAY_NS);
             ActIn a;
             CKS(act_prepare(md, ops, js, m, post_norm, &a));
             PassOp o = pass_op(OP_GEMV_GLU, F / 32, 1, 1, KC_GLU_THREADS, 0);

@@ -206,7 +206,7 @@ def test_the_out_products_ask_l2_for_later_weights_before_their_wait():
     assert len(kf.sass_before_wait(lines, ("CCTL",))) == prefetches
     assert kf.sass_before_wait(lines, ("NANOSLEEP",))
     forward = (kf.CUDA_DIR / "forward.cu").read_text()
-    assert forward.count("weights_ahead(ops, out_from, out_to, w, KC_AHEAD, ") == 1
+    assert forward.count("weights_ahead(ops, out_from, out_to, w, ") == 1
 
 
 def test_sass_walk_skips_the_branch_over_a_wait_and_stops_at_it():

@@ -47,11 +47,11 @@ static void out_trigger_after_wait(std::vector<PassOp> *ops, size_t from, int m)
 // asks for the glu's alone and later (KC_AHEAD_ATT_DELAY_NS), so that less streams beside it.
 #define KC_AHEAD_DELAY_NS 500
 #define KC_AHEAD_ATT_DELAY_NS 1500
-static void weights_ahead(std::vector<PassOp> *ops, size_t from, size_t to, const DeviceMatrix *const *w, int nw,
+static void weights_ahead(std::vector<PassOp> *ops, size_t from, size_t to, const DeviceMatrix *const (&w)[KC_AHEAD],
                           int delay_ns) {
     for (size_t i = from; i < to; i++) {
         if ((*ops)[i].kind != OP_GEMV) continue;
-        for (int t = 0; t < KC_AHEAD && t < nw; t++) {
+        for (int t = 0; t < KC_AHEAD; t++) {
             if (!w[t] || w[t]->type < 0) continue;
             const size_t bytes = (size_t)w[t]->ne1 * (size_t)matrix_quant_row_bytes(w[t]->type, w[t]->ne0);
             (*ops)[i].gemv.ahead.p[t] = (const char *)w[t]->q;
@@ -230,7 +230,7 @@ int32_t plan_pass(kcuda_model *md, int m, int s, std::vector<PassOp> *ops) {
                 if (nx.rec) w[2] = &nx.w[KCUDA_W_SSM_QKV], w[3] = &nx.w[KCUDA_W_SSM_GATE];
                 else w[2] = &nx.w[KCUDA_W_ATTN_Q], w[3] = &nx.w[KCUDA_W_ATTN_K], w[4] = &nx.w[KCUDA_W_ATTN_V];
             }
-            weights_ahead(ops, out_from, out_to, w, KC_AHEAD, l.rec ? KC_AHEAD_DELAY_NS : KC_AHEAD_ATT_DELAY_NS);
+            weights_ahead(ops, out_from, out_to, w, l.rec ? KC_AHEAD_DELAY_NS : KC_AHEAD_ATT_DELAY_NS);
             ActIn a;
             CKS(act_prepare(md, ops, js, m, post_norm, &a));
             PassOp o = pass_op(OP_GEMV_GLU, F / 32, 1, 1, KC_GLU_THREADS, 0);

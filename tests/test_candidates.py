@@ -13,8 +13,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 CANDIDATES = sorted((REPO / "bench" / "candidates").glob("*.patch"))
-AHEAD = [REPO / "bench" / "candidates" / f"{name}.patch" for name in ("down-beside-glu-weights-ahead",)]
-BESIDE = [REPO / "bench" / "candidates" / f"{name}.patch" for name in ("down-beside-glu", "down-beside-glu-weights-ahead")]
+AHEAD = [REPO / "bench" / "candidates" / "glu-early-down-weights-ahead.patch"]
+EARLY = [REPO / "bench" / "candidates" / f"{name}.patch" for name in ("glu-early-after-deltanet", "glu-early-down-weights-ahead")]
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None or shutil.which("ptxas") is None
                                 or shutil.which("git") is None, reason="nvcc or git is not installed")
@@ -89,28 +89,14 @@ def test_the_out_products_ask_l2_for_a_range_more_before_their_wait(tmp_path, pa
     assert tree_total == tree_before and total == before and before > tree_before
 
 
-# run in a tree: how many narrow k_gemv<1, 1> blocks fit on an SM beside one k_gemv_glu block, by
-# the registers ptxas gives them (gemv_beside_glu's rule, which reads them from the module)
-BESIDE_GLU = """
-import sys
-sys.path.insert(0, "bench")
-import kernel_fit as kf
-res = kf.compiled_resources(("matvec.cu",))
-glu = kf.cta_registers(res["k_gemv_glu"].registers, kf.GLU_THREADS)
-narrow = kf.cta_registers(res["k_gemv<1, 1, false>"].registers, kf.RESIDUAL_THREADS)
-print((kf.SM_REGISTERS - glu) // narrow, kf.SMS, 1024 * 32 // kf.RESIDUAL_THREADS)
-"""
-
 
 @needs_nvcc
-@pytest.mark.parametrize("patch", BESIDE, ids=lambda p: p.stem)
-def test_the_down_product_after_a_deltanet_glu_takes_fewer_blocks(tmp_path, patch):
-    # the candidates' claim: the down product's 512 blocks (1024 rows, two a block) are cut to the
-    # blocks that fit beside a glu block on each SM, at least one an SM and fewer than 512
+@pytest.mark.parametrize("patch", EARLY, ids=lambda p: p.stem)
+def test_the_early_glu_schedules_the_next_kernel_at_its_start(tmp_path, patch):
+    # the candidates' claim: k_gemv_glu_early is k_gemv_glu with the trigger at its start (the
+    # product kernel triggers past its wait), and k_gemv_glu itself is unchanged
     tree = applied_tree(tmp_path, patch)
-    res = subprocess.run([sys.executable, "-c", BESIDE_GLU], cwd=tree, capture_output=True, text=True, timeout=900)
-    assert res.returncode == 0, res.stderr[-3000:]
-    beside, sms, grid = map(int, res.stdout.split())
-    assert 1 <= beside and beside * sms < grid
-    forward = (tree / "native" / "cuda" / "forward.cu").read_text()
-    assert "gemv_beside_glu(" in forward
+    assert sass_count(tree, "k_gemv_glu_early", "PREEXIT")[0] >= 1
+    assert sass_count(tree, "k_gemv_glu", "PREEXIT") == sass_count(REPO, "k_gemv_glu", "PREEXIT")
+    assert sass_count(REPO, "k_gemv_glu", "PREEXIT")[0] == 0
+    assert sass_count(tree, "k_gemv_glu", "LDG") == sass_count(REPO, "k_gemv_glu", "LDG")

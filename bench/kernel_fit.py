@@ -362,13 +362,15 @@ def step_ops_m1(residual_threads: int = RESIDUAL_THREADS) -> list[Op]:
     g14 = "k_gemv<1, 4, false>"
     g11 = "k_gemv<1, 1, false>"
     res = (1024 * 32 // residual_threads, residual_threads)
-    ffn = [Op("ffn norm", "k_actq", 4, 256), Op("gate/up + SwiGLU", "k_gemv_glu", 112, GLU_THREADS),
-           Op("down + residual", g11, *res)]
+    def ffn(glu: str) -> list[Op]:  # after a DeltaNet layer, k_gemv_glu_early (forward.cu)
+        return [Op("ffn norm", "k_actq", 4, 256), Op("gate/up + SwiGLU", glu, 112, GLU_THREADS),
+                Op("down + residual", g11, *res)]
     deltanet = [Op("attn norm", "k_actq", 4, 256), Op("in-proj", g14, 257, 256),
-                Op("deltanet head", "k_deltanet_head", 16, 1024), Op("out + residual", g11, *res), *ffn]
+                Op("deltanet head", "k_deltanet_head", 16, 1024), Op("out + residual", g11, *res),
+                *ffn("k_gemv_glu_early")]
     attention = [Op("attn norm", "k_actq", 4, 256), Op("qkv", g14, 160, 256), Op("qkprep", "k_qkprep", 12, 256, 1024),
                  Op("scores", "k_attn_scores", 128, 256), Op("values", "k_attn_values", 64, 1024),
-                 Op("attn out + residual", g11, *res), *ffn]
+                 Op("attn out + residual", g11, *res), *ffn("k_gemv_glu")]
     head = [Op("final norm", "k_actq", 4, 256)]
     head += [Op(f"LM head piece {p}", "k_lm_head<1>", LM_CTAS_PER_SM * SMS, LM_THREADS) for p in range(4)]
     return deltanet + attention + head
@@ -396,6 +398,7 @@ PRE_WAIT_LOADS_ALLOWED = {
     # before the wait. The SASS shows them after ACQBULK (docs/PERFORMANCE.md, issue 48).
     "k_gemv": "the `waited` flag of warp_rows (a path-insensitive walk); the weights are ld.global.nc",
     "k_gemv_glu": "the `waited` flag of warp_rows, as k_gemv",
+    "k_gemv_glu_early": "k_gemv_glu's body, as k_gemv_glu",
 }
 
 

@@ -110,7 +110,10 @@ def test_only_the_products_schedule_the_next_kernel_past_their_wait():
     # which has no weights: it lets the norm and the product after it start at once, except the
     # M=1 out products (after the DeltaNet head or the attention), which the pass sets apart
     matvec = (kf.CUDA_DIR / "matvec.cu").read_text()
-    assert matvec.count("KC_PRODUCT_KERNEL(a, ") == 2 and "KC_PASS_KERNEL(" not in matvec
+    assert matvec.count("KC_PRODUCT_KERNEL(a, ") == 2
+    # ... and after a DeltaNet layer the glu lets the down product start at once
+    # (k_gemv_glu_early), so that its blocks load their weights during the glu's body
+    assert matvec.count("KC_PASS_KERNEL(") == 1 and "KC_PASS_KERNEL(a, gemv_glu_block);" in matvec
     assert "KC_KERNEL_BODY(a.trigger_after_wait, a, gemv_block<MT, RPW, PRO>);" in matvec
     assert "ga.trigger_after_wait = !js.j[0].add;" in matvec
     forward = (kf.CUDA_DIR / "forward.cu").read_text()
@@ -118,7 +121,7 @@ def test_only_the_products_schedule_the_next_kernel_past_their_wait():
         assert f"tag(ops, from, {role});\n            out_trigger_after_wait(ops, from, m);" in forward
     assert forward.count("out_trigger_after_wait(ops, from, m);") == 2
     others = {f.name for f in kf.CUDA_DIR.glob("*.cu") if "KC_PASS_KERNEL(a, " in f.read_text()}
-    assert others == {"activation.cu", "attention.cu", "deltanet.cu"}
+    assert others == {"activation.cu", "attention.cu", "deltanet.cu", "matvec.cu"}
 
 
 def test_the_deltanet_head_computes_nothing_before_its_wait():

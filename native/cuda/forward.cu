@@ -235,6 +235,9 @@ int32_t plan_pass(kcuda_model *md, int m, int s, std::vector<PassOp> *ops) {
             CKS(act_prepare(md, ops, js, m, post_norm, &a));
             PassOp o = pass_op(OP_GEMV_GLU, F / 32, 1, 1, KC_GLU_THREADS, 0);
             o.glu = GluArgs{js.j[0], js.j[1], a.q, a.d, md->xq2, md->xd2};
+            // after a DeltaNet layer, the down product's blocks start and load their weights
+            // during the glu's body, not after it
+            o.early = l.rec != 0;
             ops->push_back(o);
         } else {
             CKS(gemv_in(md, ops, js, m, post_norm));
@@ -291,7 +294,7 @@ static int32_t run_op(kcuda_model *md, const PassOp &o, cudaStreamCaptureStatus 
     case OP_ACT: CK(klaunch(k_act, g, b, o.smem, o.act)); break;
     case OP_ACTQ: CK(klaunch(k_actq, g, b, o.smem, o.act)); break;
     case OP_GEMV: CK(gemv_launch(GemvCall{o.gemv, o.MT, o.RPW, (unsigned)o.gx, (size_t)o.smem, o.threads})); break;
-    case OP_GEMV_GLU: CK(klaunch(k_gemv_glu, g, b, o.smem, o.glu)); break;
+    case OP_GEMV_GLU: CK(klaunch(o.early ? k_gemv_glu_early : k_gemv_glu, g, b, o.smem, o.glu)); break;
     case OP_LM_HEAD: CK(lm_head_launch(o.lm, (unsigned)o.gx)); break;
     case OP_DELTANET: CK(klaunch(k_deltanet, g, b, o.smem, o.deltanet)); break;
     case OP_DELTANET_HEAD: CK(klaunch(k_deltanet_head, g, b, o.smem, o.deltanet)); break;

@@ -24,6 +24,10 @@ __global__ void __launch_bounds__(KC_GLU_THREADS) k_gemv_glu(GluArgs a KC_TL_PAR
     KC_PRODUCT_KERNEL(a, gemv_glu_block);
 }
 
+__global__ void __launch_bounds__(KC_GLU_THREADS) k_gemv_glu_early(GluArgs a KC_TL_PARAMS) {
+    KC_PASS_KERNEL(a, gemv_glu_block);
+}
+
 template <int QT>
 __global__ void __launch_bounds__(KC_LM_THREADS) k_lm_head(LmHeadArgs a KC_TL_PARAMS) {
     KC_PRODUCT_KERNEL(a, lm_head_block<QT, KC_LM_ROWS, KC_LM_DEPTH>);

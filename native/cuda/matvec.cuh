@@ -94,6 +94,8 @@ struct GluArgs {
     float *od;  // [gate.n / 32]
 };
 __global__ void k_gemv_glu(GluArgs a KC_TL_PARAMS);
+// The same, scheduling the next kernel (the down product) at its start, not past its wait
+__global__ void k_gemv_glu_early(GluArgs a KC_TL_PARAMS);
 
 // The M=1 LM head streamed (lm_head_device.cuh): a resident grid whose warps loop over groups of
 // KC_LM_ROWS rows with KC_LM_DEPTH groups' weights in flight, instead of k_gemv<1, 4>'s 1940

@@ -50,6 +50,7 @@ struct PassOp {
     int MT, RPW;     // OP_GEMV: the instance
     int piece;       // OP_PIECE_DONE
     int role;        // PassRole
+    bool early;      // OP_GEMV_GLU: k_gemv_glu_early, the down product scheduled at its start
     union {
         EmbedArgs embed;
         ActArgs act;

@@ -212,6 +212,20 @@ def test_the_out_products_ask_l2_for_later_weights_before_their_wait():
     assert forward.count("weights_ahead(ops, out_from, out_to, w, ") == 1
 
 
+# After a DeltaNet layer the glu lets the down product start at its start (k_gemv_glu_early, kept
+# at 1.028), so that the down product's blocks load their weights during its body; after the
+# attention it stays a product (k_gemv_glu), triggering past its wait.
+@needs_nvdisasm
+def test_the_glu_after_a_deltanet_layer_triggers_at_its_start():
+    kernels = kf.sass_kernels("matvec.cu")
+    assert kf.sass_before_wait(kernels["k_gemv_glu_early"], ("PREEXIT",))
+    assert not kf.sass_before_wait(kernels["k_gemv_glu"], ("PREEXIT",))
+    assert any("PREEXIT" in ln for ln in kernels["k_gemv_glu"])
+    forward = (kf.CUDA_DIR / "forward.cu").read_text()
+    assert forward.count("o.early = l.rec != 0;") == 1
+    assert "klaunch(o.early ? k_gemv_glu_early : k_gemv_glu," in forward
+
+
 def test_sass_walk_skips_the_branch_over_a_wait_and_stops_at_it():
     lines = ["LDG.E.128.CONSTANT R4, desc[UR4][R2.64]", "@P0 BRA `(.L_x_2)", "@P1 BRA `(.L_x_1)",
              "ACQBULK", ".L_x_1:", "LDG.E.CONSTANT R8, desc[UR4][R6.64]", "EXIT",

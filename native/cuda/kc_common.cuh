@@ -86,12 +86,12 @@ struct PdlWait {
 
 // The body of a kernel over this block, waiting as a kernel of its own (with KC_TIMELINE,
 // recorded). A pass kernel lets the next kernel be scheduled at once (PDL). A product's kernel
-// (gemv, glu, LM head; k_gemv takes which from its arguments, matvec.cu: the down product
-// triggers at its start, as the glu after a DeltaNet layer does, k_gemv_glu_early) lets it be
-// scheduled only once every block of this one is past its wait,
+// (gemv, glu, LM head) lets it be scheduled only once every block of this one is past its wait,
 // so that the products' weight loads run at most one product ahead of the op whose body runs,
 // whose own dependent loads wait behind them (P9: 9x an idle L2 round trip beside HBM
-// streaming); the ops between products still let the next product start at once.
+// streaming); the ops between products still let the next product start at once. Two products
+// trigger at their start (matvec.cu): the down product (k_gemv takes which from its arguments)
+// and the glu after a DeltaNet layer (k_gemv_glu_early).
 #define KC_KERNEL_BODY(product, args, ...)                                                     \
     do {                                                                                       \
         KC_TL_BEGIN();                                                                         \

@@ -35,14 +35,12 @@ struct Prologue {
     int ld2;
 };
 
-// The arguments of one gemv: its jobs over m rows (at most 8) and their activations: built by the
-// prologue P (P.mode >= 0), or read from global memory (P.mode == -1: int8 quants xq, f32 block
-// scales xd, f32 values xf, row stride ldx).
 // The weights of a later product that a launch asks L2 for before its wait, `delay` SM clock
 // cycles after it started, spread over its warps (a hint: weights are immutable and no value
-// depends on it). The M=1 out products ask for the glu's gate and up quants and the next layer's
-// first product's, so that they stream during the head's (or attention's) body, not beside the
-// dependent loads of the ops before those products; zero lines: nothing asked.
+// depends on it). The M=1 out products ask for the glu's gate and up quants and, after a DeltaNet
+// head, the next layer's first product's, so that they stream during the head's (or attention's)
+// body, not beside the dependent loads of the ops before those products (forward.cu,
+// weights_ahead); zero lines: nothing asked.
 #define KC_AHEAD 5
 struct L2Ahead {
     const char *p[KC_AHEAD];
@@ -50,6 +48,9 @@ struct L2Ahead {
     int delay;
 };
 
+// The arguments of one gemv: its jobs over m rows (at most 8) and their activations: built by the
+// prologue P (P.mode >= 0), or read from global memory (P.mode == -1: int8 quants xq, f32 block
+// scales xd, f32 values xf, row stride ldx).
 struct GemvArgs {
     MatvecJobs js;
     int m;

@@ -53,3 +53,41 @@ def test_the_kernel_fit_gates_hold_with_the_candidate(patched):
     res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_kernel_fit.py"],
                          cwd=patched[1], capture_output=True, text=True, timeout=1200)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
+
+
+# run in a tree (kernel_fit caches what it compiled by file name): how many instructions of one
+# opcode a kernel of deltanet.cu's SASS has before its wait, and in all
+SASS_COUNT = """
+import sys
+sys.path.insert(0, "bench")
+import kernel_fit
+kernel, opcode = sys.argv[1], sys.argv[2]
+lines = kernel_fit.sass_kernels("deltanet.cu")[kernel]
+print(len(kernel_fit.sass_before_wait(lines, (opcode,))), sum(opcode in ln for ln in lines))
+"""
+
+
+def sass_count(tree: Path, kernel: str, opcode: str) -> tuple[int, int]:
+    res = subprocess.run([sys.executable, "-c", SASS_COUNT, kernel, opcode], cwd=tree, capture_output=True,
+                         text=True, timeout=900)
+    assert res.returncode == 0, res.stderr[-3000:]
+    before, total = map(int, res.stdout.split())
+    return before, total
+
+
+HEAD = [REPO / "bench" / "candidates" / f"{name}.patch" for name in ("head-weights-to-l2", "head-weights-before-wait")]
+
+
+@needs_nvcc
+@pytest.mark.parametrize("patch", HEAD, ids=lambda p: p.stem)
+def test_the_head_has_its_weights_on_the_way_before_its_wait(tmp_path, patch):
+    # the candidates' claim: k_deltanet_head asks L2 for the weights it reads after its wait
+    # (the tree's has no prefetch), and the second loads the conv weights themselves before it
+    # (immutable loads before the wait: more than the tree's)
+    assert sass_count(REPO, "k_deltanet_head", "CCTL") == (0, 0)
+    tree = applied_tree(tmp_path, patch)
+    prefetches = sass_count(tree, "k_deltanet_head", "CCTL")
+    assert prefetches[0] >= 1 and prefetches[0] == prefetches[1]
+    if patch.stem == "head-weights-before-wait":
+        loads = sass_count(tree, "k_deltanet_head", "LDG.E.CONSTANT")
+        assert loads[0] >= 4 + sass_count(REPO, "k_deltanet_head", "LDG.E.CONSTANT")[0]

@@ -216,13 +216,13 @@ __device__ __forceinline__ void deltanet_block(const DeltanetArgs &a, const Bloc
 
 // k_deltanet_head (M=1): one block per value head h, KC_DNH_WARPS warps, warp w carries state rows
 // j = w, w + 32, ... (DNH_RW of them) of S[dv][dk] (dk = 32 * DNH_NC). Everything final before the
-// step is read before the PDL wait: the state rows, the conv weights and history, and the conv's
-// K - 1 history products, summed in tap order (the canonical sum's exact prefix: the current row
-// is its last tap). After the wait: the current row's tap and SiLU, the L2 norms and gates (one
-// warp each), the state rows (the same float operations as deltanet_block, row by row), then the
-// gated RMSNorm of the head's dv outputs and its quantization (k_actq mode 3's operations: every
-// quantizing warp takes the head's sum32 of o^2 by warp_dot), written to oq / od for the output
-// product. The rows' raw outputs o stay in shared memory (y is not written).
+// step is loaded before the PDL wait, and nothing is computed from it there: the state rows, the
+// conv weights and history. After the wait: the conv's sum in tap order (the history taps, then
+// the current row's) and SiLU, the L2 norms and gates (one warp each), the state rows (the same
+// float operations as deltanet_block, row by row), then the gated RMSNorm of the head's dv outputs
+// and its quantization (k_actq mode 3's operations: every quantizing warp takes the head's sum32
+// of o^2 by warp_dot), written to oq / od for the output product. The rows' raw outputs o stay in
+// shared memory (y is not written).
 template <class Wait>
 __device__ __forceinline__ void deltanet_head_block(const DeltanetArgs &a, const BlockAt &at, const Wait &wait) {
     const float *qkv = a.qkv, *cw = a.conv_w, *betab = a.beta, *alphab = a.alpha;
@@ -247,8 +247,8 @@ __device__ __forceinline__ void deltanet_head_block(const DeltanetArgs &a, const
     // the conv's history taps j < K - 1 (K <= DNH_TAPS + 1), zero before position 0: their values
     // loaded here into registers of their own, and nothing computed from them before the wait, so
     // that the block reaches its wait at once and these loads (behind the state rows') arrive
-    // during its release; their weights loaded with the current row after it, and the sum in tap
-    // order, as deltanet_block adds them
+    // during its release; their weights loaded here too (below), and the sum after the wait with
+    // the current row, in tap order, as deltanet_block adds them
     float hx[DNH_TAPS]; // [tap]: the history value
     // tap jj's ring row, (pos - (K - 1) + jj) % R, by steps of one from the first tap's (one
     // division, not K - 1); negative before position 0
@@ -262,6 +262,18 @@ __device__ __forceinline__ void deltanet_head_block(const DeltanetArgs &a, const
     const float a_h = __ldg(&a.ssm_a[h]), dt_h = __ldg(&a.dt_bias[h]);
     const int jq = (int)threadIdx.x < dv ? (int)threadIdx.x : 0; // the gated norm's element (warps < dv / 32)
     const float nw_j = (int)threadIdx.x < dv ? __ldg(&a.norm_w[jq]) : 0.0f;
+    // this channel's conv weights loaded now too (immutable; after the wait they were likely HBM
+    // misses in the trip of the in-proj's outputs); the gated norm's weight and the gates' two
+    // constants, whose loads above ptxas may still issue after the wait, asked of L2
+    float hw[DNH_TAPS], wl = 0.0f; // [tap]: the history taps' weights; the current row's
+#pragma unroll
+    for (int jj = 0; jj < DNH_TAPS; jj++) hw[jj] = conv && jj < K - 1 ? __ldg(&cw[(size_t)c * K + jj]) : 0.0f;
+    if (conv) wl = __ldg(&cw[(size_t)c * K + K - 1]);
+    if ((int)threadIdx.x < dv) KC_PREFETCH_L2(a.norm_w + jq);
+    if (threadIdx.x == 0) {
+        KC_PREFETCH_L2(a.ssm_a + h);
+        KC_PREFETCH_L2(a.dt_bias + h);
+    }
     wait();
     const float zj = (int)threadIdx.x < dv ? a.z[(size_t)h * dv + jq] : 0.0f;
     float bt_in = 0.0f, al_in = 0.0f;
@@ -270,10 +282,7 @@ __device__ __forceinline__ void deltanet_head_block(const DeltanetArgs &a, const
         al_in = alphab[h];
     }
     if (conv) {
-        const float xl = qkv[c], wl = cw[(size_t)c * K + K - 1];
-        float hw[DNH_TAPS]; // [tap]: the history taps' weights
-#pragma unroll
-        for (int jj = 0; jj < DNH_TAPS; jj++) hw[jj] = jj < K - 1 ? cw[(size_t)c * K + jj] : 0.0f;
+        const float xl = qkv[c];
         float acc = 0.0f;
 #pragma unroll
         for (int jj = 0; jj < DNH_TAPS; jj++)

@@ -132,7 +132,7 @@ def test_the_deltanet_head_computes_nothing_before_its_wait():
     assert kf.sass_before_wait(lines, kf.SASS_FLOAT_OPS) == []
     assert len(kf.sass_loads_before_wait(lines)) >= 16 + 4  # 16 state rows' values and the taps
     # ... and the conv weights of its channel (K = 4 of them), which after the wait sat in the
-    # in-proj outputs' trip as likely HBM misses (docs/PERFORMANCE.md: Q8_0 1.033, 6 of 6)
+    # in-proj outputs' trip (docs/PERFORMANCE.md: loaded before it, Q8_0 1.033, 6 of 6)
     assert len(kf.sass_before_wait(lines, ("LDG.E.CONSTANT",))) >= 4
     res = kf.compiled_resources()["k_deltanet_head"]
     assert res.registers <= 56 and res.spill_bytes == 0, res  # KC_MAX_REGISTERS: the out product fits beside

@@ -262,9 +262,10 @@ __device__ __forceinline__ void deltanet_head_block(const DeltanetArgs &a, const
     const float a_h = __ldg(&a.ssm_a[h]), dt_h = __ldg(&a.dt_bias[h]);
     const int jq = (int)threadIdx.x < dv ? (int)threadIdx.x : 0; // the gated norm's element (warps < dv / 32)
     const float nw_j = (int)threadIdx.x < dv ? __ldg(&a.norm_w[jq]) : 0.0f;
-    // this channel's conv weights loaded now too (immutable; after the wait they were likely HBM
-    // misses in the trip of the in-proj's outputs); the gated norm's weight and the gates' two
-    // constants, whose loads above ptxas may still issue after the wait, asked of L2
+    // this channel's conv weights loaded now too (immutable; after the wait they sat in the trip of
+    // the in-proj's outputs, where asking L2 for them did not help and loading them here did:
+    // docs/PERFORMANCE.md); the gated norm's weight and the gates' two constants, whose loads above
+    // ptxas may still issue after the wait, asked of L2
     float hw[DNH_TAPS], wl = 0.0f; // [tap]: the history taps' weights; the current row's
 #pragma unroll
     for (int jj = 0; jj < DNH_TAPS; jj++) hw[jj] = conv && jj < K - 1 ? __ldg(&cw[(size_t)c * K + jj]) : 0.0f;

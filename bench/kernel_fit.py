@@ -352,6 +352,7 @@ def blocked_windows(ops: list[Op], res: dict[str, Resources]) -> list[tuple[tupl
 RESIDUAL_THREADS = 64  # KC_GEMV_NARROW_THREADS (native/cuda/matvec.cuh); 256 up to issue 48
 LM_CTAS_PER_SM, LM_THREADS = 2, 256  # KC_LM_CTAS_PER_SM, KC_LM_THREADS (native/cuda/matvec.cuh)
 GLU_RPW = 4  # KC_GLU_RPW (native/cuda/matvec.cuh): k_gemv_glu's rows a warp
+DNH_WARPS = 16  # KC_DNH_WARPS (native/cuda/deltanet.cuh): k_deltanet_head's warps
 GLU_THREADS = 2 * 32 // GLU_RPW * 32  # KC_GLU_THREADS: a warp per GLU_RPW rows of gate and of up
 
 
@@ -366,7 +367,7 @@ def step_ops_m1(residual_threads: int = RESIDUAL_THREADS) -> list[Op]:
         return [Op("ffn norm", "k_actq", 4, 256), Op("gate/up + SwiGLU", glu, 112, GLU_THREADS),
                 Op("down + residual", g11, *res)]
     deltanet = [Op("attn norm", "k_actq", 4, 256), Op("in-proj", g14, 257, 256),
-                Op("deltanet head", "k_deltanet_head", 16, 1024), Op("out + residual", g11, *res),
+                Op("deltanet head", "k_deltanet_head", 16, DNH_WARPS * 32), Op("out + residual", g11, *res),
                 *ffn("k_gemv_glu_early")]
     attention = [Op("attn norm", "k_actq", 4, 256), Op("qkv", g14, 160, 256), Op("qkprep", "k_qkprep", 12, 256, 1024),
                  Op("scores", "k_attn_scores", 128, 256), Op("values", "k_attn_values", 64, 1024),

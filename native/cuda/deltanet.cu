@@ -17,9 +17,10 @@ k_deltanet(DeltanetArgs a KC_TL_PARAMS) {
     KC_PASS_KERNEL(a, deltanet_block);
 }
 
-// 56 registers (57,344 a block), so that the out product's 6,656-register blocks fit beside it
-// (bench/kernel_fit.py); the history taps held across the wait would take ptxas to 59
-__global__ void KC_MAX_REGISTERS(56, KC_DNH_WARPS * 32) k_deltanet_head(DeltanetArgs a KC_TL_PARAMS) {
+// 16 warps of 8 state rows at 72 registers (36,864 a block): each warp's fixed part (addresses,
+// conv, norms) is issued half as often as in 32 warps of 4 (docs/PERFORMANCE.md: Q8_0 1.021), and
+// four of the out product's 6,656-register blocks fit beside it (bench/kernel_fit.py)
+__global__ void KC_MAX_REGISTERS(72, KC_DNH_WARPS * 32) k_deltanet_head(DeltanetArgs a KC_TL_PARAMS) {
     KC_PASS_KERNEL(a, deltanet_head_block);
 }
 

@@ -4,9 +4,9 @@
 #include "kc_common.cuh"
 
 #define KC_DK_MAX 256 // key head sizes up to this
-#define KC_DNH_WARPS 32 // warps of a k_deltanet_head block
+#define KC_DNH_WARPS 16 // warps of a k_deltanet_head block
 #define DNH_NC 4        // k_deltanet_head: dk / 32
-#define DNH_RW 4        // k_deltanet_head: state rows a warp (dv / KC_DNH_WARPS)
+#define DNH_RW 8        // k_deltanet_head: state rows a warp (dv / KC_DNH_WARPS)
 #define DNH_TAPS 4      // k_deltanet_head: the conv's history taps held in registers (K - 1)
 // One layer for the m rows of a pass. qkv [m][C]: the conv inputs (q, k, v channels); conv_w
 // [C][K]; ring [ring_rows][C]: conv inputs by position; beta, alpha [m][ld_beta]: write strength

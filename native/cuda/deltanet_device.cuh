@@ -215,31 +215,34 @@ __device__ __forceinline__ void deltanet_block(const DeltanetArgs &a, const Bloc
 
 
 // k_deltanet_head (M=1): one block per value head h, KC_DNH_WARPS warps, warp w carries state rows
-// j = w, w + 32, ... (DNH_RW of them) of S[dv][dk] (dk = 32 * DNH_NC). Everything final before the
+// j = w, w + KC_DNH_WARPS, ... (DNH_RW of them) of S[dv][dk] (dk = 32 * DNH_NC). Everything final before the
 // step is loaded before the PDL wait, and nothing is computed from it there: the state rows, the
 // conv weights and history. After the wait: the conv's sum in tap order (the history taps, then
 // the current row's) and SiLU, the L2 norms and gates (one warp each), the state rows (the same
 // float operations as deltanet_block, row by row), then the gated RMSNorm of the head's dv outputs
 // and its quantization (k_actq mode 3's operations: every quantizing warp takes the head's sum32
 // of o^2 by warp_dot), written to oq / od for the output product. The rows' raw outputs o stay in
-// shared memory (y is not written).
+// shared memory (y is not written). The block's warps share an SM's 4 issue slots, so an
+// instruction a warp saves is KC_DNH_WARPS / 4 issue cycles of the op: dk and dv are the constants
+// deltanet_head_fits checks, the indices 32-bit, and a warp's DNH_RW row sums one scatter.
 template <class Wait>
 __device__ __forceinline__ void deltanet_head_block(const DeltanetArgs &a, const BlockAt &at, const Wait &wait) {
+    constexpr int dk = 32 * DNH_NC, dv = KC_DNH_WARPS * DNH_RW, RL = 32 / DNH_RW; // RL: lanes a row sum
     const float *qkv = a.qkv, *cw = a.conv_w, *betab = a.beta, *alphab = a.alpha;
-    const int C = a.C, K = a.K, R = a.ring_rows, Hk = a.Hk, dk = a.dk, dv = a.dv;
+    const int C = a.C, K = a.K, R = a.ring_rows, Hk = a.Hk;
     const float eps = a.eps;
     float *ring = a.ring;
-    const int h = at.x, kh = h % Hk;
+    const int h = at.x, kh = h < Hk ? h : h % Hk;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     // [q dk][k dk][v dv][beta, decay]: the conv outputs, then the gates; o [dv]: the rows' outputs
-    __shared__ float sm[2 * 32 * DNH_NC + KC_DNH_WARPS * DNH_RW + 2];
-    __shared__ float so[KC_DNH_WARPS * DNH_RW];
-    float *S = a.S + (size_t)h * dv * dk;
+    __shared__ float sm[2 * dk + dv + 2];
+    __shared__ float so[dv];
+    float *S = a.S + h * (dv * dk) + warp * dk + lane; // this thread's column of its first row
     float st[DNH_RW][DNH_NC];
 #pragma unroll
     for (int r = 0; r < DNH_RW; r++)
 #pragma unroll
-        for (int c = 0; c < DNH_NC; c++) st[r][c] = S[(size_t)(warp + KC_DNH_WARPS * r) * dk + lane + 32 * c];
+        for (int c = 0; c < DNH_NC; c++) st[r][c] = S[KC_DNH_WARPS * dk * r + 32 * c];
     const int pos = a.in[0];
     const int t = threadIdx.x;
     const bool conv = t < 2 * dk + dv;
@@ -251,13 +254,15 @@ __device__ __forceinline__ void deltanet_head_block(const DeltanetArgs &a, const
     // the current row, in tap order, as deltanet_block adds them
     float hx[DNH_TAPS]; // [tap]: the history value
     // tap jj's ring row, (pos - (K - 1) + jj) % R, by steps of one from the first tap's (one
-    // division, not K - 1); negative before position 0
+    // division, not K - 1); negative before position 0. After K - 1 steps it is this position's
+    // row, pos % R, which the current input is written to
     const int pp0 = pos - (K - 1);
-    int slot = pp0 >= 0 ? pp0 % R : pp0;
+    int slot = pp0 >= 0 ? pp0 % R : pp0, wslot = slot;
 #pragma unroll
     for (int jj = 0; jj < DNH_TAPS; jj++) {
-        hx[jj] = conv && jj < K - 1 && slot >= 0 ? ring[(size_t)slot * C + c] : 0.0f;
+        hx[jj] = conv && jj < K - 1 && slot >= 0 ? ring[slot * C + c] : 0.0f;
         slot = slot + 1 == R ? 0 : slot + 1;
+        if (jj + 1 == K - 1) wslot = slot;
     }
     const float a_h = __ldg(&a.ssm_a[h]), dt_h = __ldg(&a.dt_bias[h]);
     const int jq = (int)threadIdx.x < dv ? (int)threadIdx.x : 0; // the gated norm's element (warps < dv / 32)
@@ -268,15 +273,15 @@ __device__ __forceinline__ void deltanet_head_block(const DeltanetArgs &a, const
     // ptxas may still issue after the wait, asked of L2
     float hw[DNH_TAPS], wl = 0.0f; // [tap]: the history taps' weights; the current row's
 #pragma unroll
-    for (int jj = 0; jj < DNH_TAPS; jj++) hw[jj] = conv && jj < K - 1 ? __ldg(&cw[(size_t)c * K + jj]) : 0.0f;
-    if (conv) wl = __ldg(&cw[(size_t)c * K + K - 1]);
+    for (int jj = 0; jj < DNH_TAPS; jj++) hw[jj] = conv && jj < K - 1 ? __ldg(&cw[c * K + jj]) : 0.0f;
+    if (conv) wl = __ldg(&cw[c * K + K - 1]);
     if ((int)threadIdx.x < dv) KC_PREFETCH_L2(a.norm_w + jq);
     if (threadIdx.x == 0) {
         KC_PREFETCH_L2(a.ssm_a + h);
         KC_PREFETCH_L2(a.dt_bias + h);
     }
     wait();
-    const float zj = (int)threadIdx.x < dv ? a.z[(size_t)h * dv + jq] : 0.0f;
+    const float zj = (int)threadIdx.x < dv ? a.z[h * dv + jq] : 0.0f;
     float bt_in = 0.0f, al_in = 0.0f;
     if (warp == 2 && lane == 0) {
         bt_in = betab[h];
@@ -290,7 +295,7 @@ __device__ __forceinline__ void deltanet_head_block(const DeltanetArgs &a, const
             if (jj < K - 1) acc = acc + hw[jj] * hx[jj];
         acc = acc + wl * xl;
         sm[t] = kite_siluf(acc);
-        if (t >= 2 * dk || h < Hk) ring[(size_t)(pos % R) * C + c] = xl;
+        if (t >= 2 * dk || h < Hk) ring[wslot * C + c] = xl;
     }
     __syncthreads();
     float *q = sm, *kk = sm + dk, *bd = sm + 2 * dk + dv;
@@ -298,11 +303,13 @@ __device__ __forceinline__ void deltanet_head_block(const DeltanetArgs &a, const
         float sq = warp_dot(q, q, dk, lane);
         float iq = kite_rsqrtf(sq + eps), qs = kite_rsqrtf((float)dk);
         __syncwarp();
+#pragma unroll
         for (int i = lane; i < dk; i += 32) q[i] = (q[i] * iq) * qs;
     } else if (warp == 1) {
         float sk = warp_dot(kk, kk, dk, lane);
         float ik = kite_rsqrtf(sk + eps);
         __syncwarp();
+#pragma unroll
         for (int i = lane; i < dk; i += 32) kk[i] = kk[i] * ik;
     } else if (warp == 2 && lane == 0) {
         float bt = kite_sigmoidf(bt_in);
@@ -322,8 +329,10 @@ __device__ __forceinline__ void deltanet_head_block(const DeltanetArgs &a, const
             p[r] = p[r] + st[r][cc] * kk[lane + 32 * cc];
         }
     }
+    // the rows' k . S sums at once (warp_sum32's pairs), row r's in lanes r * RL ..; each to every lane
+    const float kv_mine = warp_sum32_scatter<DNH_RW>(p, lane);
 #pragma unroll
-    for (int r = 0; r < DNH_RW; r++) kv[r] = warp_sum32(p[r]);
+    for (int r = 0; r < DNH_RW; r++) kv[r] = __shfl_sync(0xffffffffu, kv_mine, r * RL);
 #pragma unroll
     for (int r = 0; r < DNH_RW; r++) {
         const int j = warp + KC_DNH_WARPS * r;
@@ -335,21 +344,18 @@ __device__ __forceinline__ void deltanet_head_block(const DeltanetArgs &a, const
             p[r] = p[r] + st[r][cc] * q[lane + 32 * cc];
         }
     }
-#pragma unroll
-    for (int r = 0; r < DNH_RW; r++) {
-        const float o = warp_sum32(p[r]);
-        if (lane == 0) so[warp + KC_DNH_WARPS * r] = o;
-    }
+    const float o = warp_sum32_scatter<DNH_RW>(p, lane); // row lane / RL's output
+    if (lane % RL == 0) so[warp + KC_DNH_WARPS * (lane / RL)] = o;
 #pragma unroll
     for (int r = 0; r < DNH_RW; r++)
 #pragma unroll
-        for (int cc = 0; cc < DNH_NC; cc++) S[(size_t)(warp + KC_DNH_WARPS * r) * dk + lane + 32 * cc] = st[r][cc];
+        for (int cc = 0; cc < DNH_NC; cc++) S[KC_DNH_WARPS * dk * r + 32 * cc] = st[r][cc];
     __syncthreads();
     if ((int)threadIdx.x < dv) {
         const float ss = warp_dot(so, so, dv, lane);
         const float sc = kite_rsqrtf(ss / (float)dv + eps);
         const float v = ((so[jq] * sc) * nw_j) * kite_siluf(zj);
-        const size_t j0 = (size_t)h * dv + (size_t)warp * 32;
+        const int j0 = h * dv + warp * 32;
         quant_block32(v, lane, a.oq + j0, a.od + (j0 >> 5));
     }
 }

@@ -73,8 +73,9 @@ struct GemvCall {
 
 // Threads of a block of the M=1 one-row-a-warp products (out, down, attention out: 97 registers a
 // thread). Blocks of two warps (6,656 registers) fit on an SM beside a k_gemv_glu block (45,056)
-// or a k_deltanet_head block (57,344), so that they start, and load their weights, before the op
-// before them ends; a 256-thread block (26,624) fits beside neither (bench/kernel_fit.py).
+// or a k_deltanet_head block (36,864), so that they start, and load their weights, before the op
+// before them ends; a 256-thread block (26,624) fits beside the head's, not the glu's
+// (bench/kernel_fit.py).
 #define KC_GEMV_NARROW_THREADS 64
 
 // The FFN gate and up products of one row (M=1) with SwiGLU and its quantization as their

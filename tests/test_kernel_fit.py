@@ -43,7 +43,7 @@ def test_uniform_chain_contract_fits_three_to_an_sm():
 
 
 @needs_nvcc
-def test_calculator_flags_the_three_pairs_of_the_step_before_narrow_residual_blocks():
+def test_calculator_flags_the_review_pairs_left_before_narrow_residual_blocks():
     # the residual products in 256-thread blocks, as up to issue 48: two of the review's three
     # pairs (the third, head -> out, fits since the head's 16 warps of 8 rows: 36,864 + 26,624)
     pairs = {(a, b) for a, b, _ in kf.blocked_pairs(kf.step_ops_m1(256), kf.compiled_resources())}
@@ -140,11 +140,11 @@ def test_the_deltanet_head_computes_nothing_before_its_wait():
 
 
 def test_the_deltanet_head_issues_few_instructions():
-    # its warps share an SM's 4 issue slots, and the op's time is as much issue as latency (Nsight
-    # Compute, docs/PERFORMANCE.md): dk and dv are the constants deltanet_head_fits checks (no
-    # runtime loop), the ring row it writes comes from the taps' walk (no division after the wait),
-    # and a warp's row sums take one scatter each (16 warps of 8 rows: 9 shuffles and 8 to share
-    # a sum, not 40)
+    # its warps share an SM's 4 issue slots, and its 32 warps of 4 rows were as much issue as
+    # latency (Nsight Compute, docs/PERFORMANCE.md): dk and dv are the constants deltanet_head_fits
+    # checks (no runtime loop), the ring row it writes comes from the taps' walk (no division after
+    # the wait), and a warp's row sums take one scatter each (16 warps of 8 rows: 9 shuffles and 8
+    # to share a sum, not 40)
     lines = kf.sass_kernels("deltanet.cu")["k_deltanet_head"]
     wait = next(i for i, line in enumerate(lines) if "ACQBULK" in line)
     assert [line for line in lines[wait:] if "I2F.RP" in line] == []

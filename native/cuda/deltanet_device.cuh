@@ -215,9 +215,9 @@ __device__ __forceinline__ void deltanet_block(const DeltanetArgs &a, const Bloc
 
 
 // k_deltanet_head (M=1): one block per value head h, KC_DNH_WARPS warps, warp w carries state rows
-// j = w, w + KC_DNH_WARPS, ... (DNH_RW of them) of S[dv][dk] (dk = 32 * DNH_NC). Everything final before the
-// step is loaded before the PDL wait, and nothing is computed from it there: the state rows, the
-// conv weights and history. After the wait: the conv's sum in tap order (the history taps, then
+// j = w, w + KC_DNH_WARPS, ... (DNH_RW of them) of S[dv][dk] (dk = 32 * DNH_NC). Everything final
+// before the step is loaded before the PDL wait, and nothing is computed from it there: the state
+// rows, the conv weights and history. After the wait: the conv's sum in tap order (the history taps, then
 // the current row's) and SiLU, the L2 norms and gates (one warp each), the state rows (the same
 // float operations as deltanet_block, row by row), then the gated RMSNorm of the head's dv outputs
 // and its quantization (k_actq mode 3's operations: every quantizing warp takes the head's sum32

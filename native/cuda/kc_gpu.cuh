@@ -110,6 +110,10 @@ template <typename T>
 __device__ __forceinline__ T __shfl_xor_sync(unsigned, T v, int lane_mask) {
     return __shfl_xor(v, lane_mask, KC_WARP);
 }
+template <typename T>
+__device__ __forceinline__ T __shfl_sync(unsigned, T v, int src_lane) {
+    return __shfl(v, src_lane, KC_WARP);
+}
 __device__ __forceinline__ void __syncwarp() { __builtin_amdgcn_wave_barrier(); }
 #endif
 // a load that sees other blocks' stores of this kernel (CUDA: cached in L2 only); on AMD an

@@ -217,14 +217,15 @@ __device__ __forceinline__ void deltanet_block(const DeltanetArgs &a, const Bloc
 // k_deltanet_head (M=1): one block per value head h, KC_DNH_WARPS warps, warp w carries state rows
 // j = w, w + KC_DNH_WARPS, ... (DNH_RW of them) of S[dv][dk] (dk = 32 * DNH_NC). Everything final
 // before the step is loaded before the PDL wait, and nothing is computed from it there: the state
-// rows, the conv weights and history. After the wait: the conv's sum in tap order (the history taps, then
-// the current row's) and SiLU, the L2 norms and gates (one warp each), the state rows (the same
-// float operations as deltanet_block, row by row), then the gated RMSNorm of the head's dv outputs
-// and its quantization (k_actq mode 3's operations: every quantizing warp takes the head's sum32
-// of o^2 by warp_dot), written to oq / od for the output product. The rows' raw outputs o stay in
-// shared memory (y is not written). The block's warps share an SM's 4 issue slots, so an
-// instruction a warp saves is KC_DNH_WARPS / 4 issue cycles of the op: dk and dv are the constants
-// deltanet_head_fits checks, the indices 32-bit, and a warp's DNH_RW row sums one scatter.
+// rows, the conv weights and history. After the wait: the conv's sum in tap order (the history
+// taps, then the current row's) and SiLU, the L2 norms and gates (one warp each), the state rows
+// (the same float operations as deltanet_block, row by row), then the gated RMSNorm of the head's
+// dv outputs and its quantization (k_actq mode 3's operations: every quantizing warp takes the
+// head's sum32 of o^2 by warp_dot), written to oq / od for the output product. The rows' raw
+// outputs o stay in shared memory (y is not written). The block's warps share an SM's 4 issue
+// slots, so an instruction a warp saves is KC_DNH_WARPS / 4 issue cycles of the op: dk and dv are
+// the constants deltanet_head_fits checks, the indices 32-bit, and a warp's DNH_RW row sums one
+// scatter.
 template <class Wait>
 __device__ __forceinline__ void deltanet_head_block(const DeltanetArgs &a, const BlockAt &at, const Wait &wait) {
     constexpr int dk = 32 * DNH_NC, dv = KC_DNH_WARPS * DNH_RW, RL = 32 / DNH_RW; // RL: lanes a row sum

@@ -20,7 +20,8 @@ echo "# P12 at $(git rev-parse --short HEAD 2>/dev/null || echo 'this tree'), $(
 note "- device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | head -1)"
 
 nsys=$(command -v nsys || ls -1 /usr/local/cuda/bin/nsys /usr/local/cuda/nsight-systems-*/bin/nsys \
-  /opt/nvidia/nsight-systems/*/bin/nsys /usr/lib/nsight-systems/bin/nsys 2>/dev/null | tail -1)
+  /opt/nvidia/nsight-systems/*/bin/nsys /usr/lib/nsight-systems/bin/nsys \
+  /opt/nvidia/nsight-compute/*/host/target-linux-x64/nsys 2>/dev/null | head -1)
 if [ -z "$nsys" ] || [ ! -x "$nsys" ]; then
   note "- Nsight Systems: none on this machine (PATH, /usr/local/cuda, /opt/nvidia, /usr/lib searched)"
   exit 0

@@ -48,9 +48,9 @@ note "- timeline module: exit $tl_rc at ${SECONDS} s; model: ${q8#"$PWD/"}"
 
 prompt=$(seq -s, 1 64)
 run=(build/default/bin/kite run --model "$q8" --prompt "$prompt" --steps 64 --json)
-decode_us() { # the engine's decode window over its 64 steps, us a step
-  python3 -c 'import json, sys; print(f"{1000 * json.load(open(sys.argv[1]))["timings"]["decode_ms"][0] / 64:.1f}")' \
-    "$1" 2>/dev/null || echo "?"
+decode_us() { # the engine's decode window over its 64 steps, us a step (nsys's lines follow the JSON)
+  python3 -c 'import json, sys; d = json.JSONDecoder().raw_decode(open(sys.argv[1]).read())[0]
+print("%.1f" % (1000 * d["timings"]["decode_ms"][0] / 64))' "$1" 2>/dev/null || echo "?"
 }
 KITE_CUDA_GRAPH=1 timeout 120 "${run[@]}" > "$work/plain.json" 2> "$work/plain.log"
 note "- untraced run: exit $?, $(decode_us "$work/plain.json") us a decode step (the engine's decode window / 64)"

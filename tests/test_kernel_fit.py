@@ -84,6 +84,8 @@ def test_register_spill_and_shared_gates():
     assert step <= set(res), sorted(step - set(res))
     assert {k: res[k].spill_bytes for k in step if res[k].spill_bytes} == {}
     assert res["k_gemv<1, 4, false>"].registers <= 80
+    # the Q4_0 DeltaNet in-proj, one block an SM: a k_deltanet_head block (36,864) fits beside it
+    assert res["k_gemv_wide"].registers <= 112
     assert res["k_gemv<1, 1, false>"].registers <= 104
     # the streamed LM head: two CTAs an SM, both in the register file (2 x 32,768)
     assert res["k_lm_head<1>"].registers <= 128 and res["k_lm_head<2>"].registers <= 128
@@ -113,7 +115,9 @@ def test_only_the_products_schedule_the_next_kernel_past_their_wait():
     assert matvec.count("KC_PRODUCT_KERNEL(a, ") == 2
     # ... and after a DeltaNet layer the glu lets the down product start at once
     # (k_gemv_glu_early), so that its blocks load their weights during the glu's body
-    assert matvec.count("KC_PASS_KERNEL(") == 1 and "KC_PASS_KERNEL(a, gemv_glu_block);" in matvec
+    assert matvec.count("KC_PASS_KERNEL(") == 2 and "KC_PASS_KERNEL(a, gemv_glu_block);" in matvec
+    # ... and the Q4_0 DeltaNet in-proj (k_gemv_wide) the head at its start, beside it
+    assert "KC_PASS_KERNEL(a, gemv_block<1, 8, false>);" in matvec
     assert "KC_KERNEL_BODY(a.trigger_after_wait, a, gemv_block<MT, RPW, PRO>);" in matvec
     assert "ga.trigger_after_wait = !js.j[0].add;" in matvec
     forward = (kf.CUDA_DIR / "forward.cu").read_text()

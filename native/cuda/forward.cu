@@ -61,9 +61,9 @@ static void weights_ahead(std::vector<PassOp> *ops, size_t from, size_t to, cons
     }
 }
 
-static int32_t add_gemv(std::vector<PassOp> *ops, const MatvecJobs &js, int m, const ActIn &a) {
+static int32_t add_gemv(std::vector<PassOp> *ops, const MatvecJobs &js, int m, const ActIn &a, bool wide = false) {
     std::vector<GemvCall> calls;
-    CKS(gemv_plan(js, m, a.P, a.q, a.d, a.f, a.ldx, &calls));
+    CKS(gemv_plan(js, m, a.P, a.q, a.d, a.f, a.ldx, &calls, wide));
     for (const GemvCall &c : calls) {
         PassOp o = pass_op(OP_GEMV, (int)c.grid, 1, 1, c.threads, (int)c.smem);
         o.MT = c.MT;
@@ -112,10 +112,11 @@ static ActIn act_from_op(kcuda_model *md) {
 }
 
 // One matrix product with its activation preparation.
-static int32_t gemv_in(kcuda_model *md, std::vector<PassOp> *ops, const MatvecJobs &js, int m, const Prologue &P) {
+static int32_t gemv_in(kcuda_model *md, std::vector<PassOp> *ops, const MatvecJobs &js, int m, const Prologue &P,
+                       bool wide = false) {
     ActIn a;
     CKS(act_prepare(md, ops, js, m, P, &a));
-    return add_gemv(ops, js, m, a);
+    return add_gemv(ops, js, m, a, wide);
 }
 
 // The forward pass for m rows at positions in[0] .. in[0]+m-1 (tokens in[1..m]), device-side
@@ -142,17 +143,21 @@ int32_t plan_pass(kcuda_model *md, int m, int s, std::vector<PassOp> *ops) {
             js.j[1] = job(l.w[KCUDA_W_SSM_GATE], md->z, Hv * dv, 0);
             js.j[2] = job(l.w[KCUDA_W_SSM_BETA], md->beta, Hv, 0);
             js.j[3] = job(l.w[KCUDA_W_SSM_ALPHA], md->alpha, Hv, 0);
+            // M=1: one block a head, the gated norm and its quantization as its tail (no k_actq)
+            const bool head = m == 1 && m >= KC_ACTQ_MIN_M && deltanet_head_fits(dk, dv, K) &&
+                              quantized(l.w[KCUDA_W_SSM_OUT]);
             size_t from = ops->size();
-            CKS(gemv_in(md, ops, js, m, attn_norm));
+            // Q4_0: the in-proj in one block an SM (k_gemv_wide), the head beside it from its start
+            // (Q4_0 1.020, faster in 6 of 6 rounds); Q8_0 keeps k_gemv<1, 4>, where it lost (0.976):
+            // its products stream twice the bytes beside the early blocks (docs/PERFORMANCE.md)
+            const bool wide = head && l.w[KCUDA_W_SSM_QKV].type == KCUDA_T_Q4_0;
+            CKS(gemv_in(md, ops, js, m, attn_norm, wide));
             tag(ops, from, ROLE_DN_IN);
             const DeltanetArgs da = {md->qkv, C, l.v[KCUDA_W_SSM_CONV1D], K,
                                      md->ring + (size_t)l.idx * md->ring_rows * C, md->ring_rows, md->d_in,
                                      md->beta, md->alpha, Hv, l.v[KCUDA_W_SSM_A], l.v[KCUDA_W_SSM_DT_BIAS],
                                      md->ssm + (size_t)l.idx * Hv * dv * dk, Hk, Hv, dk, dv, eps, md->ybuf, Hv * dv, m,
                                      l.v[KCUDA_W_SSM_NORM], md->z, md->xq2, md->xd2};
-            // M=1: one block a head, the gated norm and its quantization as its tail (no k_actq)
-            const bool head = m == 1 && m >= KC_ACTQ_MIN_M && deltanet_head_fits(dk, dv, K) &&
-                              quantized(l.w[KCUDA_W_SSM_OUT]);
             if (head) {
                 PassOp o = pass_op(OP_DELTANET_HEAD, Hv, 1, 1, KC_DNH_WARPS * 32, 0);
                 o.role = ROLE_DN_HEAD;

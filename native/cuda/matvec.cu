@@ -20,6 +20,15 @@ k_gemv(GemvArgs a KC_TL_PARAMS) {
     KC_KERNEL_BODY(a.trigger_after_wait, a, gemv_block<MT, RPW, PRO>);
 }
 
+// The M=1 Q4_0 DeltaNet in-proj (gemv_plan's `wide`): 8 rows a warp, so 129 blocks, one an SM, at most
+// 112 registers (28,672 a block): a k_deltanet_head block (36,864) fits beside it, and it schedules
+// the head at its start, so that the head's blocks are placed and load their state during the
+// in-proj, not after its last block ends (its 1 us past the wait did not place them: the head
+// state's candidate, docs/PERFORMANCE.md).
+__global__ void KC_MAX_REGISTERS(112, KC_THREADS) k_gemv_wide(GemvArgs a KC_TL_PARAMS) {
+    KC_PASS_KERNEL(a, gemv_block<1, 8, false>);
+}
+
 __global__ void __launch_bounds__(KC_GLU_THREADS) k_gemv_glu(GluArgs a KC_TL_PARAMS) {
     KC_PRODUCT_KERNEL(a, gemv_glu_block);
 }
@@ -55,6 +64,7 @@ static cudaError_t gemv_launch_rpw(const GemvCall &c) {
 int gemv_clock_cycles(int ns) { return (int)((long long)ns * g_clock_khz / 1000000); }
 
 cudaError_t gemv_launch(const GemvCall &c) {
+    if (c.RPW == 8) return klaunch(k_gemv_wide, dim3(c.grid), dim3(c.threads), c.smem, c.args);
     if (c.RPW == 1) return gemv_launch_rpw<1>(c);
     if (c.RPW == 2) return gemv_launch_rpw<2>(c);
     return gemv_launch_rpw<4>(c);
@@ -95,8 +105,8 @@ static int gemv_rpw(const MatvecJobs &js) {
 }
 
 int32_t gemv_plan(MatvecJobs js, int m, Prologue P, const int8_t *gq, const float *gd, const float *gf, int ldx,
-                  std::vector<GemvCall> *calls) {
-    const int RPW = gemv_rpw(js);
+                  std::vector<GemvCall> *calls, bool wide) {
+    const int RPW = wide && m == 1 && P.mode < 0 ? 8 : gemv_rpw(js);
     int rows = 0;
     for (int t = 0; t < js.nj; t++) {
         js.j[t].row0 = rows;

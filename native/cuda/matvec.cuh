@@ -132,8 +132,10 @@ int32_t gemv_smem_optin(void);
 // prologue's shared memory is short), appended to calls. gq / gd / gf: activations in global
 // memory (P.mode == -1: int8 quants, f32 block scales, f32 values, row stride ldx); otherwise
 // the prologue builds them.
+// wide: at M=1 with quantized activations, 8 rows a warp in k_gemv_wide (one block an SM, so that a
+// DeltaNet head block fits beside it); elsewhere ignored.
 int32_t gemv_plan(MatvecJobs js, int m, Prologue P, const int8_t *gq, const float *gd, const float *gf, int ldx,
-                  std::vector<GemvCall> *calls);
+                  std::vector<GemvCall> *calls, bool wide = false);
 // The SM clock cycles of ns nanoseconds on this device (0 where no kernel overlaps another: no PDL).
 int gemv_clock_cycles(int ns);
 // One planned launch on g_stream.

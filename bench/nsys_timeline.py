@@ -29,7 +29,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from pass_timeline import NO_WAIT, OpTimes, by_step, layers, report, shares, table_arguments
+from pass_timeline import NO_WAIT, OpTimes, by_step, kept_steps, layers, report, shares, table_arguments
 
 # kernel name -> the timeline build's op kind (native/cuda/timeline.cu's op_name)
 KINDS = {
@@ -37,6 +37,7 @@ KINDS = {
     "k_act": "act",
     "k_actq": "actq",
     "k_gemv": "gemv",
+    "k_gemv_wide": "gemv",
     "k_gemv_glu": "gemv_glu",
     "k_gemv_glu_early": "gemv_glu",
     "k_lm_head": "lm_head",
@@ -46,6 +47,8 @@ KINDS = {
     "k_attn_scores": "scores",
     "k_attn_values": "values",
 }
+# gemv kernels whose <MT, RPW> is fixed, not in their name (native/cuda/matvec.cu)
+FIXED_INSTANCE = {"k_gemv_wide": (1, 8)}
 AGREE = 0.05  # the probe's reading: layer sums within 5 % of the step's span
 
 
@@ -63,7 +66,7 @@ def kernel_kind(name: str) -> tuple[str, int, int]:
     base = m.group(1) if m else ""
     if base not in KINDS:
         raise ValueError(f"kernel {name!r} is not an op of the pass")
-    mt = rpw = 0
+    mt, rpw = FIXED_INSTANCE.get(base, (0, 0))
     if base == "k_gemv":
         t = re.match(r"\s*(?:void\s+)?k_gemv<[^0-9,>]*(\d+)[^0-9,>]*,[^0-9,>]*(\d+)", name)
         if not t:
@@ -125,8 +128,7 @@ def decode_steps(ops: list[OpTimes]) -> list[OpTimes]:
 
 def agreement(ops: list[OpTimes], skip: int) -> str:
     """The probe's check: the layers' sums and the ops outside them against the step's span."""
-    steps = by_step(ops)
-    kept = {s: v for n, (s, v) in enumerate(steps.items()) if n >= skip}
+    kept, _ = kept_steps(ops, skip)
     op_shares = shares(kept)
     in_layers = sum(sum(o.share for o in layer) for ls in layers(op_shares).values() for layer in ls)
     layer_ops = {o.index for ls in layers(op_shares).values() for layer in ls for o in layer}

@@ -193,15 +193,21 @@ def layer_lines(op_shares: list[OpShare]) -> list[str]:
     return lines
 
 
-def report(ops: list[OpTimes], skip: int, per_op: bool, per_layer: bool = False) -> str:
+def kept_steps(ops: list[OpTimes], skip: int) -> tuple[dict[int, list[OpTimes]], int]:
+    """The steps after the first `skip` (warm-up), and how many steps there were in all."""
     steps = by_step(ops)
     kept = {s: v for n, (s, v) in enumerate(steps.items()) if n >= skip}
     if not kept:
         raise ValueError(f"{len(steps)} steps in the file, all left out by --skip {skip}")
+    return kept, len(steps)
+
+
+def report(ops: list[OpTimes], skip: int, per_op: bool, per_layer: bool = False) -> str:
+    kept, total = kept_steps(ops, skip)
     op_shares = shares(kept)
     rows = groups(op_shares)
     lines = [
-        f"Steps: {len(kept)} (first {skip} of {len(steps)} left out); span of a step, median: "
+        f"Steps: {len(kept)} (first {skip} of {total} left out); span of a step, median: "
         f"{statistics.median(spans(kept)):.1f} us; the shares below add up to "
         f"{sum(r.total for r in rows):.1f} us.",
         "",

@@ -70,6 +70,12 @@ def test_kernels_become_ops_with_kinds_grids_and_gemv_instances(nt):
     assert step1[3].start == 103_900 and step1[3].end == 109_000
 
 
+def test_the_q4_0_in_proj_kernel_is_a_gemv_of_eight_rows_a_warp(nt):
+    # k_gemv_wide (a Q4_0 file's M=1 DeltaNet in-proj) has no template arguments to read
+    assert nt.kernel_kind("k_gemv_wide(GemvArgs)") == ("gemv", 1, 8)
+    assert nt.kernel_kind("void k_gemv<1, 4, false>(GemvArgs)") == ("gemv", 1, 4)
+
+
 def test_only_the_common_pass_is_kept_and_the_layer_chain_sums_to_the_step(nt):
     ops = nt.decode_steps(nt.parse(_trace(8)))
     assert {o.step for o in ops} == set(range(8))  # the prompt's pass (k_deltanet) left out

@@ -89,9 +89,10 @@ struct PdlWait {
 // (gemv, glu, LM head) lets it be scheduled only once every block of this one is past its wait,
 // so that the products' weight loads run at most one product ahead of the op whose body runs,
 // whose own dependent loads wait behind them (P9: 9x an idle L2 round trip beside HBM
-// streaming); the ops between products still let the next product start at once. Two products
-// trigger at their start (matvec.cu): the down product (k_gemv takes which from its arguments)
-// and the glu after a DeltaNet layer (k_gemv_glu_early).
+// streaming); the ops between products still let the next product start at once. Three products
+// trigger at their start (matvec.cu): the down product (k_gemv takes which from its arguments),
+// the glu after a DeltaNet layer (k_gemv_glu_early) and a Q4_0 file's DeltaNet in-proj
+// (k_gemv_wide, so that the head starts beside it).
 #define KC_KERNEL_BODY(product, args, ...)                                                     \
     do {                                                                                       \
         KC_TL_BEGIN();                                                                         \

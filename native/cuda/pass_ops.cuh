@@ -11,7 +11,7 @@ enum PassOpKind {
     OP_EMBED,        // k_embed
     OP_ACT,          // k_act
     OP_ACTQ,         // k_actq
-    OP_GEMV,         // k_gemv<MT, RPW, PRO>
+    OP_GEMV,         // k_gemv<MT, RPW, PRO>, or k_gemv_wide (RPW 8: a Q4_0 file's M=1 DeltaNet in-proj)
     OP_GEMV_GLU,     // k_gemv_glu: FFN gate / up with SwiGLU and its quantization (M=1)
     OP_DELTANET,     // k_deltanet
     OP_DELTANET_HEAD, // k_deltanet_head: M=1, with the gated norm and its quantization

@@ -18,6 +18,11 @@ import kernel_fit as kf  # noqa: E402
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None or shutil.which("ptxas") is None,
                                 reason="nvcc is not installed")
 
+needs_nvdisasm = pytest.mark.skipif(shutil.which("nvcc") is None or shutil.which("ptxas") is None
+                                    or kf.nvdisasm() is None,
+                                    reason="nvcc or nvdisasm is not installed (nvdisasm: pyproject's test extras, "
+                                           "nvidia-cuda-nvdisasm)")
+
 
 def test_register_allocation_rounds_to_eight_a_thread():
     assert kf.cta_registers(95, 256) == 96 * 256
@@ -128,6 +133,7 @@ def test_only_the_products_schedule_the_next_kernel_past_their_wait():
     assert others == {"activation.cu", "attention.cu", "deltanet.cu", "matvec.cu"}
 
 
+@needs_nvdisasm
 def test_the_deltanet_head_computes_nothing_before_its_wait():
     # its state rows' and history taps' loads are issued before the wait and nothing is computed
     # from them there, so that the block reaches its wait at once and they arrive during the
@@ -143,6 +149,7 @@ def test_the_deltanet_head_computes_nothing_before_its_wait():
     assert f"#define KC_DNH_WARPS {kf.DNH_WARPS}" in (kf.CUDA_DIR / "deltanet.cuh").read_text()
 
 
+@needs_nvdisasm
 def test_the_deltanet_head_issues_few_instructions():
     # its warps share an SM's 4 issue slots, and its 32 warps of 4 rows were as much issue as
     # latency (Nsight Compute, docs/PERFORMANCE.md): dk and dv are the constants deltanet_head_fits
@@ -191,11 +198,6 @@ $L__BB0_2:
 """
     assert kf.loads_before_wait(body) == ["ld.global.u32 \t%r3, [%rd3]"]
 
-
-needs_nvdisasm = pytest.mark.skipif(shutil.which("nvcc") is None or shutil.which("ptxas") is None
-                                    or kf.nvdisasm() is None,
-                                    reason="nvcc or nvdisasm is not installed (nvdisasm: pyproject's test extras, "
-                                           "nvidia-cuda-nvdisasm)")
 
 
 # ptxas moves a load whose value is first used after griddepcontrol.wait below the wait (a shorter

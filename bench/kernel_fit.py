@@ -11,6 +11,7 @@ its first griddepcontrol.wait: only immutable data may be read there, and, from 
 that are to overlap the op before.
 
     python3 bench/kernel_fit.py            # the step's op pairs and the uniform chain's contract
+    python3 bench/kernel_fit.py --timeline # and where the timeline build's kernels fit otherwise
 
 Runs with nvcc alone (no GPU); tests/test_kernel_fit.py runs the same checks.
 """
@@ -103,16 +104,19 @@ def parse_ptxas(text: str) -> dict[str, Resources]:
 
 
 MODULE_KERNEL_SOURCES = ("matvec.cu", "deltanet.cu", "activation.cu", "attention.cu")
+# The timeline build's define (native/cuda/CMakeLists.txt, KITE_CUDA_TIMELINE=ON): its kernels
+# record times, and their registers, so which of them share an SM, may differ from the shipped ones.
+TIMELINE_DEFINES = ("KC_TIMELINE=1",)
 
 
 @functools.cache
-def ptx_text(src: str) -> str:
-    """The PTX of one module source (nvcc -ptx, sm_90, the module's flags)."""
+def ptx_text(src: str, defines: tuple[str, ...] = ()) -> str:
+    """The PTX of one module source (nvcc -ptx, sm_90, the module's flags, and -D defines)."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "k.ptx"
         proc = subprocess.run(
             ["nvcc", "-O3", "-std=c++17", "-ptx", "-arch=sm_90", "-DKCUDA_BUILD", *module_flags(),
-             f"-I{REPO / 'native' / 'include'}", str(CUDA_DIR / src), "-o", str(out)],
+             *(f"-D{d}" for d in defines), f"-I{REPO / 'native' / 'include'}", str(CUDA_DIR / src), "-o", str(out)],
             capture_output=True, text=True, timeout=600)
         if proc.returncode != 0:
             raise RuntimeError(f"nvcc -ptx {src}: {proc.stderr[-2000:]}")
@@ -136,11 +140,11 @@ def nvdisasm() -> str | None:
 
 
 @functools.cache
-def assembled(src: str) -> tuple[str, bytes]:
+def assembled(src: str, defines: tuple[str, ...] = ()) -> tuple[str, bytes]:
     """One module source's PTX through ptxas for sm_90, once: (ptxas -v's report, the cubin)."""
     with tempfile.TemporaryDirectory() as tmp:
         ptx, cubin = Path(tmp) / "k.ptx", Path(tmp) / "k.cubin"
-        ptx.write_text(ptx_text(src))
+        ptx.write_text(ptx_text(src, defines))
         proc = subprocess.run(["ptxas", "-O3", "-arch=sm_90", "-v", str(ptx), "-o", str(cubin)],
                               capture_output=True, text=True, timeout=600)
         if proc.returncode != 0:
@@ -253,11 +257,13 @@ def immutable_loads_before_wait(src: str) -> dict[str, int]:
 
 
 @functools.cache
-def compiled_resources(sources: tuple[str, ...] = MODULE_KERNEL_SOURCES) -> dict[str, Resources]:
-    """Resources of every kernel of the given module sources: their PTX through ptxas for sm_90."""
+def compiled_resources(sources: tuple[str, ...] = MODULE_KERNEL_SOURCES,
+                       defines: tuple[str, ...] = ()) -> dict[str, Resources]:
+    """Resources of every kernel of the given module sources: their PTX through ptxas for sm_90
+    (with -D defines: TIMELINE_DEFINES for the timeline build's)."""
     res: dict[str, Resources] = {}
     for src in sources:
-        res.update(parse_ptxas(assembled(src)[0]))
+        res.update(parse_ptxas(assembled(src, defines)[0]))
     return res
 
 
@@ -349,6 +355,28 @@ def blocked_windows(ops: list[Op], res: dict[str, Resources]) -> list[tuple[tupl
     return out
 
 
+def build_differences(ops: list[Op], shipped: dict[str, Resources], other: dict[str, Resources]) -> list[str]:
+    """Where another build of the module (the timeline build's) runs the step's ops differently from
+    the shipped one: each kernel whose CTA takes other registers, each pair of consecutive ops that
+    cannot share an SM in one build only, and each pair whose second op fits fewer or more CTAs
+    beside the first's. Empty: the two place the step's CTAs alike."""
+    out = []
+    for kernel in dict.fromkeys(o.kernel for o in ops):
+        threads = next(o.threads for o in ops if o.kernel == kernel)
+        a, b = cta_registers(shipped[kernel].registers, threads), cta_registers(other[kernel].registers, threads)
+        if a != b:
+            out.append(f"`{kernel}`: {other[kernel].registers} registers, {b} a CTA "
+                       f"(shipped: {shipped[kernel].registers}, {a})")
+    for label, pairs in (("cannot share an SM", lambda r: {(a, b) for a, b, _ in blocked_pairs(ops, r)}),
+                         ("CTAs of the second beside the first", lambda r: set(crowded_pairs(ops, r)))):
+        mine, theirs = pairs(shipped), pairs(other)
+        for p in sorted(theirs - mine):
+            out.append(f"{label}, this build only: {p}")
+        for p in sorted(mine - theirs):
+            out.append(f"{label}, the shipped build only: {p}")
+    return out
+
+
 RESIDUAL_THREADS = 64  # KC_GEMV_NARROW_THREADS (native/cuda/matvec.cuh); 256 up to issue 48
 LM_CTAS_PER_SM, LM_THREADS = 2, 256  # KC_LM_CTAS_PER_SM, KC_LM_THREADS (native/cuda/matvec.cuh)
 GLU_RPW = 4  # KC_GLU_RPW (native/cuda/matvec.cuh): k_gemv_glu's rows a warp
@@ -428,7 +456,10 @@ def loads_before_wait(body: str) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args(argv)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--timeline", action="store_true",
+                    help="also say where the timeline build (KC_TIMELINE=1) places the step's CTAs otherwise")
+    args = ap.parse_args(argv)
     res = compiled_resources()
     ops = step_ops_m1()
     print("| op | kernel | CTAs | threads | registers | a CTA's registers | spill B | smem B |")
@@ -445,6 +476,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"op pairs where only some of the second op's CTAs fit beside the first's: {len(crowded)}")
     for a, b, fit, wanted, sms in crowded:
         print(f"- {a} -> {b}: {fit} of {wanted} an SM, on the {sms} SMs that run {a}")
+    if args.timeline:
+        diffs = build_differences(ops, res, compiled_resources(defines=TIMELINE_DEFINES))
+        print(f"\nthe timeline build against the shipped one: {len(diffs)} differences")
+        for d in diffs:
+            print(f"- {d}")
     chain, cres = chain_contract_ops()
     wins = blocked_windows(chain, cres)
     print(f"\nthe uniform chain at its contract's limits: {len(wins)} windows of three that do not fit")

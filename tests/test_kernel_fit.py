@@ -47,6 +47,31 @@ def test_uniform_chain_contract_fits_three_to_an_sm():
     assert kf.blocked_windows(ops, over)
 
 
+def test_build_differences_names_the_kernels_and_pairs_another_build_changes():
+    ops = [kf.Op("gate/up", "glu", 112, 512), kf.Op("down", "down", 512, 64)]
+    shipped = {"glu": kf.Resources(84, 256, 0, 0), "down": kf.Resources(104, 0, 0, 0)}
+    assert kf.build_differences(ops, shipped, shipped) == []
+    # 4 registers more a thread: a rounded CTA of 7,168, and 2 of the 4 fit beside 45,056 where 3 did
+    other = {**shipped, "down": kf.Resources(108, 0, 0, 0)}
+    assert kf.build_differences(ops, shipped, other) == [
+        "`down`: 108 registers, 7168 a CTA (shipped: 104, 6656)",
+        "CTAs of the second beside the first, this build only: ('gate/up', 'down', 2, 4, 112)",
+        "CTAs of the second beside the first, the shipped build only: ('gate/up', 'down', 3, 4, 112)"]
+    # rounding to 8 registers a thread: 84 and 88 take the same CTA
+    assert kf.build_differences(ops, shipped, {**shipped, "glu": kf.Resources(88, 256, 0, 0)}) == []
+
+
+@needs_nvcc
+def test_the_timeline_build_compiles_every_kernel_of_the_step():
+    # the define kernel_fit gives it is the one CMake gives the timeline build
+    assert "list(APPEND KITE_CUDA_DEFS KC_TIMELINE=1)" in (kf.CUDA_DIR / "CMakeLists.txt").read_text()
+    assert kf.TIMELINE_DEFINES == ("KC_TIMELINE=1",)
+    timeline = kf.compiled_resources(defines=kf.TIMELINE_DEFINES)
+    step = {o.kernel for o in kf.step_ops_m1()}
+    assert step <= set(timeline), sorted(step - set(timeline))
+    assert {k: timeline[k].spill_bytes for k in step if timeline[k].spill_bytes} == {}
+
+
 @needs_nvcc
 def test_calculator_flags_the_review_pairs_left_before_narrow_residual_blocks():
     # the residual products in 256-thread blocks, as up to issue 48: two of the review's three

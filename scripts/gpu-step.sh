@@ -12,9 +12,11 @@
 #      KITE_STEP_ROUNDS (default 6) rounds while 200 s stay for the rest;
 #   3. bytes, in the background: harness verify --only D4 D5 D6 E6 E7 G1, then F5 (D5, D6 and F5
 #      run qwen35-0.8b, whose DeltaNet heads take the M=1 head op; the tiny model's do not);
-#   4. meanwhile compute-sanitizer memcheck, racecheck and synccheck on the qwen35-0.8b Q8_0
-#      decode, graph and stream, over the kernels named KITE_STEP_KERNEL (default k_deltanet_head);
+#   4. meanwhile compute-sanitizer memcheck, racecheck and synccheck on the qwen35-0.8b decode,
+#      graph and stream, over the kernels named KITE_STEP_KERNEL (default k_deltanet_head);
 #   5. the per-layer timeline of this tree (bench/pass_timeline.py --layers), if time is left.
+# Steps 4 and 5 run the Q8_0 file, or the Q4_0 one with KITE_STEP_MODEL=q4_0 (a kernel that only a
+# Q4_0 file's plan launches).
 # OUTDIR gets summary.md (written as the steps end), ab.md (with the host's greedy pick), bytes.md, f5.md, sanitize.md,
 # timeline.md and logs.tgz (the logs); the work folder is KITE_STEP_WORK (default a temp dir).
 # One setting instead of a kernel (as gpu-ab.sh): BASEDIR `.` runs this tree's module on both sides
@@ -28,6 +30,7 @@ base="${2:-build/base-main}"
 budget="${KITE_STEP_BUDGET:-510}"
 rounds="${KITE_STEP_ROUNDS:-6}"
 kernel="${KITE_STEP_KERNEL:-k_deltanet_head}"
+judged_type="${KITE_STEP_MODEL:-q8_0}"
 # the build keeps 240 s for the steps after it and needs 60 of its own: a smaller budget would time
 # it out at once and run the later steps on no module, spending device time for nothing
 min_budget=300
@@ -36,6 +39,11 @@ if ! [[ "$budget" =~ ^[0-9]+$ && "$rounds" =~ ^[0-9]+$ ]] || [ "$budget" -lt "$m
     "at least $min_budget s (the build's 60 s and the 240 s it keeps for the steps after it)" >&2
   exit 2
 fi
+case "$judged_type" in
+  q8_0|q4_0) ;;
+  *) echo "gpu-step.sh: KITE_STEP_MODEL=$judged_type: q8_0 or q4_0 (the file the sanitizers and the timeline run)" >&2
+     exit 2 ;;
+esac
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
 read -r -a new_env <<< "${KITE_AB_NEW_ENV:-}" # the new side's settings (gpu-ab.sh checks them)
@@ -94,6 +102,9 @@ note "- build (this tree): exit $rc at ${SECONDS} s"
 wait "$models_pid"
 note "- models: exit $? at ${SECONDS} s: $(sed "s#^$PWD/##" "$work/models.txt" | tr '\n' ' ')" # paths in the tree
 q8=$(sed -n 1p "$work/models.txt")
+judged=$q8 # the file of steps 4 and 5
+[ "$judged_type" = q4_0 ] && judged=$(sed -n 2p "$work/models.txt")
+judged_name="qwen35-0.8b $(echo "$judged_type" | tr a-z A-Z)"
 
 # 2. speed first, on a quiet machine: A/B rounds of one base and one new run each (scripts/gpu-ab.sh),
 # as many as the budget leaves time for, up to $rounds, keeping 200 s for the steps after
@@ -190,19 +201,19 @@ for run in memcheck:graph racecheck:graph synccheck:graph memcheck:stream racech
   log="$work/sanitize-$tool-$mode.log"
   filter=(--kernel-name "kns=$kernel")
   KITE_CUDA_GRAPH=$graph env "${new_env[@]}" timeout "$lim" "$cs" --tool "$tool" "${filter[@]}" --error-exitcode 99 \
-    build/default/bin/kite run --model "$q8" --prompt 3,1,4,1,5 --steps 3 > "$log" 2>&1
+    build/default/bin/kite run --model "$judged" --prompt 3,1,4,1,5 --steps 3 > "$log" 2>&1
   rc=$?
   if ! grep -qE "ERROR SUMMARY|RACECHECK SUMMARY" "$log" && grep -qiE "unrecognized|unknown option|invalid" "$log"; then
     mode="$mode, every kernel" # this compute-sanitizer does not take the filter: the whole decode
     lim=$(limit 60 60)
     KITE_CUDA_GRAPH=$graph env "${new_env[@]}" timeout "$lim" "$cs" --tool "$tool" --error-exitcode 99 \
-      build/default/bin/kite run --model "$q8" --prompt 3,1,4,1,5 --steps 3 >> "$log" 2>&1
+      build/default/bin/kite run --model "$judged" --prompt 3,1,4,1,5 --steps 3 >> "$log" 2>&1
     rc=$?
   fi
   summ=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$log" | tail -1)
   echo "| $tool | $mode | $rc | ${summ:-none printed} |" >> "$out/sanitize.md"
 done
-note "- sanitizers on $kernel, qwen35-0.8b Q8_0 (--steps 3), at ${SECONDS} s:"
+note "- sanitizers on $kernel, $judged_name (--steps 3), at ${SECONDS} s:"
 sed 's/^/    /' "$out/sanitize.md" >> "$summary"
 wait "$verify_pid"
 cat "$work/verify-summary.md" >> "$summary"
@@ -211,10 +222,10 @@ cat "$work/verify-summary.md" >> "$summary"
 lim=$(limit 60 10)
 if [ "$trc" -eq 0 ] && [ "$lim" -ge 20 ] && [ -x build/default/bin/kite ]; then
   cp build/default/bin/kite build/timeline/bin/
-  KITE_CUDA_TIMELINE="$work/steps.txt" env "${new_env[@]}" timeout "$lim" build/timeline/bin/kite run --model "$q8" \
+  KITE_CUDA_TIMELINE="$work/steps.txt" env "${new_env[@]}" timeout "$lim" build/timeline/bin/kite run --model "$judged" \
     --prompt "$(seq -s, 1 64)" --steps 64 > "$work/timeline-run.log" 2>&1
   python3 bench/pass_timeline.py "$work/steps.txt" --layers > "$out/timeline.md" 2> "$work/timeline.log"
-  note "- timeline: exit $? at ${SECONDS} s"
+  note "- timeline ($judged_name): exit $? at ${SECONDS} s"
   grep -E "deltanet_head|^Steps" "$out/timeline.md" | head -6 | sed 's/^/    /' >> "$summary"
 else
   note "- timeline: not run (build exit $trc, ${lim} s left)"

@@ -138,3 +138,14 @@ def test_gpu_step_refuses_a_budget_its_build_cannot_run_in(tmp_path, env):
     assert res.returncode == 2, res.stderr
     assert "at least 300 s" in res.stderr
     assert not out.exists() and not (tmp_path / "work").exists()
+
+
+def test_gpu_step_refuses_a_model_type_it_does_not_make(tmp_path):
+    # KITE_STEP_MODEL picks the file of the sanitizers and the timeline among the two it generates
+    out = tmp_path / "out"
+    res = subprocess.run(["bash", str(REPO / "scripts" / "gpu-step.sh"), str(out)], capture_output=True, text=True,
+                         env={**os.environ, "KITE_STEP_MODEL": "f16", "KITE_STEP_WORK": str(tmp_path / "work")},
+                         timeout=60)
+    assert res.returncode == 2, res.stderr
+    assert "KITE_STEP_MODEL=f16: q8_0 or q4_0" in res.stderr
+    assert not out.exists() and not (tmp_path / "work").exists()

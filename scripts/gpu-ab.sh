@@ -22,6 +22,7 @@ base="${2:?usage: scripts/gpu-ab.sh OUTDIR BASEDIR [ROUNDS] [--no-build]}"
 rounds="${3:-4}"
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
+. scripts/gpu-module.sh
 # the new side's own settings: NAME=VALUE words, checked before anything runs
 read -r -a new_env <<< "${KITE_AB_NEW_ENV:-}"
 for kv in "${new_env[@]}"; do
@@ -30,10 +31,8 @@ done
 same=0; [ "$base" = . ] && same=1 # this tree on both sides
 case " $* " in *" --no-build "*) ;; *)
   python3 -m harness build default stub > "$out/build.log" 2>&1 || { tail -20 "$out/build.log"; exit 1; }
-  [ "$same" = 1 ] || cmake -S "$base/native/cuda" -B build/ab-base/cuda -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DKITE_OUTPUT_DIR="$PWD/build/ab-base/bin" -DKITE_CUDA_TEST_MODULES=OFF -DKITE_CUDA_PROBE=OFF \
-    > "$out/build-base.log" 2>&1 && cmake --build build/ab-base/cuda >> "$out/build-base.log" 2>&1 \
-    || { tail -20 "$out/build-base.log"; exit 1; } ;;
+  [ "$same" = 1 ] || module_build "$base/native/cuda" build/ab-base/cuda "$PWD/build/ab-base/bin" 0 \
+    > "$out/build-base.log" 2>&1 || { tail -20 "$out/build-base.log"; exit 1; } ;;
 esac
 models=()
 for t in q8_0 q4_0; do models+=("$(python3 -m harness models gen qwen35-0.8b --type "$t" | tail -1)"); done

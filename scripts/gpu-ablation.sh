@@ -27,14 +27,10 @@ note() { echo "$*" | tee -a "$summary"; }
 } > "$summary"
 # the gguf package for the model generator (no network: the wheel travels in .whl/)
 . scripts/gpu-wheel.sh && gguf_from_wheel "$work/pip.log"
-module_build() { # BUILD OUTDIR [cmake args]: this tree's module, configured and built
-  local bdir=$1 odir=$2; shift 2
-  cmake -S native/cuda -B "$bdir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKITE_OUTPUT_DIR="$odir" \
-    -DKITE_CUDA_TEST_MODULES=OFF -DKITE_CUDA_PROBE=OFF "$@" && cmake --build "$bdir"
-}
-module_build build/ablation/cuda "$PWD/build/ablation/bin" -DKITE_CUDA_ABLATION=ON > "$work/build-ablation.log" 2>&1 &
+. scripts/gpu-module.sh
+module_build native/cuda build/ablation/cuda "$PWD/build/ablation/bin" 0 -DKITE_CUDA_ABLATION=ON > "$work/build-ablation.log" 2>&1 &
 abl_pid=$!
-module_build build/timeline/cuda "$PWD/build/timeline/bin" -DKITE_CUDA_TIMELINE=ON > "$work/build-timeline.log" 2>&1 &
+module_build native/cuda build/timeline/cuda "$PWD/build/timeline/bin" 0 -DKITE_CUDA_TIMELINE=ON > "$work/build-timeline.log" 2>&1 &
 tl_pid=$!
 python3 -m harness models gen qwen35-0.8b --type q8_0 > "$work/models.txt" 2> "$work/models.log" &
 models_pid=$!

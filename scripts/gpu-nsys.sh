@@ -31,8 +31,8 @@ note "- Nsight Systems: $nsys, $("$nsys" --version 2>&1 | head -1)"
 . scripts/gpu-wheel.sh && gguf_from_wheel "$work/pip.log"
 # the timeline module is built anew: a warm machine's may be another tree's (scripts/gpu-step.sh)
 rm -rf build/timeline
-(cmake -S native/cuda -B build/timeline/cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DKITE_OUTPUT_DIR="$PWD/build/timeline/bin" \
-  -DKITE_CUDA_TEST_MODULES=OFF -DKITE_CUDA_PROBE=OFF -DKITE_CUDA_TIMELINE=ON && cmake --build build/timeline/cuda) \
+. scripts/gpu-module.sh
+module_build native/cuda build/timeline/cuda "$PWD/build/timeline/bin" 0 -DKITE_CUDA_TIMELINE=ON \
   > "$work/build-timeline.log" 2>&1 &
 tl_pid=$!
 python3 -m harness models gen qwen35-0.8b --type q8_0 2> "$work/models.log" | tail -1 > "$work/models.txt" &

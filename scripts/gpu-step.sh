@@ -72,12 +72,7 @@ limit() { local l=$(($(left) - $2)); [ "$l" -gt "$1" ] && l=$1; [ "$l" -lt 1 ] &
 if [ ! -d "$base/native/cuda" ] && git rev-parse --verify -q main >/dev/null 2>&1; then
   mkdir -p "$base" && git archive main native | tar -x -C "$base"
 fi
-module_build() { # SRC BUILD OUTDIR [cmake args]: one module, configured and built
-  local src=$1 bdir=$2 odir=$3 lim; shift 3
-  lim=$(limit 300 200)
-  cmake -S "$src" -B "$bdir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKITE_OUTPUT_DIR="$odir" \
-    -DKITE_CUDA_TEST_MODULES=OFF -DKITE_CUDA_PROBE=OFF "$@" && timeout "$lim" cmake --build "$bdir"
-}
+. scripts/gpu-module.sh
 # a warm machine keeps an earlier call's build folders, and the sources travel with their own times,
 # which can be older than those objects: the two modules built here by CMake alone start empty
 # (the harness's own build rebuilds what changed by its record of the sources)
@@ -86,10 +81,11 @@ base_pid= have_base=0
 if [ "$base" = . ]; then
   have_base=1 # this tree's module on both sides: nothing more to build
 elif [ -d "$base/native/cuda" ]; then
-  module_build "$base/native/cuda" build/ab-base/cuda "$PWD/build/ab-base/bin" > "$work/build-base.log" 2>&1 &
+  module_build "$base/native/cuda" build/ab-base/cuda "$PWD/build/ab-base/bin" "$(limit 300 200)" \
+    > "$work/build-base.log" 2>&1 &
   base_pid=$! have_base=1
 fi
-module_build native/cuda build/timeline/cuda "$PWD/build/timeline/bin" -DKITE_CUDA_TIMELINE=ON \
+module_build native/cuda build/timeline/cuda "$PWD/build/timeline/bin" "$(limit 300 200)" -DKITE_CUDA_TIMELINE=ON \
   > "$work/build-timeline.log" 2>&1 &
 tl_pid=$!
 (for t in q8_0 q4_0; do python3 -m harness models gen qwen35-0.8b --type "$t" | tail -1; done) \

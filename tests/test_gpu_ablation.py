@@ -54,7 +54,7 @@ def scratch(tmp_path: Path) -> tuple[Path, dict[str, str], Path]:
         pytest.skip("gpu-ablation.sh is a bash script")
     tree = tmp_path / "tree"
     (tree / "scripts").mkdir(parents=True)
-    for script in ("gpu-ablation.sh", "gpu-wheel.sh"):
+    for script in ("gpu-ablation.sh", "gpu-wheel.sh", "gpu-module.sh"):
         shutil.copy2(REPO / "scripts" / script, tree / "scripts")
     _exe(tree / "build" / "default" / "bin" / "kite", FAKE_KITE)
     (tree / "build" / "timeline" / "bin").mkdir(parents=True)

@@ -363,10 +363,10 @@ def build_differences(ops: list[Op], shipped: dict[str, Resources], other: dict[
     out = []
     for kernel in dict.fromkeys(o.kernel for o in ops):
         threads = next(o.threads for o in ops if o.kernel == kernel)
-        a, b = cta_registers(shipped[kernel].registers, threads), cta_registers(other[kernel].registers, threads)
-        if a != b:
-            out.append(f"`{kernel}`: {other[kernel].registers} registers, {b} a CTA "
-                       f"(shipped: {shipped[kernel].registers}, {a})")
+        ours, theirs = (cta_registers(r[kernel].registers, threads) for r in (shipped, other))
+        if ours != theirs:
+            out.append(f"`{kernel}`: {other[kernel].registers} registers, {theirs} a CTA "
+                       f"(shipped: {shipped[kernel].registers}, {ours})")
     for label, pairs in (("cannot share an SM", lambda r: {(a, b) for a, b, _ in blocked_pairs(ops, r)}),
                          ("CTAs of the second beside the first", lambda r: set(crowded_pairs(ops, r)))):
         mine, theirs = pairs(shipped), pairs(other)

@@ -224,7 +224,6 @@ $L__BB0_2:
     assert kf.loads_before_wait(body) == ["ld.global.u32 \t%r3, [%rd3]"]
 
 
-
 # ptxas moves a load whose value is first used after griddepcontrol.wait below the wait (a shorter
 # live range): the M=1 gemvs with the weight kind known lost 12 % that way (d6565dc), and the
 # M-row gemvs keep theirs ahead only through use_before_wait (a37f278). Each instance without a

@@ -4,9 +4,11 @@
 # Builds both halves and llama.cpp's two builds (unless --no-build: use build/ as it is), runs every
 # registered suite, then llama.cpp's criteria (regressions/engines/llamacpp.yaml), merged with the
 # suites into one report (OUTDIR/report.{md,json}, junit.xml), then the GPU benchmark with the
-# adapter and llama-bench beside kite, and where the adapter's time goes (llama-costs.md).
-# KITE_REPORT_STEPS picks steps (default: build suites llama bench costs), for hosts that bound one
-# command's time: a later call on the same host with the same OUTDIR and build/ goes on from there.
+# adapter and llama-bench beside kite, where the adapter's time goes (llama-costs.md), the
+# sanitizers (sanitize/sanitize.md), the timeline per layer (timeline.md) and the probes (probes.md).
+# KITE_REPORT_STEPS picks steps (default: build build-llamacpp-cuda build-llamacpp suites llama bench
+# costs sanitize timeline probes), for hosts that bound one command's time: a later call on the same
+# host with the same OUTDIR and build/ goes on from there. OUTDIR/steps.log says when each step ended.
 # KITE_LLAMA_ONLY="L13 L17 L18" runs only those of llama.cpp's criteria (a partial report, so named).
 # KITE_VERIFY_TIMEOUT / KITE_BENCH_TIMEOUT bound each step, in seconds. KITE_EXTERNAL_PACK: a pack of
 # scripts/pack_external.py, for a host that can neither fetch nor receive the whole archive.
@@ -23,21 +25,29 @@ if [ -n "${KITE_EXTERNAL_PACK:-}" ]; then
   tar -C "$KITE_CACHE" -xzf "$KITE_EXTERNAL_PACK" || { echo "cannot unpack $KITE_EXTERNAL_PACK" >&2; exit 2; }
 fi
 export PYTHONUNBUFFERED=1
-steps=" ${KITE_REPORT_STEPS:-build suites llama bench costs} "
+steps=" ${KITE_REPORT_STEPS:-build build-llamacpp-cuda build-llamacpp suites llama bench costs sanitize timeline probes} "
 want() { case "$steps" in *" $1 "*) return 0;; esac; return 1; }
-case " $* " in *" --no-build "*) steps=${steps/ build / };; esac
+case " $* " in *" --no-build "*) for b in build build-llamacpp-cuda build-llamacpp; do steps=${steps/ $b / }; done;; esac
+SECONDS=0
+ended() { echo "$1: exit $2 at $SECONDS s ($(date -u '+%H:%M:%S UTC'))" >> "$out/steps.log"; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$out/gpu.txt" 2>&1 || true
 # the builds first, outside verify's time limit: both halves, then llama.cpp's (the CUDA one: the
 # adapter and llama-bench; the CPU one for L7)
 if want build; then
   python3 -m harness build default stub > "$out/build-default.log" 2>&1
-  python3 -m harness build llamacpp-cuda > "$out/build-llamacpp-cuda.log" 2>&1
-  python3 -m harness build llamacpp > "$out/build-llamacpp.log" 2>&1
+  ended build $?
 fi
+for b in llamacpp-cuda llamacpp; do
+  if want "build-$b"; then
+    python3 -m harness build "$b" > "$out/build-$b.log" 2>&1
+    ended "build-$b" $?
+  fi
+done
 rc=0
 if want suites; then
   timeout "${KITE_VERIFY_TIMEOUT:-1800}" python3 -m harness verify --reports "$runs/runs" "$@" 2>&1 | tee "$out/verify.log"
   rc=${PIPESTATUS[0]}
+  ended suites "$rc"
 fi
 newest() { find "$1" -mindepth 1 -maxdepth 1 -type d -name '2*' 2>/dev/null | sort | tail -1; } # a run's folder: its start time
 suites=$(newest "$runs/runs")
@@ -51,7 +61,9 @@ elif [ -x build/llamacpp-cuda/bin/kite-llama ] || [ -x build/llamacpp/bin/kite-l
   only=(); [ -n "${KITE_LLAMA_ONLY:-}" ] && only=(--only $KITE_LLAMA_ONLY)
   timeout "${KITE_VERIFY_TIMEOUT:-1800}" python3 -m harness verify --no-build --reports "$runs/runs-llama" \
     regressions/engines/llamacpp.yaml ${only[@]+"${only[@]}"} 2>&1 | tee "$out/verify-llama.log"
-  [ "${PIPESTATUS[0]}" -ne 0 ] && rc=1
+  lrc=${PIPESTATUS[0]}
+  [ "$lrc" -ne 0 ] && rc=1
+  ended llama "$lrc"
   llama_run=$(newest "$runs/runs-llama")
 else
   echo "llama.cpp's criteria not run: neither llama.cpp build is there (see build-llamacpp*.log)" | tee "$out/verify-llama.log"
@@ -66,9 +78,37 @@ fi
 llama=()
 [ -x build/llamacpp-cuda/bin/kite-llama ] && llama=(--llama build/llamacpp-cuda/bin/kite-llama)
 [ -x build/llamacpp-cuda/bin/llama-bench ] && llama+=(--llama-bench build/llamacpp-cuda/bin/llama-bench)
-want bench && timeout "${KITE_BENCH_TIMEOUT:-600}" python3 bench/gpu_decode.py --kite build/default/bin/kite ${llama[@]+"${llama[@]}"} --models models/qwen35-0.8b-q8_0-*.gguf models/qwen35-0.8b-q4_0-*.gguf --md "$out/gpu-bench.md" --json "$out/gpu-bench.json" 2>&1 | tail -40 | tee "$out/gpu-bench.log"
+if want bench; then
+  timeout "${KITE_BENCH_TIMEOUT:-600}" python3 bench/gpu_decode.py --kite build/default/bin/kite ${llama[@]+"${llama[@]}"} --models models/qwen35-0.8b-q8_0-*.gguf models/qwen35-0.8b-q4_0-*.gguf --md "$out/gpu-bench.md" --json "$out/gpu-bench.json" 2>&1 | tail -40 | tee "$out/gpu-bench.log"
+  ended bench "${PIPESTATUS[0]}"
+fi
 # where the adapter's time goes on the GPU: each dump cost turned back on, against llama-bench (issue 36)
 if want costs && [ -x build/llamacpp-cuda/bin/llama-bench ]; then
   timeout "${KITE_BENCH_TIMEOUT:-600}" python3 bench/cpu_llama.py --adapter build/llamacpp-cuda/bin/kite-llama --ngl 99 --costs --model models/qwen35-0.8b-q8_0-*.gguf --prompt-len 8 --steps 64 --iters 5 --rounds 3 --json "$out/llama-costs.json" > "$out/llama-costs.md" 2> "$out/llama-costs.log"
+  ended costs $?
+fi
+# compute-sanitizer over the module (memcheck, racecheck, synccheck, initcheck unless KITE_SANITIZE_TOOLS)
+if want sanitize; then
+  timeout "${KITE_BENCH_TIMEOUT:-600}" scripts/gpu-sanitize.sh "$out/sanitize" > "$out/sanitize.log" 2>&1
+  ended sanitize $?
+fi
+# where a Q8_0 decode step's time goes per op and per layer: the module built with its timeline on
+# (a 64-token prompt, 64 steps, CUDA graph on, as scripts/gpu-step.sh reads it)
+if want timeline; then
+  . scripts/gpu-module.sh
+  rm -rf build/timeline # a warm machine's may be another tree's
+  q8=$(python3 -m harness models gen qwen35-0.8b --type q8_0 2> "$out/timeline.log" | tail -1)
+  module_build native/cuda build/timeline/cuda "$PWD/build/timeline/bin" "${KITE_BENCH_TIMEOUT:-600}" \
+      -DKITE_CUDA_TIMELINE=ON >> "$out/timeline.log" 2>&1 &&
+    cp build/default/bin/kite build/timeline/bin/ &&
+    KITE_CUDA_TIMELINE=build/timeline/steps.txt timeout "${KITE_BENCH_TIMEOUT:-600}" build/timeline/bin/kite run \
+      --model "$q8" --prompt "$(seq -s, 1 64)" --steps 64 > /dev/null 2>> "$out/timeline.log" &&
+    python3 bench/pass_timeline.py build/timeline/steps.txt --layers > "$out/timeline.md" 2>> "$out/timeline.log"
+  ended timeline $?
+fi
+# the device probes of issues 37 and 48, each table kept as it ends
+if want probes; then
+  timeout "${KITE_BENCH_TIMEOUT:-600}" bench/probes.sh "$out/probes.md" > /dev/null 2> "$out/probes.log"
+  ended probes $?
 fi
 exit "$rc"

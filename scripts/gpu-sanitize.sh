@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # compute-sanitizer over the CUDA module on a GPU machine: memcheck, racecheck, synccheck and
-# initcheck, each over `kite selftest` and short decodes of the default model (M=1 graph, stream,
-# --mt 4). Usage: scripts/gpu-sanitize.sh OUTDIR   (writes OUTDIR/sanitize.md and logs)
+# initcheck, each over `kite selftest`, short decodes of the default model (M=1 graph, stream,
+# --mt 4) and a 2-step graph decode of qwen35-0.8b Q8_0, whose plan launches the M=1 kernels the
+# tiny model's does not (the DeltaNet head op, the wide products).
+# Usage: scripts/gpu-sanitize.sh OUTDIR   (writes OUTDIR/sanitize.md and logs)
 # KITE_SANITIZE_TOOLS="memcheck racecheck" runs a subset of the tools.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -9,12 +11,14 @@ out="${1:?usage: scripts/gpu-sanitize.sh OUTDIR}"
 mkdir -p "$out"
 kite=build/default/bin/kite
 model=$(python3 -m harness models gen tiny | tail -1)
+big=$(python3 -m harness models gen qwen35-0.8b --type q8_0 | tail -1)
 cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 runs=(
   "selftest|selftest"
   "graph|run --model $model --prompt 3,1,4,1,5 --steps 8"
   "stream|run --model $model --prompt 3,1,4,1,5 --steps 8"
   "mt4|run --model $model --prompt 3,1,4,1,5,9,2,6,5,3 --steps 2 --mt 4"
+  "0.8b-graph|run --model $big --prompt 3,1,4,1,5 --steps 2"
 )
 {
   echo "| tool | run | exit | errors reported |"

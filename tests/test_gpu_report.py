@@ -55,3 +55,24 @@ def test_without_it_the_run_folders_stay_under_outdir(tmp_path):
     out = run_report(tmp_path, None)
     assert (out / "report.md").is_file()
     assert (out / "runs" / "20261205T000000Z-fake" / "logs").is_dir()
+
+
+def test_each_step_run_says_when_it_ended_and_no_build_skips_every_build(tmp_path):
+    """steps.log names the steps that ran, in order; --no-build leaves out kite's build and both
+    of llama.cpp's even where KITE_REPORT_STEPS names them."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "python3"
+    fake.write_text(FAKE_PYTHON)
+    fake.chmod(0o755)
+    steps = "build build-llamacpp-cuda build-llamacpp suites"
+    for args, ran in ((["--no-build"], ["suites"]), ([], steps.split())):
+        out = tmp_path / f"out{len(args)}"
+        env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "KITE_REPORT_STEPS": steps,
+               "KITE_REPORT_RUNS": str(tmp_path / f"runs{len(args)}")}
+        res = subprocess.run(["bash", str(REPO / "scripts" / "gpu-report.sh"), str(out), *args], env=env,
+                             capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0, res.stdout + res.stderr
+        lines = (out / "steps.log").read_text().splitlines()
+        assert [line.split(":")[0] for line in lines] == ran
+        assert all(": exit 0 at " in line for line in lines)

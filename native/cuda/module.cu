@@ -150,6 +150,8 @@ KCUDA_API int32_t kcuda_gemm_gw(int32_t wtype, const void *w, int64_t w_bytes, i
         g_op_buf = nullptr;
         g_op_bytes = 0;
         CK(cudaMalloc(&g_op_buf, need));
+        // zeroed as every device buffer is: the M=1 product reads y[r] before it knows the job adds
+        CK(cudaMemset(g_op_buf, 0, need));
         g_op_bytes = need;
     }
     int8_t *dq = (int8_t *)g_op_buf;

@@ -75,7 +75,7 @@ def test_a_page_names_its_criterion_says_which_way_is_better_and_each_machines_l
     svg = (site / "plots" / "E8b" / "series-ratio.svg").read_text()
     assert "higher is better" in svg
     assert "<th>last verdict</th>" in page and f"<span class=\"{e8b['verdict']}\">" in page
-    assert "NVIDIA H200" in page
+    assert doc["system"]["nvidia_smi"]["gpus"][0]["name"] in page  # the kept run's machine
 
 
 def test_each_page_loads_in_chromium_with_no_console_error_and_shows_its_plots(site, tmp_path):

@@ -30,7 +30,7 @@ note() { echo "$*" | tee -a "$summary"; }
 . scripts/gpu-module.sh
 module_build native/cuda build/ablation/cuda "$PWD/build/ablation/bin" 0 -DKITE_CUDA_ABLATION=ON > "$work/build-ablation.log" 2>&1 &
 abl_pid=$!
-module_build native/cuda build/timeline/cuda "$PWD/build/timeline/bin" 0 -DKITE_CUDA_TIMELINE=ON > "$work/build-timeline.log" 2>&1 &
+timeline_build 0 > "$work/build-timeline.log" 2>&1 &
 tl_pid=$!
 python3 -m harness models gen qwen35-0.8b --type q8_0 > "$work/models.txt" 2> "$work/models.log" &
 models_pid=$!

@@ -29,11 +29,8 @@ fi
 note "- Nsight Systems: $nsys, $("$nsys" --version 2>&1 | head -1)"
 
 . scripts/gpu-wheel.sh && gguf_from_wheel "$work/pip.log"
-# the timeline module is built anew: a warm machine's may be another tree's (scripts/gpu-step.sh)
-rm -rf build/timeline
 . scripts/gpu-module.sh
-module_build native/cuda build/timeline/cuda "$PWD/build/timeline/bin" 0 -DKITE_CUDA_TIMELINE=ON \
-  > "$work/build-timeline.log" 2>&1 &
+timeline_build 0 > "$work/build-timeline.log" 2>&1 &
 tl_pid=$!
 python3 -m harness models gen qwen35-0.8b --type q8_0 2> "$work/models.log" | tail -1 > "$work/models.txt" &
 models_pid=$!
@@ -70,10 +67,7 @@ else
   note "- no cuda_gpu_trace CSV came out (nsys-stats.log in logs.tgz)"
 fi
 if [ -x build/timeline/bin/libkite_cuda.so ]; then
-  cp build/default/bin/kite build/timeline/bin/
-  KITE_CUDA_TIMELINE="$work/steps.txt" timeout 120 build/timeline/bin/kite run --model "$q8" --prompt "$prompt" \
-    --steps 64 > "$work/timeline-run.log" 2>&1
-  python3 bench/pass_timeline.py "$work/steps.txt" --layers > "$out/timeline.md" 2> "$work/timeline.log"
+  timeline_layers "$q8" "$work" 120 "$out/timeline.md"
   note "- timeline build: exit $?"
   grep -E "^Steps" "$out/timeline.md" | sed 's/^/    /' >> "$summary"
 fi

@@ -92,18 +92,12 @@ if want sanitize; then
   timeout "${KITE_BENCH_TIMEOUT:-600}" scripts/gpu-sanitize.sh "$out/sanitize" > "$out/sanitize.log" 2>&1
   ended sanitize $?
 fi
-# where a Q8_0 decode step's time goes per op and per layer: the module built with its timeline on
-# (a 64-token prompt, 64 steps, CUDA graph on, as scripts/gpu-step.sh reads it)
+# where a Q8_0 decode step's time goes per op and per layer (timeline_layers, scripts/gpu-module.sh)
 if want timeline; then
   . scripts/gpu-module.sh
-  rm -rf build/timeline # a warm machine's may be another tree's
   q8=$(python3 -m harness models gen qwen35-0.8b --type q8_0 2> "$out/timeline.log" | tail -1)
-  module_build native/cuda build/timeline/cuda "$PWD/build/timeline/bin" "${KITE_BENCH_TIMEOUT:-600}" \
-      -DKITE_CUDA_TIMELINE=ON >> "$out/timeline.log" 2>&1 &&
-    cp build/default/bin/kite build/timeline/bin/ &&
-    KITE_CUDA_TIMELINE=build/timeline/steps.txt timeout "${KITE_BENCH_TIMEOUT:-600}" build/timeline/bin/kite run \
-      --model "$q8" --prompt "$(seq -s, 1 64)" --steps 64 > /dev/null 2>> "$out/timeline.log" &&
-    python3 bench/pass_timeline.py build/timeline/steps.txt --layers > "$out/timeline.md" 2>> "$out/timeline.log"
+  timeline_build "${KITE_BENCH_TIMEOUT:-600}" >> "$out/timeline.log" 2>&1 &&
+    timeline_layers "$q8" build/timeline "${KITE_BENCH_TIMEOUT:-600}" "$out/timeline.md"
   ended timeline $?
 fi
 # the device probes of issues 37 and 48, each table kept as it ends

@@ -76,7 +76,7 @@ fi
 # a warm machine keeps an earlier call's build folders, and the sources travel with their own times,
 # which can be older than those objects: the two modules built here by CMake alone start empty
 # (the harness's own build rebuilds what changed by its record of the sources)
-rm -rf build/ab-base build/timeline
+rm -rf build/ab-base
 base_pid= have_base=0
 if [ "$base" = . ]; then
   have_base=1 # this tree's module on both sides: nothing more to build
@@ -85,8 +85,7 @@ elif [ -d "$base/native/cuda" ]; then
     > "$work/build-base.log" 2>&1 &
   base_pid=$! have_base=1
 fi
-module_build native/cuda build/timeline/cuda "$PWD/build/timeline/bin" "$(limit 300 200)" -DKITE_CUDA_TIMELINE=ON \
-  > "$work/build-timeline.log" 2>&1 &
+timeline_build "$(limit 300 200)" > "$work/build-timeline.log" 2>&1 &
 tl_pid=$!
 (for t in q8_0 q4_0; do python3 -m harness models gen qwen35-0.8b --type "$t" | tail -1; done) \
   > "$work/models.txt" 2> "$work/models.log" &
@@ -217,10 +216,7 @@ cat "$work/verify-summary.md" >> "$summary"
 # 5. the per-layer timeline of this tree, if time is left
 lim=$(limit 60 10)
 if [ "$trc" -eq 0 ] && [ "$lim" -ge 20 ] && [ -x build/default/bin/kite ]; then
-  cp build/default/bin/kite build/timeline/bin/
-  KITE_CUDA_TIMELINE="$work/steps.txt" env "${new_env[@]}" timeout "$lim" build/timeline/bin/kite run --model "$judged" \
-    --prompt "$(seq -s, 1 64)" --steps 64 > "$work/timeline-run.log" 2>&1
-  python3 bench/pass_timeline.py "$work/steps.txt" --layers > "$out/timeline.md" 2> "$work/timeline.log"
+  timeline_layers "$judged" "$work" "$lim" "$out/timeline.md" "${new_env[@]}"
   note "- timeline ($judged_name): exit $? at ${SECONDS} s"
   grep -E "deltanet_head|^Steps" "$out/timeline.md" | head -6 | sed 's/^/    /' >> "$summary"
 else

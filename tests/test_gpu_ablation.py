@@ -34,7 +34,9 @@ if [ "$1" = bench/pass_timeline.py ]; then echo "Steps: 60; span of a step, medi
 exit 3
 """
 FAKE_CMAKE = """#!/usr/bin/env bash
+# each call logged; the configure step makes the output folder, as CMake does
 echo "cmake $*" >> "$FAKE_LOG"
+for a in "$@"; do case "$a" in -DKITE_OUTPUT_DIR=*) mkdir -p "${a#-DKITE_OUTPUT_DIR=}" ;; esac; done
 """
 FAKE_KITE = """#!/usr/bin/env bash
 echo "kite $* KITE_CUDA_TIMELINE=$KITE_CUDA_TIMELINE" >> "$FAKE_LOG"
@@ -57,7 +59,6 @@ def scratch(tmp_path: Path) -> tuple[Path, dict[str, str], Path]:
     for script in ("gpu-ablation.sh", "gpu-wheel.sh", "gpu-module.sh"):
         shutil.copy2(REPO / "scripts" / script, tree / "scripts")
     _exe(tree / "build" / "default" / "bin" / "kite", FAKE_KITE)
-    (tree / "build" / "timeline" / "bin").mkdir(parents=True)
     fake = tmp_path / "fakebin"
     _exe(fake / "python3", FAKE_PYTHON)
     _exe(fake / "cmake", FAKE_CMAKE)

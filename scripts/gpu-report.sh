@@ -37,12 +37,24 @@ if want build; then
   python3 -m harness build default stub > "$out/build-default.log" 2>&1
   ended build $?
 fi
+# compute-sanitizer over the module (memcheck, racecheck, synccheck, initcheck unless
+# KITE_SANITIZE_TOOLS): it reports errors, not times, so it runs beside llama.cpp's builds
+sanitize() {
+  timeout "${KITE_BENCH_TIMEOUT:-600}" scripts/gpu-sanitize.sh "$out/sanitize" > "$out/sanitize.log" 2>&1
+  ended sanitize $?
+}
+sanitizing=""
+if ! want sanitize; then :
+elif want build-llamacpp-cuda || want build-llamacpp; then sanitize & sanitizing=$!
+else sanitize
+fi
 for b in llamacpp-cuda llamacpp; do
   if want "build-$b"; then
     python3 -m harness build "$b" > "$out/build-$b.log" 2>&1
     ended "build-$b" $?
   fi
 done
+[ -n "$sanitizing" ] && wait "$sanitizing"
 rc=0
 if want suites; then
   timeout "${KITE_VERIFY_TIMEOUT:-1800}" python3 -m harness verify --reports "$runs/runs" "$@" 2>&1 | tee "$out/verify.log"
@@ -86,11 +98,6 @@ fi
 if want costs && [ -x build/llamacpp-cuda/bin/llama-bench ]; then
   timeout "${KITE_BENCH_TIMEOUT:-600}" python3 bench/cpu_llama.py --adapter build/llamacpp-cuda/bin/kite-llama --ngl 99 --costs --model models/qwen35-0.8b-q8_0-*.gguf --prompt-len 8 --steps 64 --iters 5 --rounds 3 --json "$out/llama-costs.json" > "$out/llama-costs.md" 2> "$out/llama-costs.log"
   ended costs $?
-fi
-# compute-sanitizer over the module (memcheck, racecheck, synccheck, initcheck unless KITE_SANITIZE_TOOLS)
-if want sanitize; then
-  timeout "${KITE_BENCH_TIMEOUT:-600}" scripts/gpu-sanitize.sh "$out/sanitize" > "$out/sanitize.log" 2>&1
-  ended sanitize $?
 fi
 # where a Q8_0 decode step's time goes per op and per layer (timeline_layers, scripts/gpu-module.sh)
 if want timeline; then

@@ -6,6 +6,7 @@ number of files still returns it."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -76,3 +77,32 @@ def test_each_step_run_says_when_it_ended_and_no_build_skips_every_build(tmp_pat
         lines = (out / "steps.log").read_text().splitlines()
         assert [line.split(":")[0] for line in lines] == ran
         assert all(": exit 0 at " in line for line in lines)
+
+
+FAKE_TIMEOUT = """#!/usr/bin/env bash
+# timeout SECONDS scripts/gpu-sanitize.sh OUTDIR/sanitize: waits (up to 30 s) for llama.cpp's CPU
+# build to end first, which it can only do when it runs beside the builds; anything else runs as is
+if [ "$2" = scripts/gpu-sanitize.sh ]; then
+  for _ in $(seq 1 300); do grep -q '^build-llamacpp:' "$(dirname "$3")/steps.log" 2>/dev/null && break; sleep 0.1; done
+  exit 0
+fi
+exec REAL_TIMEOUT "$@"
+"""
+
+
+def test_the_sanitizers_run_beside_llamacpps_builds_and_end_before_the_suites(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, text in (("python3", FAKE_PYTHON),
+                       ("timeout", FAKE_TIMEOUT.replace("REAL_TIMEOUT", shutil.which("timeout")))):
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    out = tmp_path / "out"
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}",
+           "KITE_REPORT_STEPS": "build sanitize build-llamacpp-cuda build-llamacpp suites",
+           "KITE_REPORT_RUNS": str(tmp_path / "runs")}
+    res = subprocess.run(["bash", str(REPO / "scripts" / "gpu-report.sh"), str(out)], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    ended = [line.split(":")[0] for line in (out / "steps.log").read_text().splitlines()]
+    assert ended == ["build", "build-llamacpp-cuda", "build-llamacpp", "sanitize", "suites"]

@@ -1,7 +1,6 @@
 # Sourced by the GPU machine's scripts (gpu-ab.sh, gpu-step.sh, gpu-ablation.sh, gpu-nsys.sh,
-# gpu-report.sh): one
-# CUDA module built by CMake alone, as the harness builds the shipped one, without its test modules
-# and probe:
+# gpu-report.sh): one CUDA module built by CMake alone, as the harness builds the shipped one,
+# without its test modules and probe:
 #   module_build SRC BUILD OUTDIR LIMIT [cmake args]
 # configures SRC (a native/cuda folder) into BUILD with the library going to OUTDIR, then builds it
 # within LIMIT seconds (0: no limit); the extra cmake args pick a variant (-DKITE_CUDA_TIMELINE=ON).

@@ -5,7 +5,7 @@
 # Builds this tree (harness build default stub), its ablation module (build/ablation,
 # KITE_CUDA_ABLATION=ON) and its timeline module (build/timeline), generates qwen35-0.8b
 # Q8_0, then runs KITE_ABLATION_ROUNDS (default 4) rounds of every group and of all but the
-# products, and 64 timeline steps after the same 8-token prompt. OUTDIR gets summary.md,
+# products, and the timeline as gpu-report.sh reads it (timeline_layers). OUTDIR gets summary.md,
 # ablation.md / .json, timeline.md and logs.tgz (a machine that returns few files returns them);
 # the logs and the timeline's steps are written in KITE_ABLATION_WORK (default a temp dir).
 set -uo pipefail
@@ -48,11 +48,8 @@ if [ "$arc" -eq 0 ] && [ -f "$q8" ]; then
   cat "$out/ablation.md" >> "$summary" 2>/dev/null || tail -20 "$work/ablation.log" | sed 's/^/    /' >> "$summary"
 fi
 if [ "$trc" -eq 0 ] && [ -f "$q8" ]; then
-  cp build/default/bin/kite build/timeline/bin/
   rm -f "$work/steps.txt"
-  KITE_CUDA_TIMELINE="$work/steps.txt" build/timeline/bin/kite run --model "$q8" --prompt "$(seq -s, 1 8)" \
-    --steps 64 > "$work/timeline-run.log" 2>&1
-  python3 bench/pass_timeline.py "$work/steps.txt" --layers > "$out/timeline.md" 2> "$work/timeline.log"
+  timeline_layers "$q8" "$work" 0 "$out/timeline.md"
   note "- timeline: exit $? at ${SECONDS} s"
   echo >> "$summary"
   cat "$out/timeline.md" >> "$summary"

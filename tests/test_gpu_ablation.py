@@ -85,7 +85,9 @@ def test_one_call_runs_every_step_and_keeps_few_files(scratch):
     assert any(c.startswith("cmake -S native/cuda -B build/ablation/cuda") and "-DKITE_CUDA_ABLATION=ON" in c
                for c in calls)
     assert any("-DKITE_CUDA_TIMELINE=ON" in c for c in calls)
-    assert any(c.startswith("kite run") and "--prompt 1,2,3,4,5,6,7,8" in c for c in calls)
+    # the timeline as gpu-report.sh reads it (timeline_layers): a 64-token prompt, 64 steps
+    prompt = ",".join(str(i) for i in range(1, 65))
+    assert any(c.startswith("kite run") and f"--prompt {prompt} --steps 64" in c for c in calls)
     summary = (out / "summary.md").read_text()
     for line in ("- device: NVIDIA H200", "- build (this tree): exit 0", "- ablation module: exit 0; timeline module: exit 0; "
                  "model models/qwen35-0.8b-q8_0-x.gguf", "- ablation: exit 0", "| norm | 49 | saving |", "- timeline: exit 0",

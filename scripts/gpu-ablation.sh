@@ -48,7 +48,6 @@ if [ "$arc" -eq 0 ] && [ -f "$q8" ]; then
   cat "$out/ablation.md" >> "$summary" 2>/dev/null || tail -20 "$work/ablation.log" | sed 's/^/    /' >> "$summary"
 fi
 if [ "$trc" -eq 0 ] && [ -f "$q8" ]; then
-  rm -f "$work/steps.txt"
   timeline_layers "$q8" "$work" 0 "$out/timeline.md"
   note "- timeline: exit $? at ${SECONDS} s"
   echo >> "$summary"

@@ -20,10 +20,12 @@ timeline_build() {
 # One decode as the timeline readings take it (this tree's engine beside the timeline module, a
 # 64-token prompt, 64 steps, CUDA graph on), read per op and per layer by bench/pass_timeline.py:
 #   timeline_layers MODEL WORKDIR LIMIT OUT.md [NAME=VALUE ...]
-# WORKDIR gets steps.txt, timeline-run.log and timeline.log; the NAME=VALUE words set the decode's env.
+# WORKDIR gets steps.txt (anew: the module appends to it), timeline-run.log and timeline.log; the
+# NAME=VALUE words set the decode's env.
 timeline_layers() {
   local model=$1 work=$2 lim=$3 md=$4
   shift 4
+  rm -f "$work/steps.txt"
   cp build/default/bin/kite build/timeline/bin/ &&
     env KITE_CUDA_TIMELINE="$work/steps.txt" "$@" timeout "$lim" build/timeline/bin/kite run --model "$model" \
       --prompt "$(seq -s, 1 64)" --steps 64 > "$work/timeline-run.log" 2>&1 &&

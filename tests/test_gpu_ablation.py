@@ -40,7 +40,7 @@ for a in "$@"; do case "$a" in -DKITE_OUTPUT_DIR=*) mkdir -p "${a#-DKITE_OUTPUT_
 """
 FAKE_KITE = """#!/usr/bin/env bash
 echo "kite $* KITE_CUDA_TIMELINE=$KITE_CUDA_TIMELINE" >> "$FAKE_LOG"
-echo "0 0 embed 1 1 1 256 0 0 1 2 3" > "$KITE_CUDA_TIMELINE"
+echo "0 0 embed 1 1 1 256 0 0 1 2 3" >> "$KITE_CUDA_TIMELINE"
 """
 
 
@@ -95,6 +95,22 @@ def test_one_call_runs_every_step_and_keeps_few_files(scratch):
         assert line in summary, line
     with tarfile.open(out / "logs.tgz") as tar:
         assert {Path(n).name for n in tar.getnames()} >= {"ablation.log", "build.log", "timeline-run.log"}
+
+
+def test_timeline_layers_reads_only_its_own_decode(scratch):
+    """scripts/gpu-module.sh's timeline_layers, which gpu-report.sh, gpu-step.sh, gpu-nsys.sh and
+    gpu-ablation.sh call: the module appends to KITE_CUDA_TIMELINE's file, so a steps.txt left in a
+    reused WORKDIR must not reach the reading."""
+    tree, env, log = scratch
+    work = tree.parent / "reused"
+    work.mkdir()
+    (work / "steps.txt").write_text("stale line of an earlier decode\n")
+    (tree / "build" / "timeline" / "bin").mkdir(parents=True)
+    script = f'. scripts/gpu-module.sh && timeline_layers model.gguf "{work}" 0 "{work}/timeline.md"'
+    res = subprocess.run(["bash", "-c", script], cwd=tree, env=env, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert (work / "steps.txt").read_text() == "0 0 embed 1 1 1 256 0 0 1 2 3\n"
+    assert "Steps: 60" in (work / "timeline.md").read_text()
 
 
 def test_the_gguf_wheel_is_installed_only_where_python_lacks_it(tmp_path):
